@@ -1,0 +1,77 @@
+package netns
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// testNS creates a uniquely named namespace with a dummy device, removed
+// when the test ends.
+func testNS(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	name := fmt.Sprintf("fct-netns-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "add", "fctdummy0", "type", "dummy").CombinedOutput(); err != nil {
+		t.Skipf("dummy links unavailable: %v: %s", err, out)
+	}
+	return name
+}
+
+func TestPath(t *testing.T) {
+	for in, want := range map[string]string{"": "", "a": "/run/netns/a", "/proc/1/ns/net": "/proc/1/ns/net"} {
+		if got := Path(in); got != want {
+			t.Errorf("Path(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCheckMissing(t *testing.T) {
+	if err := Check("fct-does-not-exist"); err == nil {
+		t.Fatal("Check of a missing namespace succeeded")
+	}
+}
+
+func TestWithSysfsSeesOnlyThatNamespace(t *testing.T) {
+	name := testNS(t)
+	err := WithSysfs(name, func(root string) error {
+		if _, err := os.Stat(filepath.Join(root, "class/net/fctdummy0")); err != nil {
+			return fmt.Errorf("device of the namespace not visible: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mount must not have leaked into this thread's view.
+	if _, err := os.Stat("/sys/class/net/fctdummy0"); err == nil {
+		t.Fatal("namespace sysfs leaked into the caller's /sys")
+	}
+}
+
+func TestDoAndReadProcNet(t *testing.T) {
+	name := testNS(t)
+	dev, err := ReadProcNet(name, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(dev, []byte("fctdummy0")) {
+		t.Fatalf("/proc/net/dev of %s lacks its device:\n%s", name, dev)
+	}
+	own, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(own, []byte("fctdummy0")) {
+		t.Fatal("caller left in the test namespace")
+	}
+}

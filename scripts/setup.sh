@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what falcon's benchmark and tests need on Debian/Ubuntu, as root.
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+
+[ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
+
+need=()
+for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3; do
+	cmd=${pair%%:*} pkg=${pair#*:}
+	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+	echo "setup: installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	# iperf3's package asks whether to start a daemon; the answer is no.
+	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+	export PATH=$PATH:/usr/local/go/bin
+fi
+command -v go >/dev/null 2>&1 || { echo "setup: Go 1.25 or newer is needed to build falcon (https://go.dev/doc/install)" >&2; exit 1; }
+
+# Tracepoints used by the tests live in tracefs.
+[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+echo "setup: ready ($(go version | cut -d' ' -f3), kernel $(uname -r), $(nproc) CPUs)"
