@@ -1,0 +1,289 @@
+// Package journal changes sysfs and procfs values, in any network namespace,
+// so that every change can be undone exactly: the old value is written to a
+// journal file (and synced) before the new value is written, so even a crash
+// half-way leaves enough behind to restore the system. Falcon's modes (falcon,
+// rps, rfs) all write their settings through it.
+package journal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Entry is one value falcon changed. Netns is "" for the namespace the
+// journal's owner runs in, a name under /run/netns, or a path such as
+// /proc/PID/ns/net. NetnsIno pins the namespace itself: a PID (and so a
+// /proc path) can be reused by another namespace after the container is gone,
+// and a value must never be "restored" into a stranger.
+type Entry struct {
+	Netns    string `json:"netns,omitempty"`
+	NetnsIno uint64 `json:"netns_ino"`
+	Path     string `json:"path"`
+	Old      string `json:"old"`
+	New      string `json:"new"`
+}
+
+// Change is a value to write: Path is absolute, under /sys or /proc/sys.
+type Change struct {
+	Path  string
+	Value string
+}
+
+// Journal is the set of values changed so far, mirrored in a file.
+type Journal struct {
+	file    string
+	mu      sync.Mutex
+	entries []Entry
+}
+
+type fileFormat struct {
+	Version int     `json:"version"`
+	Entries []Entry `json:"entries"`
+}
+
+// Open loads the journal in file, or starts an empty one (the file is
+// created on the first change).
+func Open(file string) (*Journal, error) {
+	j := &Journal{file: file}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f fileFormat
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("journal %s is corrupt (%v); its values cannot be restored automatically", file, err)
+	}
+	j.entries = f.Entries
+	return j, nil
+}
+
+// Entries returns a copy of the recorded changes, oldest first.
+func (j *Journal) Entries() []Entry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Entry(nil), j.entries...)
+}
+
+// save writes the journal atomically and durably: a torn journal would lose
+// the old values it exists to keep.
+func (j *Journal) save() error {
+	if len(j.entries) == 0 {
+		err := os.Remove(j.file)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	b, err := json.MarshalIndent(fileFormat{Version: 1, Entries: j.entries}, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(j.file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".journal-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), j.file); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func (j *Journal) find(ino uint64, path string) int {
+	for i, e := range j.entries {
+		if e.NetnsIno == ino && e.Path == path {
+			return i
+		}
+	}
+	return -1
+}
+
+// Apply writes the changes in namespace netns. Values already as wanted are
+// left alone and not recorded; a value changed before keeps its first old
+// value, so applying twice is harmless and restore still returns to the
+// state before the first apply.
+func (j *Journal) Apply(netns string, changes []Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	for _, c := range changes {
+		if err := checkPath(c.Path); err != nil {
+			return err
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return inNetns(netns, needsSysfs(changes), func(ino uint64) error {
+		var todo []Change
+		for _, c := range changes {
+			cur, err := readValue(c.Path)
+			if err != nil {
+				return err
+			}
+			i := j.find(ino, c.Path)
+			switch {
+			case i >= 0:
+				j.entries[i].New = c.Value
+				if cur != c.Value {
+					todo = append(todo, c)
+				}
+			case cur != c.Value:
+				j.entries = append(j.entries, Entry{Netns: netns, NetnsIno: ino, Path: c.Path, Old: cur, New: c.Value})
+				todo = append(todo, c)
+			}
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		if err := j.save(); err != nil {
+			return fmt.Errorf("journal %s: %w", j.file, err)
+		}
+		for _, c := range todo {
+			if err := writeValue(c.Path, c.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Restore writes back every old value, newest change first, and removes the
+// journal file once everything is restored. Values whose namespace or device
+// is gone are dropped: there is nothing left to restore. Entries that fail
+// otherwise stay in the journal so that a later Restore can retry them.
+func (j *Journal) Restore() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var errs []error
+	keep := make([]bool, len(j.entries))
+	// Entries of one namespace are restored in one visit; the visits go from
+	// the newest entry backwards so that a value changed twice ends at its
+	// oldest value.
+	done := make([]bool, len(j.entries))
+	for last := len(j.entries) - 1; last >= 0; last-- {
+		if done[last] {
+			continue
+		}
+		ns, ino := j.entries[last].Netns, j.entries[last].NetnsIno
+		var idx []int
+		for i := last; i >= 0; i-- {
+			if !done[i] && j.entries[i].NetnsIno == ino && j.entries[i].Netns == ns {
+				idx = append(idx, i)
+				done[i] = true
+			}
+		}
+		var group []Change
+		for _, i := range idx {
+			group = append(group, Change{Path: j.entries[i].Path, Value: j.entries[i].Old})
+		}
+		err := inNetnsIno(ns, ino, needsSysfs(group), func() error {
+			for k, i := range idx {
+				werr := writeValue(group[k].Path, group[k].Value)
+				if werr != nil && !gone(werr) {
+					keep[i] = true
+					errs = append(errs, werr)
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNetnsGone) {
+			for _, i := range idx {
+				keep[i] = true
+			}
+			errs = append(errs, err)
+		}
+	}
+	var rest []Entry
+	for i, e := range j.entries {
+		if keep[i] {
+			rest = append(rest, e)
+		}
+	}
+	j.entries = rest
+	if err := j.save(); err != nil {
+		errs = append(errs, fmt.Errorf("journal %s: %w", j.file, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Restore restores the journal in file, if there is one.
+func Restore(file string) error {
+	j, err := Open(file)
+	if err != nil {
+		return err
+	}
+	return j.Restore()
+}
+
+func checkPath(p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p ||
+		!(strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/sys/")) {
+		return fmt.Errorf("journal: %q is not a clean path under /sys or /proc/sys", p)
+	}
+	return nil
+}
+
+func needsSysfs(cs []Change) bool {
+	for _, c := range cs {
+		if strings.HasPrefix(c.Path, "/sys/") {
+			return true
+		}
+	}
+	return false
+}
+
+func readValue(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func writeValue(p, v string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(v)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %q to %s: %w", v, p, err)
+	}
+	return nil
+}
+
+// gone reports errors that mean the device (and so the value) no longer
+// exists.
+func gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, errNoDev)
+}

@@ -1,0 +1,193 @@
+package journal
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// setup makes a namespace with a veth pair between it and the current
+// namespace and returns the namespace name and the host-side device.
+func setup(t *testing.T) (ns, host string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ns = fmt.Sprintf("fct%dj", os.Getpid())
+	host = fmt.Sprintf("fct%dh", os.Getpid())
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", host).Run()
+		exec.Command("ip", "netns", "del", ns).Run()
+	})
+	ip(t, "netns", "add", ns)
+	ip(t, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	return ns, host
+}
+
+func read(t *testing.T, ns, path string) string {
+	t.Helper()
+	var v string
+	err := netns.WithSysfs(ns, func(string) error {
+		var err error
+		v, err = readValue(path)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+const (
+	ctrRPS  = "/sys/class/net/eth0/queues/rx-0/rps_cpus"
+	ctrFlow = "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt"
+)
+
+func TestApplyRestore(t *testing.T) {
+	ns, host := setup(t)
+	hostRPS := "/sys/class/net/" + host + "/queues/rx-0/rps_cpus"
+	hostFlow := "/sys/class/net/" + host + "/queues/rx-0/rps_flow_cnt"
+	// Start from values that are not the defaults, so that restoring to the
+	// defaults by mistake would be seen.
+	j0, _ := Open(filepath.Join(t.TempDir(), "pre"))
+	if err := j0.Apply(ns, []Change{{ctrFlow, "16"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j0.Apply("", []Change{{hostRPS, "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{
+		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow),
+		"h" + hostRPS: read(t, "", hostRPS), "h" + hostFlow: read(t, "", hostFlow),
+	}
+
+	file := filepath.Join(t.TempDir(), "journal.json")
+	j, err := Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // twice: the second apply must not lose the old values
+		if err := j.Apply(ns, []Change{{ctrRPS, "2"}, {ctrFlow, "0"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Apply("", []Change{{hostRPS, "3"}, {hostFlow, "0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := read(t, ns, ctrRPS); got != "2" {
+		t.Errorf("container rps_cpus = %q, want 2", got)
+	}
+	if got := read(t, ns, ctrFlow); got != "0" {
+		t.Errorf("container rps_flow_cnt = %q, want 0", got)
+	}
+	if got := read(t, "", hostRPS); got != "3" {
+		t.Errorf("host rps_cpus = %q, want 3", got)
+	}
+	// hostFlow was already 0: nothing to record.
+	if n := len(j.Entries()); n != 3 {
+		t.Errorf("journal has %d entries, want 3: %+v", n, j.Entries())
+	}
+
+	// A new process restores from the file alone.
+	if err := Restore(file); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]string{
+		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow),
+		"h" + hostRPS: read(t, "", hostRPS), "h" + hostFlow: read(t, "", hostFlow),
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s restored to %q, was %q", k[1:], after[k], v)
+		}
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("journal file left behind after restore: %v", err)
+	}
+	if err := Restore(file); err != nil {
+		t.Errorf("second restore: %v", err)
+	}
+	if err := j0.Restore(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrash restores after a crash between recording and writing, and after
+// a crash half-way through the changes.
+func TestCrash(t *testing.T) {
+	ns, host := setup(t)
+	hostRPS := "/sys/class/net/" + host + "/queues/rx-0/rps_cpus"
+	file := filepath.Join(t.TempDir(), "journal.json")
+
+	j, _ := Open(file)
+	if err := j.Apply("", []Change{{hostRPS, "3"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the old value was recorded, the new one never written.
+	ino, err := NetnsIno(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.entries = append(j.entries, Entry{Netns: ns, NetnsIno: ino, Path: ctrRPS, Old: "0", New: "1"})
+	if err := j.save(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Restore(file); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, "", hostRPS); got != "0" {
+		t.Errorf("host rps_cpus = %q after restore, want 0", got)
+	}
+	if got := read(t, ns, ctrRPS); got != "0" {
+		t.Errorf("container rps_cpus = %q after restore, want 0", got)
+	}
+}
+
+// TestGone drops values whose device or namespace disappeared, and never
+// writes into a namespace that merely reuses the recorded name.
+func TestGone(t *testing.T) {
+	ns, host := setup(t)
+	file := filepath.Join(t.TempDir(), "journal.json")
+	j, _ := Open(file)
+	if err := j.Apply(ns, []Change{{ctrRPS, "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Apply("", []Change{{"/sys/class/net/" + host + "/queues/rx-0/rps_cpus", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ip(t, "link", "del", host) // takes the container's eth0 with it
+	ip(t, "netns", "del", ns)
+	ip(t, "netns", "add", ns)
+	ip(t, "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(j.Entries()); n != 0 {
+		t.Errorf("%d entries left: %+v", n, j.Entries())
+	}
+	if got := read(t, ns, ctrRPS); got != "0" {
+		t.Errorf("a new namespace of the same name got rps_cpus %q", got)
+	}
+}
+
+func TestBadPath(t *testing.T) {
+	j, _ := Open(filepath.Join(t.TempDir(), "j"))
+	for _, p := range []string{"/etc/passwd", "sys/x", "/sys/../etc/x"} {
+		if err := j.Apply("", []Change{{p, "1"}}); err == nil {
+			t.Errorf("Apply(%q) succeeded", p)
+		}
+	}
+}
