@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0
+// stagetrace: counts, per (network namespace, device, inner flow) and per
+// CPU, the packets that enter a device's receive softirq. The tracepoint
+// net:netif_receive_skb fires in __netif_receive_skb_core, i.e. on the CPU
+// that runs the device's stage after RPS has chosen it, whether the packet
+// came from a driver's NAPI poll, GRO, gro_cells or the netif_rx backlog.
+//
+// No vmlinux.h: the few kernel fields needed are declared below with
+// preserve_access_index, so CO-RE finds them wherever this kernel keeps them.
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+enum {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_NOEXIST = 1,
+};
+
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	unsigned int len;
+	unsigned int data_len;
+	__be16 protocol;
+	unsigned int end;
+	unsigned char *head;
+	unsigned char *data;
+} __attribute__((preserve_access_index));
+
+struct skb_shared_info {
+	unsigned short gso_segs;
+} __attribute__((preserve_access_index));
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define IPPROTO_HOPOPTS 0
+#define IPPROTO_ROUTING 43
+#define IPPROTO_FRAGMENT 44
+#define IPPROTO_DSTOPTS 60
+#define VXLAN_HLEN 8
+#define ETH_HLEN 14
+#define MAX_VXLAN_PORTS 4
+
+// The flow of a packet: the inner 5-tuple for VXLAN, the packet's own
+// otherwise. Ports are in host order; IPv4 addresses sit in the first 4
+// bytes. Layout shared with Go (bpf2go generates the twin).
+struct flow {
+	__u8 proto;
+	__u8 family; // 4 or 6
+	__u16 sport;
+	__u16 dport;
+	__u16 pad;
+	__u8 saddr[16];
+	__u8 daddr[16];
+};
+
+struct stage_key {
+	__u32 netns;
+	__u32 ifindex;
+	struct flow flow;
+};
+
+struct stage_val {
+	__u64 packets; // segments: a GRO super-packet counts as gso_segs
+	__u64 skbs;
+};
+
+struct seq_val {
+	__u64 max_seq;
+	__u64 seen;
+	__u64 reordered;
+};
+
+enum {
+	STAT_SEEN,       // every skb the tracepoint handed us
+	STAT_COUNTED,    // skbs that matched the filter and were counted
+	STAT_NOT_IP,     // not IPv4/IPv6 (ARP, LLDP, ...), outside or inside VXLAN
+	STAT_TRUNCATED,  // headers not in the linear area, unreadable or malformed
+	STAT_MAP_FULL,   // flows that found no room in the stages map
+	STAT_SEQ_SHORT,  // sequenced flow packets without 8 readable payload bytes
+	STAT_MAX,
+};
+
+// Set from Go before loading.
+volatile const __u16 vxlan_ports[MAX_VXLAN_PORTS] = {4789, 8472};
+volatile const __u16 port_min = 0; // inner sport or dport in [min, max]; 0,0: all
+volatile const __u16 port_max = 0;
+volatile const __u8 proto_filter = 0; // 0: TCP and UDP (and others, portless)
+volatile const __u8 netns_filter_on = 0;
+volatile const __u32 seq_netns = 0; // device whose UDP payloads carry sequence numbers
+volatile const __u32 seq_ifindex = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct stage_key);
+	__type(value, struct stage_val);
+} stages SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u8);
+} netns_filter SEC(".maps");
+
+// Shared across CPUs on purpose: packets of one flow on two CPUs at once is
+// exactly what reordering looks like.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct flow);
+	__type(value, struct seq_val);
+} seqs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void stat_inc(__u32 i)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &i);
+	if (v)
+		(*v)++;
+}
+
+static __always_inline int is_vxlan_port(__u16 port)
+{
+#pragma unroll
+	for (int i = 0; i < MAX_VXLAN_PORTS; i++)
+		if (vxlan_ports[i] && vxlan_ports[i] == port)
+			return 1;
+	return 0;
+}
+
+// Reads n bytes at head+off if they lie within [0, limit).
+static __always_inline int load(void *dst, __u32 n, unsigned char *head, __u32 off, __u32 limit)
+{
+	if (off + n > limit)
+		return -1;
+	return bpf_probe_read_kernel(dst, n, head + off);
+}
+
+// parse_l3 fills f from the IP header at off (ethertype proto) and returns
+// the offset of the L4 header, or 0 when there are no ports to read (a
+// later fragment, another protocol), or -1 when the packet is unreadable.
+static __always_inline int parse_l3(struct flow *f, unsigned char *head, __u32 off, __u32 limit,
+				    __u16 proto)
+{
+	if (proto == ETH_P_IP) {
+		__u8 b[20];
+		if (load(b, sizeof(b), head, off, limit))
+			return -1;
+		__u32 ihl = (b[0] & 0x0f) * 4;
+		if ((b[0] >> 4) != 4 || ihl < 20)
+			return -1;
+		f->family = 4;
+		f->proto = b[9];
+		__builtin_memcpy(f->saddr, &b[12], 4);
+		__builtin_memcpy(f->daddr, &b[16], 4);
+		__u16 frag = ((__u16)b[6] << 8 | b[7]) & 0x1fff;
+		if (frag)
+			return 0;
+		return off + ihl;
+	}
+	if (proto == ETH_P_IPV6) {
+		__u8 b[40];
+		if (load(b, sizeof(b), head, off, limit))
+			return -1;
+		if ((b[0] >> 4) != 6)
+			return -1;
+		f->family = 6;
+		__builtin_memcpy(f->saddr, &b[8], 16);
+		__builtin_memcpy(f->daddr, &b[24], 16);
+		__u8 nh = b[6];
+		off += 40;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			__u8 x[8];
+			if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_ROUTING && nh != IPPROTO_DSTOPTS &&
+			    nh != IPPROTO_FRAGMENT)
+				break;
+			if (load(x, sizeof(x), head, off, limit))
+				return -1;
+			if (nh == IPPROTO_FRAGMENT) {
+				if (((__u16)x[2] << 8 | x[3]) & 0xfff8) {
+					f->proto = x[0];
+					return 0;
+				}
+				off += 8;
+			} else {
+				off += ((__u32)x[1] + 1) * 8;
+			}
+			nh = x[0];
+		}
+		f->proto = nh;
+		return off;
+	}
+	return -1;
+}
+
+static __always_inline int read_ports(struct flow *f, unsigned char *head, __u32 l4, __u32 limit)
+{
+	__u16 p[2];
+	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP)
+		return 0;
+	if (load(p, sizeof(p), head, l4, limit))
+		return -1;
+	f->sport = bpf_ntohs(p[0]);
+	f->dport = bpf_ntohs(p[1]);
+	return 0;
+}
+
+static __always_inline void track_seq(struct flow *f, unsigned char *head, __u32 l4, __u32 limit)
+{
+	__u64 be;
+	if (load(&be, sizeof(be), head, l4 + 8, limit)) {
+		stat_inc(STAT_SEQ_SHORT);
+		return;
+	}
+	__u64 seq = bpf_be64_to_cpu(be);
+	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
+	if (!v) {
+		struct seq_val nv = {.max_seq = seq, .seen = 1};
+		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
+			return;
+		v = bpf_map_lookup_elem(&seqs, f);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->seen, 1);
+	// A racy max is fine: a loss of the race means two CPUs handled the
+	// flow at once, and the next packet below the max is still counted.
+	if (seq < v->max_seq)
+		__sync_fetch_and_add(&v->reordered, 1);
+	else
+		v->max_seq = seq;
+}
+
+static __always_inline int handle(struct sk_buff *skb)
+{
+	stat_inc(STAT_SEEN);
+
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	if (!dev)
+		return 0;
+	__u32 netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	if (netns_filter_on && !bpf_map_lookup_elem(&netns_filter, &netns))
+		return 0;
+
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	__u32 len = BPF_CORE_READ(skb, len);
+	__u32 data_len = BPF_CORE_READ(skb, data_len);
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	// At this tracepoint eth_type_trans has pulled the MAC header: data is
+	// the network header and protocol its ethertype.
+	__u32 off = data - head;
+	__u32 limit = off + (len - data_len);
+
+	struct stage_key key;
+	__builtin_memset(&key, 0, sizeof(key));
+	key.netns = netns;
+	key.ifindex = BPF_CORE_READ(dev, ifindex);
+
+	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+		__be16 inner;
+		if (load(&inner, 2, head, off + 2, limit)) {
+			stat_inc(STAT_TRUNCATED);
+			return 0;
+		}
+		proto = bpf_ntohs(inner);
+		off += 4;
+	}
+	if (proto != ETH_P_IP && proto != ETH_P_IPV6) {
+		stat_inc(STAT_NOT_IP);
+		return 0;
+	}
+	int l4 = parse_l3(&key.flow, head, off, limit, proto);
+	if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, head, l4, limit))) {
+		stat_inc(STAT_TRUNCATED);
+		return 0;
+	}
+	if (l4 > 0 && key.flow.proto == IPPROTO_UDP && is_vxlan_port(key.flow.dport)) {
+		__u32 eth = l4 + 8 + VXLAN_HLEN;
+		__be16 et;
+		if (load(&et, 2, head, eth + 12, limit)) {
+			stat_inc(STAT_TRUNCATED);
+			return 0;
+		}
+		if (bpf_ntohs(et) != ETH_P_IP && bpf_ntohs(et) != ETH_P_IPV6) {
+			stat_inc(STAT_NOT_IP); // ARP inside the tunnel, say
+			return 0;
+		}
+		__builtin_memset(&key.flow, 0, sizeof(key.flow));
+		l4 = parse_l3(&key.flow, head, eth + ETH_HLEN, limit, bpf_ntohs(et));
+		if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, head, l4, limit))) {
+			stat_inc(STAT_TRUNCATED);
+			return 0;
+		}
+	}
+
+	if (proto_filter && key.flow.proto != proto_filter)
+		return 0;
+	if (port_min || port_max) {
+		__u16 s = key.flow.sport, d = key.flow.dport;
+		if (!((s >= port_min && s <= port_max) || (d >= port_min && d <= port_max)))
+			return 0;
+	}
+
+	__u32 segs = 1;
+	struct skb_shared_info *shinfo = (void *)(head + BPF_CORE_READ(skb, end));
+	__u16 gs = BPF_CORE_READ(shinfo, gso_segs);
+	if (gs > 1)
+		segs = gs;
+
+	struct stage_val *v = bpf_map_lookup_elem(&stages, &key);
+	if (v) {
+		v->packets += segs;
+		v->skbs++;
+	} else {
+		struct stage_val nv = {.packets = segs, .skbs = 1};
+		if (bpf_map_update_elem(&stages, &key, &nv, BPF_NOEXIST)) {
+			v = bpf_map_lookup_elem(&stages, &key);
+			if (!v) {
+				stat_inc(STAT_MAP_FULL);
+				return 0;
+			}
+			v->packets += segs;
+			v->skbs++;
+		}
+	}
+	stat_inc(STAT_COUNTED);
+
+	if (seq_ifindex && key.ifindex == seq_ifindex && netns == seq_netns && l4 > 0 &&
+	    key.flow.proto == IPPROTO_UDP)
+		track_seq(&key.flow, head, l4, limit);
+	return 0;
+}
+
+// tp_btf: the kernel hands over the skb; the attach point is chosen from
+// Go (netif_receive_skb by default; the other skb tracepoints for checks).
+SEC("tp_btf/netif_receive_skb")
+int stage_btf(__u64 *ctx)
+{
+	return handle((struct sk_buff *)ctx[0]);
+}
+
+// raw_tp: the same, for kernels whose tracepoints lack BTF.
+SEC("raw_tp/netif_receive_skb")
+int stage_raw(__u64 *ctx)
+{
+	return handle((struct sk_buff *)ctx[0]);
+}
+
+char LICENSE[] SEC("license") = "GPL";

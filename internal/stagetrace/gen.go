@@ -1,0 +1,3 @@
+package stagetrace
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror" -type flow -type stage_key -type stage_val -type seq_val stagetrace ../../bpf/stagetrace.c

@@ -1,0 +1,121 @@
+package stagetrace
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// NetnsInode returns the inode number of a network namespace, the
+// identifier the kernel's struct net carries (net->ns.inum). name is a
+// name under /run/netns, a path (/proc/PID/ns/net), or "" for the
+// namespace of the calling thread.
+func NetnsInode(name string) (uint32, error) {
+	p := netns.Path(name)
+	if p == "" {
+		p = "/proc/thread-self/ns/net"
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		if name != "" && !netns.Exists(name) {
+			return 0, netns.Check(name)
+		}
+		return 0, fmt.Errorf("network namespace %q: %w", name, err)
+	}
+	return uint32(st.Ino), nil
+}
+
+var initNetnsInode = sync.OnceValue(func() uint32 {
+	ino, _ := NetnsInode("/proc/1/ns/net")
+	return ino
+})
+
+// resolver maps namespace inodes to names and (inode, ifindex) to device
+// names. Namespaces without a name in /run/netns (Docker's, a pod's) are
+// found through a process living in them.
+type resolver struct {
+	names map[uint32]string // inode -> /run/netns name
+	paths map[uint32]string // inode -> a path that opens it
+	devs  map[uint32]map[int]string
+	procs bool // /proc scanned
+}
+
+func newResolver() *resolver {
+	r := &resolver{names: map[uint32]string{}, paths: map[uint32]string{},
+		devs: map[uint32]map[int]string{}}
+	ents, _ := os.ReadDir(netns.Dir)
+	for _, e := range ents {
+		if ino, err := NetnsInode(e.Name()); err == nil {
+			r.names[ino] = e.Name()
+			r.paths[ino] = netns.Path(e.Name())
+		}
+	}
+	if ino := initNetnsInode(); ino != 0 {
+		if _, ok := r.paths[ino]; !ok {
+			r.paths[ino] = "/proc/1/ns/net"
+		}
+	}
+	return r
+}
+
+func (r *resolver) path(ino uint32) string {
+	if p, ok := r.paths[ino]; ok || r.procs {
+		return p
+	}
+	r.procs = true
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		p := filepath.Join("/proc", e.Name(), "ns/net")
+		if i, err := NetnsInode(p); err == nil {
+			if _, ok := r.paths[i]; !ok {
+				r.paths[i] = p
+			}
+		}
+	}
+	return r.paths[ino]
+}
+
+func (r *resolver) dev(ino uint32, ifindex int) string {
+	m, ok := r.devs[ino]
+	if !ok {
+		m = map[int]string{}
+		r.devs[ino] = m
+		if p := r.path(ino); p != "" {
+			_ = netns.Do(p, func() error {
+				ifs, err := net.Interfaces()
+				for _, i := range ifs {
+					m[i.Index] = i.Name
+				}
+				return err
+			})
+		}
+	}
+	return m[ifindex]
+}
+
+// devIndex finds the ifindex of device dev in namespace ns.
+func devIndex(ns, dev string) (int, error) {
+	var idx int
+	err := netns.Do(ns, func() error {
+		i, err := net.InterfaceByName(dev)
+		if err != nil {
+			where := fmt.Sprintf("network namespace %q", ns)
+			if ns == "" {
+				where = "the current network namespace"
+			}
+			return fmt.Errorf("no device %q in %s", dev, where)
+		}
+		idx = i.Index
+		return nil
+	})
+	return idx, err
+}

@@ -1,0 +1,145 @@
+package stagetrace
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cilium/ebpf"
+)
+
+// Snapshot reads the counters so far, one Record per (namespace, device,
+// flow), sorted by stage then flow. Namespace and device names are looked
+// up now, so devices gone since show by index only.
+func (t *Tracer) Snapshot() ([]Record, error) {
+	if t.coll == nil {
+		return nil, errors.New("stage tracer is closed")
+	}
+	if t.names == nil {
+		t.names = newResolver()
+	}
+	var (
+		k    stagetraceStageKey
+		vals []stagetraceStageVal
+		out  []Record
+	)
+	it := t.coll.Maps[stagetraceMapStages].Iterate()
+	for it.Next(&k, &vals) {
+		r := Record{NetnsInode: k.Netns, Ifindex: int(k.Ifindex), Flow: flowFromBPF(k.Flow),
+			PerCPU: map[int]uint64{}, SkbsPerCPU: map[int]uint64{}}
+		for cpu, v := range vals {
+			if v.Skbs > 0 {
+				r.PerCPU[cpu] = v.Packets
+				r.SkbsPerCPU[cpu] = v.Skbs
+			}
+		}
+		out = append(out, r)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read stage counters: %w", err)
+	}
+	for i := range out {
+		r := &out[i]
+		r.Netns = t.names.names[r.NetnsInode]
+		r.Dev = t.names.dev(r.NetnsInode, r.Ifindex)
+	}
+	// Names are cached per snapshot only: namespaces and devices come and go.
+	t.names = nil
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if sa, sb := a.Stage(), b.Stage(); sa != sb {
+			return sa < sb
+		}
+		return a.Flow.String() < b.Flow.String()
+	})
+	return out, nil
+}
+
+// SeqRecord is the order seen by one flow at the sequence device.
+type SeqRecord struct {
+	Flow      Flow
+	Seen      uint64 // packets with a readable sequence number
+	Reordered uint64 // packets below the highest sequence number before them
+	MaxSeq    uint64
+}
+
+// Reordering reads the per-flow order counters of the sequence device
+// (Options.SeqDev); empty when none was set.
+func (t *Tracer) Reordering() ([]SeqRecord, error) {
+	if t.coll == nil {
+		return nil, errors.New("stage tracer is closed")
+	}
+	var (
+		k   stagetraceFlow
+		v   stagetraceSeqVal
+		out []SeqRecord
+	)
+	it := t.coll.Maps[stagetraceMapSeqs].Iterate()
+	for it.Next(&k, &v) {
+		out = append(out, SeqRecord{Flow: flowFromBPF(k), Seen: v.Seen,
+			Reordered: v.Reordered, MaxSeq: v.MaxSeq})
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read order counters: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Flow.String() < out[j].Flow.String() })
+	return out, nil
+}
+
+// Stats are the program's own counters, summed over CPUs.
+type Stats struct {
+	Seen      uint64 // skbs the tracepoint handed over
+	Counted   uint64 // skbs that passed the filters and were counted
+	NotIP     uint64
+	Truncated uint64 // headers not readable from the linear data
+	MapFull   uint64 // skbs lost for want of room: raise MaxFlows
+	SeqShort  uint64 // UDP at the sequence device without 8 payload bytes
+}
+
+// Stats reads the program's counters.
+func (t *Tracer) Stats() (Stats, error) {
+	if t.coll == nil {
+		return Stats{}, errors.New("stage tracer is closed")
+	}
+	var s Stats
+	fields := []*uint64{&s.Seen, &s.Counted, &s.NotIP, &s.Truncated, &s.MapFull, &s.SeqShort}
+	for i, f := range fields {
+		var per []uint64
+		if err := t.coll.Maps[stagetraceMapStats].Lookup(uint32(i), &per); err != nil {
+			return s, fmt.Errorf("read stats: %w", err)
+		}
+		for _, n := range per {
+			*f += n
+		}
+	}
+	return s, nil
+}
+
+// Reset clears the flow and order counters (not Stats), e.g. between the
+// phases of a test. Packets counted while it runs may survive it.
+func (t *Tracer) Reset() error {
+	if t.coll == nil {
+		return errors.New("stage tracer is closed")
+	}
+	for _, name := range []string{stagetraceMapStages, stagetraceMapSeqs} {
+		m := t.coll.Maps[name]
+		var keys [][]byte
+		var prev any // nil: start from the first key
+		for {
+			var k []byte
+			if err := m.NextKey(prev, &k); errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("reset %s: %w", name, err)
+			}
+			keys = append(keys, k)
+			prev = k
+		}
+		for _, k := range keys {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("reset %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}

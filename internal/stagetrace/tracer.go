@@ -1,0 +1,234 @@
+// Package stagetrace observes, on the real kernel datapath, which CPU runs
+// each (flow, device) stage of the receive path, and whether a flow got
+// reordered on its way to the socket's device.
+//
+// A BPF program on the tracepoint net:netif_receive_skb, which fires in
+// __netif_receive_skb_core on the CPU that processes the packet for that
+// device (after RPS), counts packets per (network namespace, device, inner
+// flow) and CPU. VXLAN packets are counted under their inner 5-tuple, so a
+// flow has one identity at the NIC, the VXLAN device and the container.
+package stagetrace
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Tracepoints that hand over the skb as their first argument; the tracer
+// can sit on any of them. Only netif_receive_skb runs on the CPU of the
+// device's stage; the *_entry ones and netif_rx fire before RPS, on the CPU
+// of the previous stage.
+var Tracepoints = []string{
+	"netif_receive_skb",
+	"netif_receive_skb_entry",
+	"netif_receive_skb_list_entry",
+	"napi_gro_receive_entry",
+	"napi_gro_frags_entry",
+	"netif_rx_entry",
+	"netif_rx",
+}
+
+// Options says what to trace. The zero value traces every IP packet at
+// every device of every namespace on net:netif_receive_skb.
+type Options struct {
+	// Tracepoint of the net: group; default "netif_receive_skb".
+	Tracepoint string
+	// Netns restricts counting to these namespaces (names under /run/netns
+	// or paths; "" is the caller's), NetnsInodes to these inodes.
+	Netns       []string
+	NetnsInodes []uint32
+	// Count only TCP (6) or UDP (17); 0 counts every IP protocol.
+	Proto uint8
+	// Count only flows whose (inner) source or destination port lies in
+	// [PortMin, PortMax]; both 0 counts all.
+	PortMin, PortMax uint16
+	// UDP destination ports that carry VXLAN; nil means 4789 and 8472.
+	// At most 4.
+	VXLANPorts []uint16
+	// MaxFlows bounds the (namespace, device, flow) entries; default 16384.
+	MaxFlows int
+	// SeqNetns and SeqDev name the last device before the socket (e.g.
+	// the container's eth0). When set, UDP packets there are read as
+	// carrying a big-endian uint64 sequence number in their first 8
+	// payload bytes (see internal/seqcheck), and packets below the
+	// highest number already seen in their flow are counted as reordered.
+	SeqNetns, SeqDev string
+}
+
+// DefaultVXLANPorts are the IANA port and the Linux/Flannel one.
+var DefaultVXLANPorts = []uint16{4789, 8472}
+
+const maxVXLANPorts = 4
+
+// Tracer is a loaded and attached stage tracer.
+type Tracer struct {
+	coll  *ebpf.Collection
+	link  link.Link
+	hook  string
+	names *resolver
+}
+
+type cfg struct {
+	tp         string
+	inodes     []uint32
+	vxlan      [maxVXLANPorts]uint16
+	seqNetns   uint32
+	seqIfindex uint32
+}
+
+// validate checks the options and resolves names, before anything is
+// loaded into the kernel.
+func (o Options) validate() (cfg, error) {
+	c := cfg{tp: o.Tracepoint}
+	if c.tp == "" {
+		c.tp = "netif_receive_skb"
+	}
+	if !slices.Contains(Tracepoints, c.tp) {
+		return c, fmt.Errorf("tracepoint %q not supported (one of %v)", o.Tracepoint, Tracepoints)
+	}
+	if o.Proto != 0 && o.Proto != 6 && o.Proto != 17 {
+		return c, fmt.Errorf("protocol %d: want 6 (TCP), 17 (UDP) or 0 (all)", o.Proto)
+	}
+	if o.PortMin > o.PortMax {
+		return c, fmt.Errorf("port range %d-%d is empty", o.PortMin, o.PortMax)
+	}
+	if o.MaxFlows < 0 {
+		return c, fmt.Errorf("MaxFlows %d is negative", o.MaxFlows)
+	}
+	ports := o.VXLANPorts
+	if ports == nil {
+		ports = DefaultVXLANPorts
+	}
+	if len(ports) > maxVXLANPorts {
+		return c, fmt.Errorf("%d VXLAN ports given, at most %d", len(ports), maxVXLANPorts)
+	}
+	for i, p := range ports {
+		if p == 0 {
+			return c, errors.New("VXLAN port 0 is not a port")
+		}
+		c.vxlan[i] = p
+	}
+	for _, ns := range o.Netns {
+		ino, err := NetnsInode(ns)
+		if err != nil {
+			return c, err
+		}
+		c.inodes = append(c.inodes, ino)
+	}
+	c.inodes = append(c.inodes, o.NetnsInodes...)
+	if (o.SeqNetns != "" || o.SeqDev != "") && o.SeqDev == "" {
+		return c, errors.New("SeqNetns given without SeqDev")
+	}
+	if o.SeqDev != "" {
+		ino, err := NetnsInode(o.SeqNetns)
+		if err != nil {
+			return c, err
+		}
+		idx, err := devIndex(o.SeqNetns, o.SeqDev)
+		if err != nil {
+			return c, err
+		}
+		c.seqNetns, c.seqIfindex = ino, uint32(idx)
+	}
+	return c, nil
+}
+
+// Start loads the BPF program and attaches it. It prefers a BTF
+// tracepoint (tp_btf) and falls back to a raw tracepoint.
+func Start(o Options) (*Tracer, error) {
+	c, err := o.validate()
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, prog := range []string{stagetraceProgStageBtf, stagetraceProgStageRaw} {
+		t, err := start(o, c, prog)
+		if err == nil {
+			return t, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("stage tracer: %w", errors.Join(errs...))
+}
+
+func start(o Options, c cfg, prog string) (*Tracer, error) {
+	spec, err := loadStagetrace()
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]any{
+		stagetraceVarVxlanPorts:    c.vxlan,
+		stagetraceVarPortMin:       o.PortMin,
+		stagetraceVarPortMax:       o.PortMax,
+		stagetraceVarProtoFilter:   o.Proto,
+		stagetraceVarNetnsFilterOn: boolByte(len(c.inodes) > 0),
+		stagetraceVarSeqNetns:      c.seqNetns,
+		stagetraceVarSeqIfindex:    c.seqIfindex,
+	}
+	for name, v := range set {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	if o.MaxFlows > 0 {
+		spec.Maps[stagetraceMapStages].MaxEntries = uint32(o.MaxFlows)
+	}
+	spec.Programs[prog].AttachTo = c.tp
+	// Load only the chosen program: a tp_btf program fails to load on a
+	// kernel without BTF and must not take the raw_tp one down with it.
+	for name := range spec.Programs {
+		if name != prog {
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", prog, err)
+	}
+	t := &Tracer{coll: coll}
+	for _, ino := range c.inodes {
+		if err := coll.Maps[stagetraceMapNetnsFilter].Put(ino, uint8(1)); err != nil {
+			coll.Close()
+			return nil, fmt.Errorf("namespace filter: %w", err)
+		}
+	}
+	p := coll.Programs[prog]
+	if prog == stagetraceProgStageBtf {
+		t.hook = "tp_btf/" + c.tp
+		t.link, err = link.AttachTracing(link.TracingOptions{Program: p,
+			AttachType: ebpf.AttachTraceRawTp})
+	} else {
+		t.hook = "raw_tp/" + c.tp
+		t.link, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: c.tp, Program: p})
+	}
+	if err != nil {
+		coll.Close()
+		return nil, fmt.Errorf("attach %s: %w", t.hook, err)
+	}
+	return t, nil
+}
+
+// Hook says where the program is attached, e.g. "tp_btf/netif_receive_skb".
+func (t *Tracer) Hook() string { return t.hook }
+
+// Close detaches the program and frees its maps.
+func (t *Tracer) Close() error {
+	if t == nil || t.coll == nil {
+		return nil
+	}
+	err := t.link.Close()
+	t.coll.Close()
+	t.coll = nil
+	return err
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
