@@ -1,0 +1,155 @@
+package discover
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	vns "github.com/vishvananda/netns"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// Directories where runtimes bind-mount network namespaces: iproute2 and CNI
+// (/run/netns), Docker (/run/docker/netns). Any other namespace is still
+// found through /proc/PID/ns/net as long as a process lives in it.
+var nsDirs = []string{netns.Dir, "/run/docker/netns", "/var/run/docker/netns"}
+
+// candidate is a namespace falcon can open, under the best path it has.
+type candidate struct {
+	name string // as internal/netns takes it
+	ino  uint64
+}
+
+// candidates lists every namespace reachable by path, one entry per
+// namespace (by inode), preferring names under /run/netns, then other
+// bind mounts, then /proc/PID/ns/net of the lowest PID.
+func candidates() []candidate {
+	seen := map[uint64]bool{}
+	var out []candidate
+	add := func(name, path string) {
+		var st syscall.Stat_t
+		if syscall.Stat(path, &st) != nil || seen[st.Ino] {
+			return
+		}
+		seen[st.Ino] = true
+		out = append(out, candidate{name: name, ino: st.Ino})
+	}
+	for _, dir := range nsDirs {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name())
+			if dir == netns.Dir {
+				add(e.Name(), p)
+			} else {
+				add(p, p)
+			}
+		}
+	}
+	procs, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range procs {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		p := "/proc/" + strconv.Itoa(pid) + "/ns/net"
+		add(p, p)
+	}
+	return out
+}
+
+// view resolves the namespace ids (IFLA_LINK_NETNSID) that one namespace
+// uses for others into paths.
+type view struct {
+	h     *netlink.Handle
+	cands []candidate
+	ids   map[int]candidate
+	next  int // candidates before next are already in ids
+}
+
+func newView(h *netlink.Handle, cands []candidate) *view {
+	return &view{h: h, cands: cands, ids: map[int]candidate{}}
+}
+
+// resolve returns the namespace that nsid stands for in this view. It asks
+// the kernel for the id of one candidate after another, and stops as soon
+// as it knows the answer, so that hosts with many processes pay only for
+// the namespaces they need.
+func (v *view) resolve(nsid int) (candidate, bool) {
+	if c, ok := v.ids[nsid]; ok {
+		return c, true
+	}
+	for v.next < len(v.cands) {
+		c := v.cands[v.next]
+		v.next++
+		id, err := nsidOf(v.h, netns.Path(c.name))
+		if err != nil || id < 0 {
+			continue
+		}
+		if _, dup := v.ids[id]; !dup {
+			v.ids[id] = c
+		}
+		if id == nsid {
+			return c, true
+		}
+	}
+	return candidate{}, false
+}
+
+// all resolves every candidate and returns those with an id in this view.
+func (v *view) all() map[int]candidate {
+	v.resolve(-2) // no namespace has id -2: walks all candidates
+	return v.ids
+}
+
+func nsidOf(h *netlink.Handle, path string) (int, error) {
+	ns, err := vns.GetFromPath(path)
+	if err != nil {
+		return -1, err
+	}
+	defer ns.Close()
+	return h.GetNetNsIdByFd(int(ns))
+}
+
+// openHandle returns a netlink handle in namespace name and its inode.
+func openHandle(name string) (*netlink.Handle, uint64, error) {
+	p := netns.Path(name)
+	if name == "" {
+		p = "/proc/self/ns/net"
+	}
+	ns, err := vns.GetFromPath(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ns.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(ns), &st); err != nil {
+		return nil, 0, err
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return nil, 0, err
+	}
+	return h, st.Ino, nil
+}
+
+// linkList retries dumps that the kernel interrupted because links changed
+// meanwhile (containers come and go while we look).
+func linkList(h *netlink.Handle) ([]netlink.Link, error) {
+	var err error
+	for i := 0; i < 5; i++ {
+		var ls []netlink.Link
+		ls, err = h.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return ls, err
+		}
+	}
+	return nil, err
+}

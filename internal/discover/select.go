@@ -1,0 +1,105 @@
+package discover
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Select narrows o to the devices a user named (falcon's --devices): the
+// VXLAN devices among names, and what hangs off them; a name that is no
+// VXLAN device is taken as the NIC under all of them, which also settles a
+// NIC that discovery could not tell. Without names o is returned as is.
+func Select(o *Overlay, names []string) (*Overlay, error) {
+	if len(names) == 0 {
+		return o, nil
+	}
+	var vx, nics []string
+	for _, n := range names {
+		found := false
+		for _, d := range o.Devices {
+			if d.Name == n && d.Role == RoleOverlay {
+				vx, found = append(vx, n), true
+				break
+			}
+		}
+		if !found {
+			nics = append(nics, n)
+		}
+	}
+	if len(nics) > 1 {
+		return nil, fmt.Errorf("--devices: %v are no VXLAN devices of the overlay, and only one NIC can be named", nics)
+	}
+	out := &Overlay{Netns: o.Netns}
+	keepNS := map[string]bool{}
+	for _, d := range o.Devices {
+		if d.Role == RoleOverlay && (len(vx) == 0 || slices.Contains(vx, d.Name)) {
+			keepNS[d.Netns] = true
+		}
+	}
+	var nic *Device
+	if len(nics) == 1 {
+		h, _, err := openHandle(o.Netns)
+		if err != nil {
+			return nil, err
+		}
+		defer h.Close()
+		l, err := h.LinkByName(nics[0])
+		if err != nil {
+			return nil, fmt.Errorf("--devices: %q is neither a VXLAN device of the overlay nor a device of the host namespace", nics[0])
+		}
+		if _, ok := l.(*netlink.Vxlan); ok {
+			return nil, fmt.Errorf("--devices: %q is a VXLAN device but not part of the overlay falcon found", nics[0])
+		}
+		a := l.Attrs()
+		nic = &Device{Name: a.Name, Ifindex: a.Index, Netns: o.Netns, Role: RoleNIC, Kind: l.Type(),
+			MTU: a.MTU, RxQueues: a.NumRxQueues, Up: a.Flags&net.FlagUp != 0}
+		out.Devices = append(out.Devices, *nic)
+	}
+	usedNIC := map[int]bool{}
+	for _, d := range o.Devices {
+		switch {
+		case d.Role == RoleNIC:
+			continue
+		case d.Role == RoleOverlay:
+			if !keepNS[d.Netns] || (len(vx) > 0 && !slices.Contains(vx, d.Name)) {
+				continue
+			}
+			if nic != nil {
+				v := *d.VXLAN
+				v.NIC = nic.Ifindex
+				d.VXLAN = &v
+			}
+			usedNIC[d.VXLAN.NIC] = true
+		case d.Role == RoleContainer:
+			if d.Peer == nil || !keepNS[d.Peer.Netns] {
+				continue
+			}
+		case !keepNS[d.Netns]:
+			continue
+		}
+		out.Devices = append(out.Devices, d)
+	}
+	if nic == nil {
+		var nicDevs []Device
+		for _, d := range o.Devices {
+			if d.Role == RoleNIC && usedNIC[d.Ifindex] {
+				nicDevs = append(nicDevs, d)
+			}
+		}
+		out.Devices = append(nicDevs, out.Devices...)
+	}
+	for _, w := range o.Warnings {
+		if dev, ok := strings.CutPrefix(w, nicWarning); ok {
+			dev, _, _ = strings.Cut(dev, ":") // device names never hold a colon
+			if nic != nil || (len(vx) > 0 && !slices.Contains(vx, dev)) {
+				continue
+			}
+		}
+		out.Warnings = append(out.Warnings, w)
+	}
+	return out, nil
+}

@@ -1,0 +1,204 @@
+package discover
+
+import (
+	"context"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	vns "github.com/vishvananda/netns"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// EventType says what happened to a device.
+type EventType string
+
+const (
+	Added   EventType = "added"
+	Removed EventType = "removed"
+	Failed  EventType = "error" // discovery failed; Err says why
+)
+
+// Event is a change of the overlay. Overlay is the whole overlay as found
+// after the change.
+type Event struct {
+	Type    EventType
+	Device  Device
+	Overlay *Overlay
+	Err     error
+}
+
+// How long Watch lets a burst of netlink messages (a container's veth is
+// made, moved, renamed, enslaved and set up in a few milliseconds) settle
+// before looking again, and how often it looks anyway, in case the kernel
+// dropped messages on a busy host.
+const (
+	settle = 50 * time.Millisecond
+	rescan = 2 * time.Second
+)
+
+// Watch follows the overlay of hostNS until ctx ends, calling fn for every
+// device that appears or disappears (a container coming or going, a device
+// changing its role). It reports the devices found at the start as Added.
+// fn runs on Watch's goroutine; Watch returns when ctx is done.
+func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
+	if err := netns.Check(hostNS); err != nil {
+		return err
+	}
+	kick := make(chan struct{}, 1)
+	subs := map[string]context.CancelFunc{}
+	defer func() {
+		for _, cancel := range subs {
+			cancel()
+		}
+	}()
+	// Netlink watches follow the namespaces that hold overlay devices: the
+	// host, and Docker's sandboxes.
+	follow := func(o *Overlay) {
+		want := map[string]bool{hostNS: true}
+		if o != nil {
+			for _, d := range o.Devices {
+				if d.Role != RoleContainer {
+					want[d.Netns] = true
+				}
+			}
+		}
+		for ns, cancel := range subs {
+			if !want[ns] {
+				cancel()
+				delete(subs, ns)
+			}
+		}
+		for ns := range want {
+			if _, ok := subs[ns]; !ok {
+				sctx, cancel := context.WithCancel(ctx)
+				subs[ns] = cancel
+				go subscribe(sctx, ns, kick)
+			}
+		}
+	}
+
+	known := map[string]Device{}
+	look := func() {
+		o, err := Discover(hostNS)
+		if err != nil {
+			fn(Event{Type: Failed, Err: err})
+			follow(nil)
+			o = &Overlay{Netns: hostNS}
+		} else {
+			follow(o)
+		}
+		now := map[string]Device{}
+		for _, d := range o.Devices {
+			now[d.Key()] = d
+		}
+		for k, d := range known {
+			if n, ok := now[k]; !ok || n.Name != d.Name || n.Role != d.Role {
+				fn(Event{Type: Removed, Device: d, Overlay: o})
+				delete(known, k)
+			}
+		}
+		for _, d := range o.Devices { // in discovery order: NICs before what hangs off them
+			if _, ok := known[d.Key()]; !ok {
+				known[d.Key()] = d
+				fn(Event{Type: Added, Device: d, Overlay: o})
+			}
+		}
+	}
+
+	look()
+	tick := time.NewTicker(rescan)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-kick:
+			// Let the burst settle, then drop the kicks it left behind.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(settle):
+			}
+			select {
+			case <-kick:
+			default:
+			}
+		}
+		look()
+	}
+}
+
+// subscribe kicks on every link and route change in namespace ns until ctx
+// ends, resubscribing when the kernel drops the socket (ENOBUFS on a busy
+// host).
+func subscribe(ctx context.Context, ns string, kick chan<- struct{}) {
+	for ctx.Err() == nil {
+		p := netns.Path(ns)
+		if ns == "" {
+			p = "/proc/self/ns/net"
+		}
+		h, err := vns.GetFromPath(p)
+		if err != nil {
+			return // the namespace is gone; Watch stops following it
+		}
+		done := make(chan struct{})
+		links := make(chan netlink.LinkUpdate, 64)
+		routes := make(chan netlink.RouteUpdate, 64)
+		lerr := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{Namespace: &h})
+		rerr := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{Namespace: &h})
+		h.Close()
+		// The subscriptions close their channels once done closes their
+		// socket, but may first block on a full channel: drain them.
+		stop := func() {
+			close(done)
+			if lerr == nil {
+				go func() {
+					for range links {
+					}
+				}()
+			}
+			if rerr == nil {
+				go func() {
+					for range routes {
+					}
+				}()
+			}
+		}
+		if lerr != nil || rerr != nil {
+			stop()
+			select {
+			case <-ctx.Done():
+			case <-time.After(rescan):
+			}
+			continue
+		}
+		signal := func() {
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+		signal() // anything may have changed while not subscribed
+	loop:
+		for {
+			select {
+			case <-ctx.Done():
+				stop()
+				return
+			case _, ok := <-links:
+				if !ok {
+					break loop
+				}
+				signal()
+			case _, ok := <-routes:
+				if !ok {
+					break loop
+				}
+				signal()
+			}
+		}
+		stop()
+	}
+}
