@@ -144,7 +144,7 @@ func traceOptions(o *overlay) Options {
 // flow), at its VXLAN device and at the container's eth0, with the same
 // Flow key, and no flow is reordered at eth0.
 func TestStagesAcrossOverlay(t *testing.T) {
-	o := newOverlay(t)
+	o := newOverlay(t, true)
 	tr, err := Start(traceOptions(o))
 	if err != nil {
 		t.Fatal(err)
