@@ -1,0 +1,57 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// tbName is unique per test process; tests add their own suffix.
+func tbName(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suffix) }
+
+// up builds a testbed that is removed when the test ends, also on failure.
+func up(t *testing.T, s Spec) *Testbed {
+	t.Helper()
+	t.Cleanup(func() { Down(s.Name) })
+	tb, err := Up(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Up(%+v): %v", s, err)
+	}
+	return tb
+}
+
+// assertGone fails if any namespace or the state file of name remains.
+func assertGone(t *testing.T, name string) {
+	t.Helper()
+	left, err := owned(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+	}
+	if _, err := os.Stat(statePath(name)); err == nil {
+		t.Errorf("state file %s left behind", statePath(name))
+	}
+	if m, _ := filepath.Glob(filepath.Join("/run/netns", Prefix+name+"-*")); len(m) > 0 {
+		t.Errorf("namespaces left behind: %v", m)
+	}
+}
+
+// inNS returns a command run inside namespace ns.
+func inNS(ns string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+}

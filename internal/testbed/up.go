@@ -1,0 +1,194 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// tools are the programs Up runs, and the Debian package of each.
+var tools = []struct{ cmd, pkg string }{
+	{"ip", "iproute2"},
+	{"bridge", "iproute2"},
+	{"ethtool", "ethtool"},
+}
+
+// CheckSystem reports what keeps Up from working here: not root, or a tool
+// missing.
+func CheckSystem() error {
+	if os.Geteuid() != 0 {
+		return errors.New("building a testbed needs root (network namespaces)")
+	}
+	for _, t := range tools {
+		if _, err := exec.LookPath(t.cmd); err != nil {
+			return fmt.Errorf("%q not found in PATH: install the %s package (apt-get install %s)", t.cmd, t.pkg, t.pkg)
+		}
+	}
+	return nil
+}
+
+// Up builds the testbed. Everything is checked before anything is made; on
+// any later failure it removes what it made and returns the error.
+func Up(ctx context.Context, s Spec) (*Testbed, error) {
+	if err := Validate(s); err != nil {
+		return nil, err
+	}
+	if err := CheckSystem(); err != nil {
+		return nil, err
+	}
+	if err := checkFree(s.Name); err != nil {
+		return nil, err
+	}
+	t := plan(s)
+	b := &builder{ctx: ctx, t: t}
+	err := b.build()
+	if err == nil {
+		err = writeState(t)
+	}
+	if err != nil {
+		for _, ns := range b.created {
+			if rerr := removeNS(ns); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		os.Remove(statePath(s.Name))
+		return nil, fmt.Errorf("testbed %s: %w", s.Name, err)
+	}
+	return t, nil
+}
+
+// checkFree fails when any namespace or state of that name exists.
+func checkFree(name string) error {
+	found, err := owned(name)
+	if err != nil {
+		return err
+	}
+	if _, serr := os.Stat(statePath(name)); serr == nil {
+		found = append(found, statePath(name))
+	}
+	if len(found) > 0 {
+		what := strings.Join(found, ", ")
+		if len(found) > 3 {
+			what = fmt.Sprintf("%s and %d more", strings.Join(found[:3], ", "), len(found)-3)
+		}
+		return fmt.Errorf("testbed name %q is in use (%s): pick another name or run 'falcon testbed down --name %s'",
+			name, what, name)
+	}
+	return nil
+}
+
+type builder struct {
+	ctx     context.Context
+	t       *Testbed
+	created []string // namespaces this Up made, for the rollback
+}
+
+func (b *builder) run(name string, args ...string) error {
+	if err := b.ctx.Err(); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(b.ctx, name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ip runs "ip -n ns args..."; each line of cmds is one command.
+func (b *builder) ip(ns string, cmds ...string) error {
+	for _, c := range cmds {
+		if err := b.run("ip", append([]string{"-n", ns}, strings.Fields(c)...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) fdb(ns, c string) error {
+	return b.run("bridge", append([]string{"-n", ns}, strings.Fields(c)...)...)
+}
+
+// sysctl writes a value under /proc/sys as seen from namespace ns: the net
+// sysctls belong to the namespace of the thread that opens them.
+func (b *builder) sysctl(ns, key, value string) error {
+	return netns.Do(ns, func() error {
+		p := filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+		if err := os.WriteFile(p, []byte(value), 0); err != nil {
+			return fmt.Errorf("sysctl %s=%s in %s: %w", key, value, ns, err)
+		}
+		return nil
+	})
+}
+
+func (b *builder) build() error {
+	t := b.t
+	for _, ns := range t.Namespaces() {
+		if err := b.ctx.Err(); err != nil {
+			return err
+		}
+		// Not cancellable: a kill between creating the namespace and
+		// returning would leave one this Up does not know it made.
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip netns add %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
+		}
+		b.created = append(b.created, ns)
+		if err := b.ip(ns, "link set lo up"); err != nil {
+			return err
+		}
+	}
+	if err := b.wire(); err != nil {
+		return err
+	}
+	for hi := range t.Hosts {
+		var err error
+		switch t.Layout {
+		case "vxlan":
+			err = b.vxlan(hi)
+		case "docker":
+			err = b.docker(hi)
+		case "flannel":
+			err = b.flannel(hi)
+		case "calico":
+			err = b.calico(hi)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wire joins the hosts with a veth created directly in their namespaces.
+func (b *builder) wire() error {
+	h1, h2 := b.t.Hosts[0], b.t.Hosts[1]
+	if err := b.ip(h1.Netns, fmt.Sprintf("link add %s type veth peer name %s netns %s", h1.NIC, h2.NIC, h2.Netns)); err != nil {
+		return err
+	}
+	for _, h := range b.t.Hosts {
+		if err := b.ip(h.Netns,
+			fmt.Sprintf("addr add %s/24 dev %s", h.Addr, h.NIC),
+			fmt.Sprintf("link set %s up", h.NIC)); err != nil {
+			return err
+		}
+		// veth trusts partial checksums (CHECKSUM_PARTIAL) across the
+		// wire; once XDP turns a packet into a frame and cpumap builds a new
+		// skb from it, that trust is gone and the packets are dropped. A
+		// real wire carries full checksums, so this one does too, in every
+		// layout and mode, so that all modes compare the same work.
+		// GRO on makes veth receive through NAPI with GRO, like a NIC
+		// driver, instead of straight from the sender's xmit.
+		if err := b.run("ip", "netns", "exec", h.Netns, "ethtool", "-K", h.NIC, "tx", "off", "gro", "on"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// peer returns the other host.
+func (b *builder) peer(hi int) Host { return b.t.Hosts[1-hi] }
