@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func init() {
+	register(command{name: "testbed", summary: "build or remove a two-host overlay testbed of namespaces", run: runTestbed})
+}
+
+const testbedSynopsis = `up --layout L --name N [--containers K] [--json] | down --name N | down --all | list [--json]`
+
+// testbedOut is where the testbed command prints; tests replace it.
+var testbedOut io.Writer = os.Stdout
+
+func runTestbed(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(os.Stderr, "usage: falcon testbed %s\n\nlayouts: %s\n", testbedSynopsis, strings.Join(testbed.Layouts, ", "))
+		if len(args) == 0 {
+			return usagef("missing subcommand (up, down or list)")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "up":
+		return testbedUp(args[1:])
+	case "down":
+		return testbedDown(args[1:])
+	case "list":
+		return testbedList(args[1:])
+	}
+	return usagef("unknown subcommand %q (up, down or list)", args[0])
+}
+
+func testbedUp(args []string) error {
+	fs := newFlagSet("testbed up", "--layout L --name N [--containers K] [--json]")
+	layout := fs.String("layout", "", "layout: "+strings.Join(testbed.Layouts, ", "))
+	name := fs.String("name", "", "testbed name: lower-case letters, digits, dashes")
+	k := fs.Int("containers", 1, "containers per host (docker, flannel, calico)")
+	asJSON := fs.Bool("json", false, "print the testbed as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *name == "" || *layout == "" {
+		return usagef("--name and --layout are required")
+	}
+	if *k < 1 {
+		return usagef("--containers must be at least 1, not %d", *k)
+	}
+	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k}
+	if err := testbed.Validate(s); err != nil {
+		return usageError{err.Error()}
+	}
+	// Ctrl-C cancels Up, which then removes what it made.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t, err := testbed.Up(ctx, s)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(t)
+	}
+	printTestbed(t)
+	return nil
+}
+
+func testbedDown(args []string) error {
+	fs := newFlagSet("testbed down", "--name N | --all")
+	name := fs.String("name", "", "testbed to remove")
+	all := fs.Bool("all", false, "remove every testbed")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if (*name == "") == !*all {
+		return usagef("give either --name N or --all")
+	}
+	if *name != "" {
+		if err := testbed.ValidateName(*name); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	list, err := testbed.List()
+	if err != nil {
+		return err
+	}
+	found := false
+	for _, t := range list {
+		if *all || t.Name == *name {
+			found = true
+			for _, p := range t.Problems {
+				fmt.Fprintf(os.Stderr, "falcon testbed: note: %s: %s\n", t.Name, p)
+			}
+		}
+	}
+	if *all {
+		if err := testbed.DownAll(); err != nil {
+			return err
+		}
+		fmt.Fprintf(testbedOut, "removed %d testbed(s)\n", len(list))
+		return nil
+	}
+	if !found {
+		return fmt.Errorf("no testbed named %q (see 'falcon testbed list')", *name)
+	}
+	if err := testbed.Down(*name); err != nil {
+		return err
+	}
+	fmt.Fprintf(testbedOut, "removed testbed %s\n", *name)
+	return nil
+}
+
+func testbedList(args []string) error {
+	fs := newFlagSet("testbed list", "[--json]")
+	asJSON := fs.Bool("json", false, "print the testbeds as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	list, err := testbed.List()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if list == nil {
+			list = []testbed.Testbed{}
+		}
+		return printJSON(list)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(testbedOut, "no testbeds")
+		return nil
+	}
+	fmt.Fprintf(testbedOut, "%-24s %-8s %-10s %s\n", "NAME", "LAYOUT", "CONTAINERS", "STATUS")
+	for _, t := range list {
+		status := "up"
+		if len(t.Problems) > 0 {
+			status = "broken: " + strings.Join(t.Problems, "; ")
+		}
+		layout := t.Layout
+		if layout == "" {
+			layout = "?"
+		}
+		fmt.Fprintf(testbedOut, "%-24s %-8s %-10d %s\n", t.Name, layout, len(t.Hosts[0].Containers), status)
+	}
+	return nil
+}
+
+func printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(testbedOut, "%s\n", b)
+	return err
+}
+
+func printTestbed(t *testbed.Testbed) {
+	w := testbedOut
+	fmt.Fprintf(w, "testbed %s (%s) is up\n", t.Name, t.Layout)
+	for _, h := range t.Hosts {
+		fmt.Fprintf(w, "  %s  %-28s %s %s", h.Name, h.Netns, h.NIC, h.Addr)
+		if h.Overlay != "" {
+			fmt.Fprintf(w, "  %s vni %d port %d", h.Overlay, h.VNI, h.Port)
+			if h.OverlayAddr != "" {
+				fmt.Fprintf(w, " %s", h.OverlayAddr)
+			}
+		}
+		if h.Bridge != "" {
+			fmt.Fprintf(w, "  bridge %s", h.Bridge)
+		}
+		fmt.Fprintln(w)
+		for _, c := range h.Containers {
+			fmt.Fprintf(w, "      %-3s %-28s %s %s  (host side %s)\n", c.Name, c.Netns, c.Dev, c.Addr, c.HostVeth)
+		}
+	}
+	clients, servers := t.Endpoints()
+	if len(clients) > 0 && len(servers) > 0 {
+		fmt.Fprintf(w, "try:    ip netns exec %s iperf3 -s -D; ip netns exec %s iperf3 -c %s\n",
+			servers[0].Netns, clients[0].Netns, servers[0].Addr)
+	}
+	fmt.Fprintf(w, "remove: falcon testbed down --name %s\n", t.Name)
+}
