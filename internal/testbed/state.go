@@ -31,7 +31,14 @@ func writeState(t *Testbed) error {
 		return err
 	}
 	tmp := statePath(t.Name) + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	err = os.WriteFile(tmp, append(b, '\n'), 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A Down of another testbed removed the directory, now empty.
+		if err = os.MkdirAll(StateDir, 0o755); err == nil {
+			err = os.WriteFile(tmp, append(b, '\n'), 0o644)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
 	return os.Rename(tmp, statePath(t.Name))
@@ -105,6 +112,10 @@ func Down(name string) error {
 	}
 	if err := os.Remove(statePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
+	}
+	// Leave no empty directories behind; Remove keeps non-empty ones.
+	if os.Remove(StateDir) == nil {
+		os.Remove(filepath.Dir(StateDir))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("testbed %s: %w", name, err)
