@@ -201,6 +201,11 @@ type server struct {
 }
 
 func (s *server) Stop() error {
+	select {
+	case <-s.p.stopping:
+		return nil // stopped before, or killed with its context
+	default:
+	}
 	died := s.p.exited()
 	s.p.interrupt(2 * time.Second)
 	if died {
