@@ -53,7 +53,9 @@ func candidates() []candidate {
 	procs, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range procs {
-		if pid, err := strconv.Atoi(e.Name()); err == nil {
+		// Not our own: a thread of ours may sit in another namespace for a
+		// moment (netns.Do), and /proc/self follows the main thread.
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() {
 			pids = append(pids, pid)
 		}
 	}
@@ -122,7 +124,7 @@ func nsidOf(h *netlink.Handle, path string) (int, error) {
 func openHandle(name string) (*netlink.Handle, uint64, error) {
 	p := netns.Path(name)
 	if name == "" {
-		p = "/proc/self/ns/net"
+		p = "/proc/thread-self/ns/net"
 	}
 	ns, err := vns.GetFromPath(p)
 	if err != nil {

@@ -137,7 +137,7 @@ func subscribe(ctx context.Context, ns string, kick chan<- struct{}) {
 	for ctx.Err() == nil {
 		p := netns.Path(ns)
 		if ns == "" {
-			p = "/proc/self/ns/net"
+			p = "/proc/thread-self/ns/net"
 		}
 		h, err := vns.GetFromPath(p)
 		if err != nil {

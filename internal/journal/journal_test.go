@@ -53,6 +53,7 @@ func read(t *testing.T, ns, path string) string {
 const (
 	ctrRPS  = "/sys/class/net/eth0/queues/rx-0/rps_cpus"
 	ctrFlow = "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt"
+	ctrFwd  = "/proc/sys/net/ipv4/conf/eth0/forwarding" // per namespace
 )
 
 func TestApplyRestore(t *testing.T) {
@@ -69,7 +70,7 @@ func TestApplyRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]string{
-		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow),
+		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow), "c" + ctrFwd: read(t, ns, ctrFwd),
 		"h" + hostRPS: read(t, "", hostRPS), "h" + hostFlow: read(t, "", hostFlow),
 	}
 
@@ -79,7 +80,7 @@ func TestApplyRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ { // twice: the second apply must not lose the old values
-		if err := j.Apply(ns, []Change{{ctrRPS, "2"}, {ctrFlow, "0"}}); err != nil {
+		if err := j.Apply(ns, []Change{{ctrRPS, "2"}, {ctrFlow, "0"}, {ctrFwd, "1"}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.Apply("", []Change{{hostRPS, "3"}, {hostFlow, "0"}}); err != nil {
@@ -96,8 +97,11 @@ func TestApplyRestore(t *testing.T) {
 		t.Errorf("host rps_cpus = %q, want 3", got)
 	}
 	// hostFlow was already 0: nothing to record.
-	if n := len(j.Entries()); n != 3 {
-		t.Errorf("journal has %d entries, want 3: %+v", n, j.Entries())
+	if got := read(t, ns, ctrFwd); got != "1" {
+		t.Errorf("container forwarding = %q, want 1", got)
+	}
+	if n := len(j.Entries()); n != 4 {
+		t.Errorf("journal has %d entries, want 4: %+v", n, j.Entries())
 	}
 
 	// A new process restores from the file alone.
@@ -105,7 +109,7 @@ func TestApplyRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := map[string]string{
-		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow),
+		"c" + ctrRPS: read(t, ns, ctrRPS), "c" + ctrFlow: read(t, ns, ctrFlow), "c" + ctrFwd: read(t, ns, ctrFwd),
 		"h" + hostRPS: read(t, "", hostRPS), "h" + hostFlow: read(t, "", hostFlow),
 	}
 	for k, v := range before {
@@ -189,5 +193,24 @@ func TestBadPath(t *testing.T) {
 		if err := j.Apply("", []Change{{p, "1"}}); err == nil {
 			t.Errorf("Apply(%q) succeeded", p)
 		}
+	}
+}
+
+// TestReadOnlyMounts reruns TestApplyRestore where /sys and /proc/sys are
+// mounted read-only, as in an unprivileged Kubernetes pod.
+func TestReadOnlyMounts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if os.Getenv("FALCON_JOURNAL_RO") != "" {
+		t.Skip("already inside")
+	}
+	script := `mount -o remount,bind,ro /sys && mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
+! touch /sys/class/net/lo/queues/rx-0/rps_cpus 2>/dev/null && exec "$0" -test.run '^TestApplyRestore$' -test.v`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "slave", "sh", "-c", script, os.Args[0])
+	cmd.Env = append(os.Environ(), "FALCON_JOURNAL_RO=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestApplyRestore") {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }

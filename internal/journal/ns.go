@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
 )
@@ -19,7 +23,7 @@ var (
 func NetnsIno(name string) (uint64, error) {
 	p := netns.Path(name)
 	if name == "" {
-		p = "/proc/self/ns/net"
+		p = "/proc/thread-self/ns/net"
 	}
 	var st syscall.Stat_t
 	if err := syscall.Stat(p, &st); err != nil {
@@ -29,16 +33,97 @@ func NetnsIno(name string) (uint64, error) {
 }
 
 // inNetns runs fn inside namespace name; with sysfs, /sys there shows that
-// namespace's devices.
+// namespace's devices. Where /sys or /proc/sys is mounted read-only, as in
+// an unprivileged Kubernetes pod, fn runs in a private mount namespace where
+// they are writable; that namespace never leaves fn's thread.
 func inNetns(name string, sysfs bool, fn func(ino uint64) error) error {
 	ino, err := NetnsIno(name)
 	if err != nil {
 		return err
 	}
-	if sysfs {
-		return netns.WithSysfs(name, func(string) error { return fn(ino) })
+	roProc := readOnly("/proc/sys")
+	roSys := sysfs && name == "" && readOnly("/sys")
+	switch {
+	case sysfs && name != "":
+		return netns.WithSysfs(name, func(string) error {
+			if roProc {
+				if err := remountRW("/proc/sys"); err != nil {
+					return err
+				}
+			}
+			return fn(ino)
+		})
+	case roProc || roSys:
+		return privateMounts(name, roSys, roProc, func() error { return fn(ino) })
+	default:
+		return netns.Do(name, func() error { return fn(ino) })
 	}
-	return netns.Do(name, func() error { return fn(ino) })
+}
+
+// privateMounts runs fn on a thread of its own with a private mount
+// namespace in which /sys and/or /proc/sys are writable, inside network
+// namespace name. The thread is never reused.
+func privateMounts(name string, sys, proc bool, fn func() error) error {
+	var target *os.File
+	if name != "" {
+		var err error
+		if target, err = os.Open(netns.Path(name)); err != nil {
+			return fmt.Errorf("network namespace %q: %w", name, err)
+		}
+		defer target.Close()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread's mounts are private
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- fmt.Errorf("private mount namespace: %w", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			errc <- fmt.Errorf("make mounts private: %w", err)
+			return
+		}
+		if target != nil {
+			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+				errc <- fmt.Errorf("enter network namespace %q: %w", name, err)
+				return
+			}
+		}
+		if sys {
+			if err := remountRW("/sys"); err != nil {
+				errc <- err
+				return
+			}
+		}
+		if proc {
+			if err := remountRW("/proc/sys"); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// remountRW makes the mount holding path writable (in the caller's private
+// mount namespace): path itself if it is a mount point (runtimes bind
+// /proc/sys read-only onto itself), else its parent's.
+func remountRW(path string) error {
+	for p := path; ; p = filepath.Dir(p) {
+		err := unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND, "")
+		if err == nil {
+			return nil
+		}
+		if err != unix.EINVAL || p == "/" {
+			return fmt.Errorf("%s is read-only and cannot be made writable in a private mount namespace: %w", path, err)
+		}
+	}
+}
+
+func readOnly(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }
 
 // inNetnsIno is inNetns for a namespace that must still be the one with
