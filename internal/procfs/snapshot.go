@@ -113,3 +113,32 @@ func softnetOf(s []Softnet, cpu int) (Softnet, bool) {
 	}
 	return Softnet{}, false
 }
+
+// SumWindows folds per-CPU windows into one for the whole machine:
+// counters add up, and usage is the mean over CPUs (every CPU ticks at the
+// same rate, so this equals the aggregate "cpu" line's share).
+func SumWindows(w map[int]CPUWindow) CPUWindow {
+	var t CPUWindow
+	if len(w) == 0 {
+		return t
+	}
+	for _, x := range w {
+		t.Usage.Usr += x.Usage.Usr
+		t.Usage.Sys += x.Usage.Sys
+		t.Usage.Soft += x.Usage.Soft
+		t.Usage.IRQ += x.Usage.IRQ
+		t.Usage.Idle += x.Usage.Idle
+		t.Usage.IOWait += x.Usage.IOWait
+		t.Usage.Steal += x.Usage.Steal
+		t.NetRX += x.NetRX
+		t.NetTX += x.NetTX
+		t.RES += x.RES
+		t.SoftnetDropped += x.SoftnetDropped
+		t.TimeSqueeze += x.TimeSqueeze
+		t.ReceivedRPS += x.ReceivedRPS
+	}
+	n := float64(len(w))
+	u := &t.Usage
+	u.Usr, u.Sys, u.Soft, u.IRQ, u.Idle, u.IOWait, u.Steal = u.Usr/n, u.Sys/n, u.Soft/n, u.IRQ/n, u.Idle/n, u.IOWait/n, u.Steal/n
+	return t
+}

@@ -99,3 +99,19 @@ func TestTakeSnapshot(t *testing.T) {
 		t.Errorf("window has %d cpus, stat %d", len(w), len(a.Stat.CPU))
 	}
 }
+
+func TestSumWindows(t *testing.T) {
+	before, after := readSnapshot(t, "window/before"), readSnapshot(t, "window/after")
+	s := SumWindows(Window(before, after))
+	if s.NetRX != 221528-2498 || s.RES != 24+24 {
+		t.Errorf("counters %+v", s)
+	}
+	// equal to the aggregate line here: both CPUs ticked 108 times
+	total := Usage(before.Stat.Total, after.Stat.Total)
+	if math.Abs(s.Usage.Busy()-total.Busy()) > 1 {
+		t.Errorf("busy %v, aggregate line %v", s.Usage.Busy(), total.Busy())
+	}
+	if SumWindows(nil) != (CPUWindow{}) {
+		t.Error("empty")
+	}
+}

@@ -118,7 +118,9 @@ func start(ctx context.Context, name string, argv []string, stdout, stderr inter
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Pdeathsig covers falcon itself being killed: the kernel then kills
-	// the tool, which no deferred cleanup could.
+	// the tool, which no deferred cleanup could. It fires when the forking
+	// OS thread exits, so never start a Server from inside
+	// netns.WithSysfs, whose thread is discarded when its fn returns.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
