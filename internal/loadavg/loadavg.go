@@ -1,0 +1,188 @@
+// Package loadavg samples per-CPU load the way FALCON does: busy percent
+// (100 − idle − iowait) from the kernel's CPU statistics every interval,
+// smoothed by an exponentially weighted moving average of weight 0.2. It
+// reads /proc/stat rather than kernel_cpustat from BPF because only
+// /proc/stat adds the idle time of NO_HZ CPUs.
+package loadavg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/procfs"
+)
+
+// Defaults from the paper (every 10 jiffies, EWMA weight 0.2).
+const (
+	DefaultInterval = 10 * time.Millisecond
+	DefaultWeight   = 0.2
+)
+
+// Sample is the smoothed load at one moment.
+type Sample struct {
+	PerCPU      []uint32 // busy percent by CPU id; CPUs never seen are 0
+	Avg         uint32   // mean of PerCPU over the CPU set
+	MonotonicNs uint64   // CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns
+}
+
+// Sampler publishes a Sample every Interval until its context ends.
+type Sampler struct {
+	CPUs     []int         // the set whose average is Avg
+	Interval time.Duration // 0 = DefaultInterval
+	Weight   float64       // weight of the newest reading; 0 = DefaultWeight
+	// Publish receives each sample; an error stops the sampler.
+	Publish func(Sample) error
+	// read returns /proc/stat; tests replace it.
+	read func() ([]byte, error)
+
+	mu   sync.Mutex
+	last Sample
+	ewma map[int]float64
+	prev map[int]procfs.CPUTimes
+}
+
+// Last returns the latest published sample (zero before the first).
+func (s *Sampler) Last() Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.last
+	out.PerCPU = slices.Clone(out.PerCPU)
+	return out
+}
+
+// Run samples until ctx ends (returning nil) or Publish fails. The first
+// sample is published after one interval, once there is a difference to
+// compute.
+func (s *Sampler) Run(ctx context.Context) error {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if len(s.CPUs) == 0 {
+		return errors.New("loadavg: empty CPU set")
+	}
+	if _, err := s.Step(); err != nil {
+		return err
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		smp, err := s.Step()
+		if err != nil {
+			return err
+		}
+		if s.Publish != nil && smp.MonotonicNs != 0 {
+			if err := s.Publish(smp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Step takes one reading and returns the updated sample; the first call
+// only records the starting point (and returns a zero Sample).
+func (s *Sampler) Step() (Sample, error) {
+	read := s.read
+	if read == nil {
+		read = readCPULines
+	}
+	b, err := read()
+	if err != nil {
+		return Sample{}, err
+	}
+	st, err := procfs.ParseStat(b)
+	if err != nil {
+		return Sample{}, err
+	}
+	w := s.Weight
+	if w <= 0 || w > 1 {
+		w = DefaultWeight
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.prev == nil
+	if first {
+		s.prev, s.ewma = map[int]procfs.CPUTimes{}, map[int]float64{}
+	}
+	for cpu, now := range st.CPU {
+		before, ok := s.prev[cpu]
+		if !ok || total(now) < total(before) { // new (hotplugged) CPU
+			s.prev[cpu] = now
+			continue
+		}
+		// /proc/stat counts in USER_HZ ticks (10 ms): a window may see no
+		// tick of a CPU at all. Keep its old value and let the next window
+		// start from the same reading instead of calling it idle.
+		if total(now) == total(before) {
+			continue
+		}
+		busy := math.Max(0, math.Min(100, procfs.Usage(before, now).Busy()))
+		if old, ok := s.ewma[cpu]; ok {
+			s.ewma[cpu] = w*busy + (1-w)*old
+		} else {
+			s.ewma[cpu] = busy
+		}
+		s.prev[cpu] = now
+	}
+	if first {
+		return Sample{}, nil
+	}
+	maxCPU := 0
+	for cpu := range s.ewma {
+		maxCPU = max(maxCPU, cpu)
+	}
+	for _, cpu := range s.CPUs {
+		maxCPU = max(maxCPU, cpu)
+	}
+	smp := Sample{PerCPU: make([]uint32, maxCPU+1), MonotonicNs: monotonicNs()}
+	for cpu, v := range s.ewma {
+		smp.PerCPU[cpu] = uint32(math.Round(v))
+	}
+	var sum float64
+	for _, cpu := range s.CPUs {
+		sum += s.ewma[cpu]
+	}
+	smp.Avg = uint32(math.Round(sum / float64(len(s.CPUs))))
+	s.last = smp
+	return smp, nil
+}
+
+func total(t procfs.CPUTimes) uint64 {
+	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
+}
+
+// readCPULines reads /proc/stat up to the cpu lines: the lines after them
+// (intr with one counter per interrupt) are long and of no use here, and
+// this runs a hundred times a second.
+func readCPULines() ([]byte, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, err
+	}
+	if i := bytes.Index(b, []byte("\nintr ")); i > 0 {
+		b = b[:i+1]
+	}
+	return b, nil
+}
+
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(fmt.Sprintf("clock_gettime(CLOCK_MONOTONIC): %v", err))
+	}
+	return uint64(ts.Nano())
+}

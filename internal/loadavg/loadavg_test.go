@@ -1,0 +1,105 @@
+package loadavg
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+// TestRecorded replays /proc/stat read every 10 ms on this machine while
+// both CPUs were busy: many windows saw no tick of a CPU, and must not be
+// taken for idle time.
+func TestRecorded(t *testing.T) {
+	files, _ := filepath.Glob("testdata/stat-*")
+	sort.Strings(files)
+	if len(files) < 10 {
+		t.Fatal("recordings missing")
+	}
+	i := 0
+	s := &Sampler{CPUs: []int{0, 1}, read: func() ([]byte, error) {
+		b, err := os.ReadFile(files[i])
+		i++
+		return b, err
+	}}
+	for range files {
+		smp, err := s.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			continue // the starting point
+		}
+		if len(smp.PerCPU) != 2 || smp.PerCPU[0] != 100 || smp.PerCPU[1] != 100 || smp.Avg != 100 {
+			t.Fatalf("%s: sample %+v, want both CPUs and the average at 100", files[i-1], smp)
+		}
+		if smp.MonotonicNs == 0 {
+			t.Fatal("no timestamp")
+		}
+	}
+}
+
+func stat(ticks ...[2]uint64) []byte {
+	s := "cpu  0 0 0 0 0 0 0 0 0 0\n"
+	for cpu, t := range ticks {
+		s += fmt.Sprintf("cpu%d %d 0 0 %d 0 0 0 0 0 0\n", cpu, t[0], t[1])
+	}
+	return []byte(s)
+}
+
+// TestEWMA checks the smoothing: the first reading is taken as is, later
+// ones weigh 0.2, and the average covers only the CPU set.
+func TestEWMA(t *testing.T) {
+	seq := [][]byte{
+		stat([2]uint64{0, 0}, [2]uint64{0, 0}, [2]uint64{0, 0}),
+		stat([2]uint64{10, 0}, [2]uint64{0, 10}, [2]uint64{5, 5}),  // 100, 0, 50
+		stat([2]uint64{10, 10}, [2]uint64{10, 10}, [2]uint64{5, 5}), // 0, 100, (no tick)
+	}
+	i := 0
+	s := &Sampler{CPUs: []int{0, 2}, read: func() ([]byte, error) { i++; return seq[i-1], nil }}
+	want := [][]uint32{nil, {100, 0, 50}, {80, 20, 50}}
+	wantAvg := []uint32{0, 75, 65}
+	for k := range seq {
+		smp, err := s.Step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			continue
+		}
+		if fmt.Sprint(smp.PerCPU) != fmt.Sprint(want[k]) || smp.Avg != wantAvg[k] {
+			t.Errorf("step %d: %v avg %d, want %v avg %d", k, smp.PerCPU, smp.Avg, want[k], wantAvg[k])
+		}
+	}
+}
+
+// TestLive runs the sampler on this machine's /proc/stat while a busy loop
+// holds CPU 0: that CPU must show as loaded.
+func TestLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spins a CPU")
+	}
+	spin := exec.Command("taskset", "-c", "0", "sh", "-c", "while :; do :; done")
+	if err := spin.Start(); err != nil {
+		t.Skip("taskset:", err)
+	}
+	defer func() { spin.Process.Kill(); spin.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	n := 0
+	s := &Sampler{CPUs: []int{0}, Publish: func(Sample) error { n++; return nil }}
+	if err := s.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := s.Last()
+	if n == 0 || len(last.PerCPU) == 0 {
+		t.Fatal("nothing published")
+	}
+	if last.PerCPU[0] < 50 || last.Avg != last.PerCPU[0] {
+		t.Errorf("CPU 0 spinning, sample %+v", last)
+	}
+}
