@@ -56,7 +56,7 @@ func stat(ticks ...[2]uint64) []byte {
 func TestEWMA(t *testing.T) {
 	seq := [][]byte{
 		stat([2]uint64{0, 0}, [2]uint64{0, 0}, [2]uint64{0, 0}),
-		stat([2]uint64{10, 0}, [2]uint64{0, 10}, [2]uint64{5, 5}),  // 100, 0, 50
+		stat([2]uint64{10, 0}, [2]uint64{0, 10}, [2]uint64{5, 5}),   // 100, 0, 50
 		stat([2]uint64{10, 10}, [2]uint64{10, 10}, [2]uint64{5, 5}), // 0, 100, (no tick)
 	}
 	i := 0
