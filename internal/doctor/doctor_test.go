@@ -1,0 +1,272 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// up builds a testbed with two containers per host, taken down in Cleanup.
+func up(t *testing.T, layout string) *testbed.Testbed {
+	t.Helper()
+	name := fmt.Sprintf("doc%s%d", layout[:3], os.Getpid())
+	t.Cleanup(func() {
+		if err := testbed.Down(name); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// in runs a command in namespace ns and returns its output.
+func in(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns exec %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// feature reads one feature back with the ethtool command.
+func feature(t *testing.T, ns, dev, name string) string {
+	t.Helper()
+	for _, l := range strings.Split(in(t, ns, "ethtool", "-k", dev), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), ": "); ok && k == name {
+			return strings.Fields(v)[0]
+		}
+	}
+	t.Fatalf("%s in %s: no feature %s", dev, ns, name)
+	return ""
+}
+
+func findings(r *Report, check, ns, dev string) []Finding {
+	var out []Finding
+	for _, f := range r.Findings {
+		if f.Check == check && f.Netns == ns && f.Device == dev {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func problems(r *Report) []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Severity.Problem() && !f.Fixed {
+			out = append(out, fmt.Sprintf("%s %s %s/%s: %s", f.Severity, f.Check, f.Netns, f.Device, f.Message))
+		}
+	}
+	return out
+}
+
+// planted is one misconfiguration and the finding it must produce.
+type planted struct {
+	what              string
+	check, ns, dev    string
+	sev               Severity
+	safe              bool
+	readBack, wantFix func() bool // state after --fix, for safe ones
+}
+
+// TestPlanted plants every kind of misconfiguration doctor checks on the
+// receiving host of each container layout, and checks that doctor finds
+// each with the right check and device, that --fix repairs the safe ones
+// (read back with ethtool, ip and procfs), leaves the others reported, and
+// changes nothing on a second run.
+func TestPlanted(t *testing.T) {
+	needRoot(t)
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		t.Run(layout, func(t *testing.T) { testPlanted(t, layout) })
+	}
+}
+
+func testPlanted(t *testing.T, layout string) {
+	tb := up(t, layout)
+	h := tb.Hosts[1]
+	c0, c1 := h.Containers[0], h.Containers[1]
+
+	clean, err := Run(Options{Netns: h.Netns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := problems(clean); len(p) > 0 {
+		t.Errorf("clean %s testbed has problems:\n%s", layout, strings.Join(p, "\n"))
+	}
+	wantRoles := map[discover.Role]int{discover.RoleNIC: 1, discover.RoleOverlay: 1, discover.RoleHostVeth: 2, discover.RoleContainer: 2}
+	if h.Bridge != "" {
+		wantRoles[discover.RoleBridge] = 1
+	}
+	for role, n := range wantRoles {
+		if got := len(clean.Overlay.Role(role)); got != n {
+			t.Errorf("clean %s: %d devices with role %s, want %d", layout, got, role, n)
+		}
+	}
+
+	// Someone tuned GRO on for every veth; two lost it.
+	for _, c := range h.Containers {
+		in(t, h.Netns, "ethtool", "-K", c.HostVeth, "gro", "on")
+		in(t, c.Netns, "ethtool", "-K", c.Dev, "gro", "on")
+	}
+	in(t, h.Netns, "ethtool", "-K", c1.HostVeth, "gro", "off")
+	in(t, c0.Netns, "ethtool", "-K", c0.Dev, "gro", "off")
+	in(t, h.Netns, "ethtool", "-K", h.Overlay, "gro", "off", "tx-checksum-ip-generic", "off")
+	in(t, c1.Netns, "ethtool", "-K", c1.Dev, "gso", "off")
+	in(t, c0.Netns, "ip", "link", "set", c0.Dev, "mtu", "1500")
+	zero := "vxz" + strconv.Itoa(os.Getpid()%10000)
+	in(t, h.Netns, "ip", "link", "add", zero, "type", "vxlan", "id", "999", "dstport", "4799", "dev", h.NIC, "noudpcsum")
+	t.Cleanup(func() { exec.Command("ip", "-n", h.Netns, "link", "del", zero).Run() })
+
+	gro := func(ns, dev string) func() bool {
+		return func() bool { return feature(t, ns, dev, "generic-receive-offload") == "on" }
+	}
+	plants := []planted{
+		{what: "GRO off on a host veth", check: CheckGRO, ns: h.Netns, dev: c1.HostVeth, sev: Warn, safe: true, readBack: gro(h.Netns, c1.HostVeth)},
+		{what: "GRO off on a container", check: CheckGRO, ns: c0.Netns, dev: c0.Dev, sev: Warn, safe: true, readBack: gro(c0.Netns, c0.Dev)},
+		{what: "GRO off on the VXLAN device", check: CheckGRO, ns: h.Netns, dev: h.Overlay, sev: Warn, safe: true, readBack: gro(h.Netns, h.Overlay)},
+		{what: "GSO off on a container", check: CheckGSO, ns: c1.Netns, dev: c1.Dev, sev: Warn, safe: true,
+			readBack: func() bool { return feature(t, c1.Netns, c1.Dev, "generic-segmentation-offload") == "on" }},
+		{what: "container MTU above the overlay's", check: CheckMTU, ns: c0.Netns, dev: c0.Dev, sev: Error, safe: true,
+			readBack: func() bool { return in(t, c0.Netns, "cat", "/sys/class/net/"+c0.Dev+"/mtu") == "1450" }},
+		{what: "tx checksum offload off on the VXLAN device", check: CheckTxChecksum, ns: h.Netns, dev: h.Overlay, sev: Warn},
+		{what: "zero UDP checksums", check: CheckUDPCsum, ns: h.Netns, dev: zero, sev: Warn},
+	}
+	// RFS half-configured: the socket table is global, so plant it only
+	// where nobody else is using RFS right now, and put it back.
+	if orig := readSockFlow(t); orig == 0 && layout == "docker" {
+		t.Cleanup(func() { os.WriteFile(sockFlowPath, []byte("0\n"), 0o644) })
+		in(t, c1.Netns, "sh", "-c", "echo 256 > /sys/class/net/"+c1.Dev+"/queues/rx-0/rps_flow_cnt")
+		plants = append(plants, planted{what: "RFS half-configured", check: CheckRFS, ns: c1.Netns, dev: c1.Dev, sev: Warn, safe: true,
+			readBack: func() bool { return readSockFlow(t) == defaultSockFlow }})
+	} else if layout == "docker" {
+		t.Logf("rps_sock_flow_entries is %d (someone uses RFS): RFS plant skipped", orig)
+	}
+
+	r, err := Run(Options{Netns: h.Netns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plants {
+		fs := findings(r, p.check, p.ns, p.dev)
+		if len(fs) != 1 || fs[0].Severity != p.sev || fs[0].Safe != p.safe || fs[0].Fix == "" {
+			t.Errorf("%s: findings %+v, want one %s %s on %s/%s, safe %v, with a fix", p.what, fs, p.sev, p.check, p.ns, p.dev, p.safe)
+		}
+	}
+	if got, want := len(problems(r)), len(plants); got != want {
+		t.Errorf("%d problems, want %d (one per plant):\n%s", got, want, strings.Join(problems(r), "\n"))
+	}
+
+	fixed, err := Run(Options{Netns: h.Netns, Fix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plants {
+		fs := findings(fixed, p.check, p.ns, p.dev)
+		if len(fs) != 1 {
+			t.Errorf("after --fix, %s: %d findings", p.what, len(fs))
+			continue
+		}
+		if fs[0].Fixed != p.safe || fs[0].FixError != "" {
+			t.Errorf("after --fix, %s: fixed %v (%s), want %v", p.what, fs[0].Fixed, fs[0].FixError, p.safe)
+		}
+		if p.safe && !p.readBack() {
+			t.Errorf("after --fix, %s: the system still shows it", p.what)
+		}
+	}
+	if feature(t, h.Netns, h.Overlay, "tx-checksum-ip-generic") != "off" {
+		t.Error("--fix changed tx checksum offload on the VXLAN device, which is not a safe fix")
+	}
+
+	again, err := Run(Options{Netns: h.Netns, Fix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range again.Findings {
+		if f.Fixed {
+			t.Errorf("second --fix changed %s %s/%s again", f.Check, f.Netns, f.Device)
+		}
+	}
+	var left []string
+	for _, p := range plants {
+		if !p.safe {
+			left = append(left, p.check+" "+p.dev)
+		}
+	}
+	if got := problems(again); len(got) != len(left) {
+		t.Errorf("after --fix, problems:\n%s\nwant only the unsafe ones: %v", strings.Join(got, "\n"), left)
+	}
+}
+
+func readSockFlow(t *testing.T) int {
+	b, err := os.ReadFile(sockFlowPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestBadInput: an unknown namespace and one without an overlay are clear
+// errors, and --fix changes nothing there.
+func TestBadInput(t *testing.T) {
+	needRoot(t)
+	if _, err := Run(Options{Netns: fmt.Sprintf("nosuch%d", os.Getpid()), Fix: true}); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("unknown namespace: %v", err)
+	}
+	ns := fmt.Sprintf("docempty%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	in(t, ns, "ip", "link", "add", "va", "mtu", "9000", "type", "veth", "peer", "name", "vb")
+	_, err := Run(Options{Netns: ns, Fix: true})
+	if err == nil || !strings.Contains(err.Error(), "no VXLAN overlay") {
+		t.Errorf("namespace without overlay: %v", err)
+	}
+	if got := in(t, ns, "cat", "/sys/class/net/va/mtu"); got != "9000" {
+		t.Errorf("--fix on a namespace without overlay changed va's MTU to %s", got)
+	}
+}
+
+func TestParseRelease(t *testing.T) {
+	for _, c := range []struct {
+		rel          string
+		major, minor int
+	}{{"6.18.44-fc-v669", 6, 18}, {"5.4.0-150-generic", 5, 4}, {"6.6.0", 6, 6}, {"4.19", 4, 19}, {"6.15-rc1", 6, 15}} {
+		k, err := parseRelease(c.rel)
+		if err != nil || k.major != c.major || k.minor != c.minor {
+			t.Errorf("parseRelease(%q) = %d.%d, %v", c.rel, k.major, k.minor, err)
+		}
+	}
+	if _, err := parseRelease("linux"); err == nil {
+		t.Error("parseRelease(linux) did not fail")
+	}
+	k := kernel{major: 5, minor: 7}
+	if !k.atLeast(5, 7) || k.atLeast(5, 8) || !k.atLeast(4, 20) || k.atLeast(6, 0) {
+		t.Error("atLeast is wrong")
+	}
+}

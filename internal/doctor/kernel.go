@@ -1,0 +1,222 @@
+package doctor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+type kernel struct {
+	release      string
+	major, minor int
+}
+
+func (k kernel) String() string { return k.release }
+
+func (k kernel) atLeast(major, minor int) bool {
+	return k.major > major || k.major == major && k.minor >= minor
+}
+
+func kernelRelease() (kernel, error) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return kernel{}, err
+	}
+	return parseRelease(unix.ByteSliceToString(u.Release[:]))
+}
+
+func parseRelease(rel string) (kernel, error) {
+	k := kernel{release: rel}
+	parts := strings.SplitN(rel, ".", 3)
+	if len(parts) < 2 {
+		return k, fmt.Errorf("cannot parse kernel release %q", rel)
+	}
+	var err1, err2 error
+	k.major, err1 = strconv.Atoi(parts[0])
+	minor := parts[1]
+	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+		minor = minor[:i] // "15-rc1"
+	}
+	k.minor, err2 = strconv.Atoi(minor)
+	if err1 != nil || err2 != nil {
+		return k, fmt.Errorf("cannot parse kernel release %q", rel)
+	}
+	return k, nil
+}
+
+// checkKernel: what falcon's datapath needs from the kernel. Only a kernel
+// without BPF is an error; everything else narrows what falcon can do
+// (info), it is nothing to repair.
+func checkKernel(st *state, k kernel) []Finding {
+	var fs []Finding
+	add := func(check string, sev Severity, msg string) {
+		fs = append(fs, Finding{Check: check, Severity: sev, Message: msg})
+	}
+	var bad []string
+	for _, pt := range []ebpf.ProgramType{ebpf.SchedCLS, ebpf.XDP} {
+		if err := features.HaveProgramType(pt); err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", pt, err))
+		}
+	}
+	if len(bad) > 0 {
+		add(CheckBPF, Error, "BPF programs cannot be loaded ("+strings.Join(bad, "; ")+"): falcon's datapath needs tc and XDP "+
+			"programs (run as root or with CAP_BPF and CAP_NET_ADMIN)")
+	} else {
+		add(CheckBPF, OK, "tc (sched_cls) and XDP programs load")
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		add(CheckBTF, Info, "no kernel BTF (/sys/kernel/btf/vmlinux): tracepoint-based stage tracing is unavailable")
+	} else {
+		add(CheckBTF, OK, "kernel BTF present")
+	}
+	if err := haveTCX(); err != nil {
+		add(CheckTCX, Info, fmt.Sprintf("no tcx (kernel %s; needs 6.6): tc programs attach through a clsact qdisc instead (%v)", k, err))
+	} else {
+		add(CheckTCX, OK, "tcx available")
+	}
+	switch err := features.HaveMapType(ebpf.CPUMap); {
+	case err != nil:
+		add(CheckCPUMapGRO, Info, fmt.Sprintf("no cpumap (%v): the NIC stage cannot be split", err))
+	case !k.atLeast(6, 15):
+		add(CheckCPUMapGRO, Info, fmt.Sprintf("cpumap without GRO (kernel %s; GRO in cpumap needs 6.15): splitting the NIC "+
+			"stage moves skb allocation but not GRO", k))
+	default:
+		add(CheckCPUMapGRO, OK, "cpumap with GRO (6.15+)")
+	}
+	if tracefsMounted() {
+		add(CheckTracefs, OK, "tracefs mounted")
+	} else {
+		fs = append(fs, Finding{Check: CheckTracefs, Severity: Info,
+			Message: "tracefs is not mounted: per-stage CPU tracing (bench) will mount it when it runs",
+			Fix:     "mount -t tracefs nodev /sys/kernel/tracing"})
+	}
+	for _, d := range st.role(discover.RoleNIC) {
+		fs = append(fs, checkXDP(d))
+	}
+	return fs
+}
+
+// checkXDP asks the driver what XDP it implements (netdev netlink family,
+// 6.3+) instead of attaching a test program: attaching XDP makes many
+// drivers reset their rings, a link flap a diagnosis must not cause.
+func checkXDP(d *devState) Finding {
+	f := Finding{Check: CheckXDP, Device: d.Name, Netns: d.Netns}
+	drv := d.driver
+	if drv == "" {
+		drv = "unknown driver"
+	}
+	attached := ""
+	if d.xdp != nil && d.xdp.Attached {
+		attached = fmt.Sprintf("; an XDP program (id %d) is attached in mode %d", d.xdp.ProgId, d.xdp.AttachMode)
+	}
+	need := uint64(xdpActBasic | xdpActRedirect)
+	switch {
+	case d.xdpErr != nil:
+		f.Severity = Info
+		f.Message = fmt.Sprintf("driver %s: cannot ask it for its XDP features (%v)%s", drv, d.xdpErr, attached)
+	case d.xdpFeatures&need == need:
+		f.Severity = OK
+		f.Message = fmt.Sprintf("driver %s has native XDP with redirect: the NIC stage can be split by cpumap%s", drv, attached)
+		if d.Kind == "veth" {
+			f.Severity = Info
+			f.Message += ". This NIC is a veth: its sending end must run with tx checksum offload off " +
+				"(ethtool -K <peer> tx off), or frames redirected through cpumap lose their checksum trust and are dropped"
+		}
+	default:
+		f.Severity = Info
+		f.Message = fmt.Sprintf("driver %s has no native XDP redirect (features %#x): generic XDP runs after skb allocation, "+
+			"so the NIC stage cannot be split%s", drv, d.xdpFeatures, attached)
+	}
+	return f
+}
+
+// From include/uapi/linux/netdev.h.
+const (
+	netdevCmdDevGet        = 1
+	netdevAttrIfindex      = 1
+	netdevAttrXDPFeatures  = 3
+	xdpActBasic            = 1
+	xdpActRedirect         = 2
+	netdevGenlVersion      = 1
+	netdevGenlFamilyName   = "netdev"
+	tracefsDir, debugTrace = "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"
+)
+
+// xdpFeatures returns the NETDEV_XDP_ACT_* bits of ifindex in the current
+// namespace.
+func xdpFeatures(ifindex int) (uint64, error) {
+	fam, err := netlink.GenlFamilyGet(netdevGenlFamilyName)
+	if err != nil {
+		return 0, fmt.Errorf("no netdev netlink family (kernel older than 6.3?): %w", err)
+	}
+	req := nl.NewNetlinkRequest(int(fam.ID), 0)
+	// nl.Genlmsg serializes 4 bytes from a 2-byte struct, so its reserved
+	// field is whatever follows in memory; strict families reject that.
+	req.AddRawData([]byte{netdevCmdDevGet, netdevGenlVersion, 0, 0})
+	req.AddRawData(nl.NewRtAttr(netdevAttrIfindex, nl.Uint32Attr(uint32(ifindex))).Serialize())
+	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range msgs {
+		if len(m) < nl.SizeofGenlmsg {
+			continue
+		}
+		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == netdevAttrXDPFeatures && len(a.Value) == 8 {
+				return binary.NativeEndian.Uint64(a.Value), nil
+			}
+		}
+	}
+	return 0, errors.New("the kernel did not report XDP features")
+}
+
+// haveTCX probes tcx the way cilium/ebpf does internally: a tcx link on an
+// ifindex that cannot exist fails with ENODEV only where tcx exists.
+func haveTCX() error {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type:         ebpf.SchedCLS,
+		License:      "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
+	})
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: prog, Attach: ebpf.AttachTCXIngress})
+	if err == nil {
+		l.Close()
+		return nil
+	}
+	if errors.Is(err, unix.ENODEV) {
+		return nil
+	}
+	return err
+}
+
+func tracefsMounted() bool {
+	for _, p := range []string{tracefsDir, debugTrace} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
+}
