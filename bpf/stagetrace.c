@@ -155,6 +155,23 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+// The headers are copied once per packet into a per-CPU buffer and parsed
+// there: one probe read instead of one per header. READ_LEN bytes from
+// skb->data never leave the skb's head allocation (data <= end, and
+// struct skb_shared_info, over 256 bytes, follows end); only the first
+// headlen of them are packet bytes, and parsing never trusts more.
+#define READ_LEN 256
+struct scratch {
+	__u8 b[READ_LEN + 64]; // slack: a masked offset plus a header stays inside
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
 static __always_inline void stat_inc(__u32 i)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &i);
@@ -171,23 +188,25 @@ static __always_inline int is_vxlan_port(__u16 port)
 	return 0;
 }
 
-// Reads n bytes at head+off if they lie within [0, limit).
-static __always_inline int load(void *dst, __u32 n, unsigned char *head, __u32 off, __u32 limit)
+// Copies the n (at most 64) bytes at offset off of the packet, if they lie
+// within the first limit bytes.
+static __always_inline int load(void *dst, __u32 n, const __u8 *buf, __u32 off, __u32 limit)
 {
 	if (off + n > limit)
 		return -1;
-	return bpf_probe_read_kernel(dst, n, head + off);
+	__builtin_memcpy(dst, buf + (off & (READ_LEN - 1)), n);
+	return 0;
 }
 
 // parse_l3 fills f from the IP header at off (ethertype proto) and returns
 // the offset of the L4 header, or 0 when there are no ports to read (a
 // later fragment, another protocol), or -1 when the packet is unreadable.
-static __always_inline int parse_l3(struct flow *f, unsigned char *head, __u32 off, __u32 limit,
+static __always_inline int parse_l3(struct flow *f, const __u8 *buf, __u32 off, __u32 limit,
 				    __u16 proto)
 {
 	if (proto == ETH_P_IP) {
 		__u8 b[20];
-		if (load(b, sizeof(b), head, off, limit))
+		if (load(b, sizeof(b), buf, off, limit))
 			return -1;
 		__u32 ihl = (b[0] & 0x0f) * 4;
 		if ((b[0] >> 4) != 4 || ihl < 20)
@@ -203,7 +222,7 @@ static __always_inline int parse_l3(struct flow *f, unsigned char *head, __u32 o
 	}
 	if (proto == ETH_P_IPV6) {
 		__u8 b[40];
-		if (load(b, sizeof(b), head, off, limit))
+		if (load(b, sizeof(b), buf, off, limit))
 			return -1;
 		if ((b[0] >> 4) != 6)
 			return -1;
@@ -218,7 +237,7 @@ static __always_inline int parse_l3(struct flow *f, unsigned char *head, __u32 o
 			if (nh != IPPROTO_HOPOPTS && nh != IPPROTO_ROUTING && nh != IPPROTO_DSTOPTS &&
 			    nh != IPPROTO_FRAGMENT)
 				break;
-			if (load(x, sizeof(x), head, off, limit))
+			if (load(x, sizeof(x), buf, off, limit))
 				return -1;
 			if (nh == IPPROTO_FRAGMENT) {
 				if (((__u16)x[2] << 8 | x[3]) & 0xfff8) {
@@ -237,22 +256,22 @@ static __always_inline int parse_l3(struct flow *f, unsigned char *head, __u32 o
 	return -1;
 }
 
-static __always_inline int read_ports(struct flow *f, unsigned char *head, __u32 l4, __u32 limit)
+static __always_inline int read_ports(struct flow *f, const __u8 *buf, __u32 l4, __u32 limit)
 {
 	__u16 p[2];
 	if (f->proto != IPPROTO_TCP && f->proto != IPPROTO_UDP)
 		return 0;
-	if (load(p, sizeof(p), head, l4, limit))
+	if (load(p, sizeof(p), buf, l4, limit))
 		return -1;
 	f->sport = bpf_ntohs(p[0]);
 	f->dport = bpf_ntohs(p[1]);
 	return 0;
 }
 
-static __always_inline void track_seq(struct flow *f, unsigned char *head, __u32 l4, __u32 limit)
+static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4, __u32 limit)
 {
 	__u64 be;
-	if (load(&be, sizeof(be), head, l4 + 8, limit)) {
+	if (load(&be, sizeof(be), buf, l4 + 8, limit)) {
 		stat_inc(STAT_SEQ_SHORT);
 		return;
 	}
@@ -275,54 +294,72 @@ static __always_inline void track_seq(struct flow *f, unsigned char *head, __u32
 		v->max_seq = seq;
 }
 
-static __always_inline int handle(struct sk_buff *skb)
+// F reads a kernel field: a plain load where the verifier knows the
+// pointer's BTF type (tp_btf), a probe read otherwise (raw_tp). btf is a
+// constant, so each program keeps only its own branch; the loads are
+// several times cheaper than the helper calls.
+#define F(p, field) (btf ? (p)->field : BPF_CORE_READ(p, field))
+
+static __always_inline int handle(struct sk_buff *skb, const int btf)
 {
 	stat_inc(STAT_SEEN);
 
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct net_device *dev = F(skb, dev);
 	if (!dev)
 		return 0;
-	__u32 netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	struct net *net = F(dev, nd_net.net);
+	__u32 netns = F(net, ns.inum);
 	if (netns_filter_on && !bpf_map_lookup_elem(&netns_filter, &netns))
 		return 0;
 
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u32 len = BPF_CORE_READ(skb, len);
-	__u32 data_len = BPF_CORE_READ(skb, data_len);
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	unsigned char *head = F(skb, head);
+	unsigned char *data = F(skb, data);
+	__u32 len = F(skb, len);
+	__u32 data_len = F(skb, data_len);
+	__u16 proto = bpf_ntohs(F(skb, protocol));
 	// At this tracepoint eth_type_trans has pulled the MAC header: data is
 	// the network header and protocol its ethertype.
-	__u32 off = data - head;
-	__u32 limit = off + (len - data_len);
+	__u32 limit = len - data_len;
+	if (limit > READ_LEN)
+		limit = READ_LEN;
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 0;
+	const __u8 *buf = sc->b;
+	if (bpf_probe_read_kernel(sc->b, READ_LEN, data)) {
+		stat_inc(STAT_TRUNCATED);
+		return 0;
+	}
 
 	struct stage_key key;
 	__builtin_memset(&key, 0, sizeof(key));
 	key.netns = netns;
-	key.ifindex = BPF_CORE_READ(dev, ifindex);
+	key.ifindex = F(dev, ifindex);
 
+	__u32 off = 0;
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
 		__be16 inner;
-		if (load(&inner, 2, head, off + 2, limit)) {
+		if (load(&inner, 2, buf, 2, limit)) {
 			stat_inc(STAT_TRUNCATED);
 			return 0;
 		}
 		proto = bpf_ntohs(inner);
-		off += 4;
+		off = 4;
 	}
 	if (proto != ETH_P_IP && proto != ETH_P_IPV6) {
 		stat_inc(STAT_NOT_IP);
 		return 0;
 	}
-	int l4 = parse_l3(&key.flow, head, off, limit, proto);
-	if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, head, l4, limit))) {
+	int l4 = parse_l3(&key.flow, buf, off, limit, proto);
+	if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, buf, l4, limit))) {
 		stat_inc(STAT_TRUNCATED);
 		return 0;
 	}
 	if (l4 > 0 && key.flow.proto == IPPROTO_UDP && is_vxlan_port(key.flow.dport)) {
 		__u32 eth = l4 + 8 + VXLAN_HLEN;
 		__be16 et;
-		if (load(&et, 2, head, eth + 12, limit)) {
+		if (load(&et, 2, buf, eth + 12, limit)) {
 			stat_inc(STAT_TRUNCATED);
 			return 0;
 		}
@@ -331,8 +368,8 @@ static __always_inline int handle(struct sk_buff *skb)
 			return 0;
 		}
 		__builtin_memset(&key.flow, 0, sizeof(key.flow));
-		l4 = parse_l3(&key.flow, head, eth + ETH_HLEN, limit, bpf_ntohs(et));
-		if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, head, l4, limit))) {
+		l4 = parse_l3(&key.flow, buf, eth + ETH_HLEN, limit, bpf_ntohs(et));
+		if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, buf, l4, limit))) {
 			stat_inc(STAT_TRUNCATED);
 			return 0;
 		}
@@ -347,7 +384,7 @@ static __always_inline int handle(struct sk_buff *skb)
 	}
 
 	__u32 segs = 1;
-	struct skb_shared_info *shinfo = (void *)(head + BPF_CORE_READ(skb, end));
+	struct skb_shared_info *shinfo = (void *)(head + F(skb, end));
 	__u16 gs = BPF_CORE_READ(shinfo, gso_segs);
 	if (gs > 1)
 		segs = gs;
@@ -372,7 +409,7 @@ static __always_inline int handle(struct sk_buff *skb)
 
 	if (seq_ifindex && key.ifindex == seq_ifindex && netns == seq_netns && l4 > 0 &&
 	    key.flow.proto == IPPROTO_UDP)
-		track_seq(&key.flow, head, l4, limit);
+		track_seq(&key.flow, buf, l4, limit);
 	return 0;
 }
 
@@ -381,14 +418,14 @@ static __always_inline int handle(struct sk_buff *skb)
 SEC("tp_btf/netif_receive_skb")
 int stage_btf(__u64 *ctx)
 {
-	return handle((struct sk_buff *)ctx[0]);
+	return handle((struct sk_buff *)ctx[0], 1);
 }
 
 // raw_tp: the same, for kernels whose tracepoints lack BTF.
 SEC("raw_tp/netif_receive_skb")
 int stage_raw(__u64 *ctx)
 {
-	return handle((struct sk_buff *)ctx[0]);
+	return handle((struct sk_buff *)ctx[0], 0);
 }
 
 char LICENSE[] SEC("license") = "GPL";

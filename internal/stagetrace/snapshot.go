@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/cilium/ebpf"
 )
@@ -94,6 +95,13 @@ type Stats struct {
 	Truncated uint64 // headers not readable from the linear data
 	MapFull   uint64 // skbs lost for want of room: raise MaxFlows
 	SeqShort  uint64 // UDP at the sequence device without 8 payload bytes
+	// Missed counts the runs the kernel skipped because a BPF program was
+	// already running on that CPU: packets it never showed the tracer.
+	Missed uint64
+	// RunCount and RunTime add up the program's runs while BPF run-time
+	// statistics are on (kernel.bpf_stats_enabled or ebpf.EnableStats).
+	RunCount uint64
+	RunTime  time.Duration
 }
 
 // Stats reads the program's counters.
@@ -111,6 +119,13 @@ func (t *Tracer) Stats() (Stats, error) {
 		for _, n := range per {
 			*f += n
 		}
+	}
+	for _, p := range t.coll.Programs {
+		ps, err := p.Stats()
+		if err != nil {
+			return s, fmt.Errorf("read program stats: %w", err)
+		}
+		s.Missed, s.RunCount, s.RunTime = ps.RecursionMisses, ps.RunCount, ps.Runtime
 	}
 	return s, nil
 }

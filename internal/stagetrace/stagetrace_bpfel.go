@@ -24,6 +24,11 @@ type stagetraceFlow struct {
 	Daddr  [16]uint8
 }
 
+type stagetraceScratch struct {
+	_ structs.HostLayout
+	B [320]uint8
+}
+
 type stagetraceSeqVal struct {
 	_         structs.HostLayout
 	MaxSeq    uint64
@@ -49,6 +54,7 @@ type stagetraceStageVal struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	stagetraceMapNetnsFilter   = "netns_filter"
+	stagetraceMapScratch       = "scratch"
 	stagetraceMapSeqs          = "seqs"
 	stagetraceMapStages        = "stages"
 	stagetraceMapStats         = "stats"
@@ -114,6 +120,7 @@ type stagetraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type stagetraceMapSpecs struct {
 	NetnsFilter *ebpf.MapSpec `ebpf:"netns_filter"`
+	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 	Seqs        *ebpf.MapSpec `ebpf:"seqs"`
 	Stages      *ebpf.MapSpec `ebpf:"stages"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
@@ -153,6 +160,7 @@ func (o *stagetraceObjects) Close() error {
 // It can be passed to loadStagetraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type stagetraceMaps struct {
 	NetnsFilter *ebpf.Map `ebpf:"netns_filter"`
+	Scratch     *ebpf.Map `ebpf:"scratch"`
 	Seqs        *ebpf.Map `ebpf:"seqs"`
 	Stages      *ebpf.Map `ebpf:"stages"`
 	Stats       *ebpf.Map `ebpf:"stats"`
@@ -161,6 +169,7 @@ type stagetraceMaps struct {
 func (m *stagetraceMaps) Close() error {
 	return _StagetraceClose(
 		m.NetnsFilter,
+		m.Scratch,
 		m.Seqs,
 		m.Stages,
 		m.Stats,

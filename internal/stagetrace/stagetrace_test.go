@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/seqcheck"
@@ -144,8 +145,19 @@ func traceOptions(o *overlay) Options {
 // flow), at its VXLAN device and at the container's eth0, with the same
 // Flow key, and no flow is reordered at eth0.
 func TestStagesAcrossOverlay(t *testing.T) {
+	t.Run("tp_btf", func(t *testing.T) { testStagesAcrossOverlay(t, false) })
+	t.Run("raw_tp", func(t *testing.T) { testStagesAcrossOverlay(t, true) })
+}
+
+func testStagesAcrossOverlay(t *testing.T, raw bool) {
 	o := newOverlay(t, true)
-	tr, err := Start(traceOptions(o))
+	// Run-time statistics stay on only while this fd is open.
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	opts := traceOptions(o)
+	opts.rawOnly = raw
+	tr, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +206,10 @@ func TestStagesAcrossOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("stats %+v", st)
-	if st.MapFull != 0 || st.Counted == 0 {
+	if st.RunCount > 0 {
+		t.Logf("cost %v per run", st.RunTime/time.Duration(st.RunCount))
+	}
+	if st.MapFull != 0 || st.Counted == 0 || st.Missed != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }

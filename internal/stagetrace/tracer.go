@@ -57,6 +57,8 @@ type Options struct {
 	// payload bytes (see internal/seqcheck), and packets below the
 	// highest number already seen in their flow are counted as reordered.
 	SeqNetns, SeqDev string
+
+	rawOnly bool // skip tp_btf: tests of the fallback
 }
 
 // DefaultVXLANPorts are the IANA port and the Linux/Flannel one.
@@ -145,7 +147,11 @@ func Start(o Options) (*Tracer, error) {
 		return nil, err
 	}
 	var errs []error
-	for _, prog := range []string{stagetraceProgStageBtf, stagetraceProgStageRaw} {
+	progs := []string{stagetraceProgStageBtf, stagetraceProgStageRaw}
+	if o.rawOnly {
+		progs = progs[1:]
+	}
+	for _, prog := range progs {
 		t, err := start(o, c, prog)
 		if err == nil {
 			return t, nil
