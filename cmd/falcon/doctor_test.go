@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func runDoc(t *testing.T, args ...string) (string, error, int) {
+	t.Helper()
+	var out bytes.Buffer
+	doctorOut = &out
+	t.Cleanup(func() { doctorOut = os.Stdout })
+	err := runDoctor(args)
+	code := 0
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		code = 2
+	default:
+		code = 1
+	}
+	return out.String(), err, code
+}
+
+func TestDoctorBadInput(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	empty := fmt.Sprintf("clidocempty%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", empty).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", empty).Run() })
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--netns", fmt.Sprintf("nosuch%d", os.Getpid()), "--fix"}, 1, "not found"},
+		{[]string{"--netns", empty, "--fix"}, 1, "no VXLAN overlay"},
+		{[]string{"--bogus"}, 2, "not defined"},
+		{[]string{"extra"}, 2, "unexpected"},
+	} {
+		out, err, code := runDoc(t, c.args...)
+		if code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) || out != "" {
+			t.Errorf("doctor %q: exit %d, %v, output %q; want exit %d mentioning %q and no report", c.args, code, err, out, c.code, c.msg)
+		}
+	}
+}
+
+// TestDoctorJSON checks the JSON that scripts read, and the exit status
+// before and after --fix.
+func TestDoctorJSON(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	name := fmt.Sprintf("clidoc%d", os.Getpid())
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "flannel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tb.Hosts[1]
+	if out, err := exec.Command("ip", "netns", "exec", h.Netns, "ethtool", "-K", h.Overlay, "gro", "off").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+
+	type finding struct {
+		Check, Severity, Device, Netns, Message, Fix string
+		Safe, Fixed                                  *bool
+	}
+	type report struct {
+		Netns, Kernel string
+		Overlay       struct {
+			Netns   string
+			Devices []struct {
+				Name, Netns, Role, Kind string
+				Ifindex, MTU            int
+			}
+		}
+		Findings []finding
+	}
+	decode := func(out string) report {
+		t.Helper()
+		var r report
+		dec := json.NewDecoder(strings.NewReader(out))
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		if r.Netns != h.Netns || r.Kernel == "" || r.Overlay.Netns != h.Netns || len(r.Overlay.Devices) < 5 {
+			t.Errorf("report header/overlay wrong: %+v", r)
+		}
+		roles := map[string]bool{}
+		for _, d := range r.Overlay.Devices {
+			if d.Name == "" || d.Ifindex == 0 || d.MTU == 0 || d.Kind == "" {
+				t.Errorf("device without name, ifindex, MTU or kind: %+v", d)
+			}
+			roles[d.Role] = true
+		}
+		for _, role := range []string{"nic", "overlay", "bridge", "host-veth", "container"} {
+			if !roles[role] {
+				t.Errorf("no device with role %s", role)
+			}
+		}
+		for _, f := range r.Findings {
+			if f.Check == "" || f.Message == "" || f.Safe == nil || f.Fixed == nil ||
+				!strings.Contains(" ok info warn error ", " "+f.Severity+" ") {
+				t.Errorf("malformed finding %+v", f)
+			}
+		}
+		return r
+	}
+	groOn := func(r report) *finding {
+		for i, f := range r.Findings {
+			if f.Check == "gro" && f.Device == h.Overlay && f.Netns == h.Netns {
+				return &r.Findings[i]
+			}
+		}
+		t.Fatalf("no gro finding on %s", h.Overlay)
+		return nil
+	}
+
+	out, err, code := runDoc(t, "--netns", h.Netns, "--json")
+	if code != 1 || err == nil {
+		t.Errorf("with GRO off: exit %d (%v), want 1", code, err)
+	}
+	f := groOn(decode(out))
+	if f.Severity != "warn" || !*f.Safe || *f.Fixed || !strings.Contains(f.Fix, "ethtool -K "+h.Overlay) {
+		t.Errorf("before --fix: %+v", f)
+	}
+
+	out, err, code = runDoc(t, "--netns", h.Netns, "--json", "--fix")
+	if code != 0 {
+		t.Errorf("--fix: exit %d (%v), want 0", code, err)
+	}
+	if f := groOn(decode(out)); !*f.Fixed {
+		t.Errorf("--fix did not report the GRO fix: %+v", f)
+	}
+
+	out, err, code = runDoc(t, "--netns", h.Netns)
+	if code != 0 || !strings.Contains(out, "overlay:") || !strings.Contains(out, h.Overlay) || !strings.Contains(out, "0 problem(s)") {
+		t.Errorf("text after --fix: exit %d (%v)\n%s", code, err, out)
+	}
+}
