@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -17,23 +18,32 @@ import (
 // installed and cannot be.
 const validatorMissing = 3
 
+var install struct {
+	once sync.Once
+	out  []byte
+	err  error
+}
+
 // validator returns the path of validate.sh once the validator is installed
-// (validate.sh installs it on first use). Only a validator that cannot be
-// installed skips the test, and not in CI, where scripts/setup.sh installs it.
+// (validate.sh installs it on first use, tried once per test run). Only a
+// validator that cannot be installed skips the test, and not in CI, where
+// scripts/setup.sh installs it.
 func validator(t *testing.T) string {
 	t.Helper()
 	script, err := filepath.Abs("validate.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(script, "--install").CombinedOutput()
+	install.once.Do(func() {
+		install.out, install.err = exec.Command(script, "--install").CombinedOutput()
+	})
 	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == validatorMissing && os.Getenv("CI") == "" {
+	if errors.As(install.err, &ee) && ee.ExitCode() == validatorMissing && os.Getenv("CI") == "" {
 		t.Skipf("Kubernetes schema validator not installed and cannot be installed here:\n%s"+
-			"run scripts/setup.sh (or %s --install) once with access to PyPI", out, script)
+			"run scripts/setup.sh (or %s --install) once with access to PyPI", install.out, script)
 	}
-	if err != nil {
-		t.Fatalf("%s --install: %v\n%s", script, err, out)
+	if install.err != nil {
+		t.Fatalf("%s --install: %v\n%s", script, install.err, install.out)
 	}
 	return script
 }
