@@ -39,6 +39,9 @@ func run(t *testing.T, args ...string) {
 func newOverlay(t *testing.T, gro bool) *overlay {
 	t.Helper()
 	requireRoot(t)
+	if testing.Short() {
+		t.Skip("builds namespaces and sends traffic")
+	}
 	p := fmt.Sprintf("fct%d", os.Getpid())
 	o := &overlay{h1: p + "h1", h2: p + "h2", c1: p + "c1"}
 	for _, ns := range []string{o.h1, o.h2, o.c1} {
