@@ -10,6 +10,7 @@ for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:mak
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
+dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)   # venv for the manifest validator
 if [ ${#need[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
@@ -23,6 +24,9 @@ if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 	export PATH=$PATH:/usr/local/go/bin
 fi
 command -v go >/dev/null 2>&1 || { echo "setup: Go 1.25 or newer is needed to build falcon (https://go.dev/doc/install)" >&2; exit 1; }
+
+# Offline Kubernetes schema validator for deploy/kubernetes (kubernetes-validate in a venv).
+"$(dirname "$0")/../deploy/kubernetes/validate.sh" --install
 
 # Tracepoints used by the tests live in tracefs.
 [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
