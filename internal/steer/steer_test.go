@@ -1,0 +1,125 @@
+package steer
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+func TestHash32KnownValues(t *testing.T) {
+	// murmur3 fmix32 reference values.
+	for in, want := range map[uint32]uint32{0: 0, 1: 0x514e28b7, 0xffffffff: 0x81f16f39} {
+		if got := Hash32(in); got != want {
+			t.Errorf("Hash32(%#x) = %#x, want %#x", in, got, want)
+		}
+	}
+}
+
+func TestSteerHashLandsOnChosenCPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 2, 3, 5, 7, 8, 63, 64, 100, 255, 256, 1000, 1024} {
+		cpus := make([]int, n)
+		for i := range cpus {
+			cpus[i] = 2*i + 1
+		}
+		for k := 0; k < 2000; k++ {
+			idx := r.IntN(n)
+			if k < n {
+				idx = k // every index at least once
+			}
+			fh := r.Uint32()
+			switch k % 5 {
+			case 0:
+				fh = 0
+			case 1:
+				fh = 0xffffffff
+			}
+			h := SteerHash(fh, idx, n)
+			if h == 0 {
+				t.Fatalf("SteerHash(%#x, %d, %d) = 0", fh, idx, n)
+			}
+			if got := RPSCPU(h, cpus); got != cpus[idx] {
+				t.Fatalf("SteerHash(%#x, %d, %d) = %#x lands on CPU %d, want %d", fh, idx, n, h, got, cpus[idx])
+			}
+		}
+	}
+}
+
+func TestSteerHashKeepsFlowsApart(t *testing.T) {
+	seen := map[uint32]bool{}
+	for fh := uint32(0); fh < 1000; fh++ {
+		seen[SteerHash(Hash32(fh+1), 1, 3)] = true
+	}
+	if len(seen) < 990 {
+		t.Errorf("1000 flows steered to one CPU share only %d hashes", len(seen))
+	}
+}
+
+func TestRPSCPUHashZeroMeansNoRPS(t *testing.T) {
+	if got := RPSCPU(0, []int{0, 1}); got != -1 {
+		t.Errorf("RPSCPU(0) = %d, want -1", got)
+	}
+}
+
+func TestChoose(t *testing.T) {
+	cpus := []int{0, 2, 5}
+	fh := FlowHash(17, netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), 1234, 5201)
+	h1 := Hash32(fh + 7)
+	first := cpus[h1%3]
+	second := cpus[Hash32(h1)%3]
+
+	load := make([]uint32, 8)
+	if c, k := Choose(fh, 7, cpus, load, 85, 0, false); c != first || k != First {
+		t.Errorf("idle: got %d %v, want %d first", c, k, first)
+	}
+	load[first] = 85
+	if c, k := Choose(fh, 7, cpus, load, 85, 30, false); c != second || k != Second {
+		t.Errorf("first busy: got %d %v, want %d second", c, k, second)
+	}
+	if c, k := Choose(fh, 7, cpus, load, 85, 85, false); c != -1 || k != Fallback {
+		t.Errorf("average at threshold: got %d %v, want fallback", c, k)
+	}
+	if c, k := Choose(fh, 7, cpus, make([]uint32, 8), 85, 0, true); c != -1 || k != Fallback {
+		t.Errorf("stale: got %d %v, want fallback", c, k)
+	}
+}
+
+func TestChooseSpreadsStages(t *testing.T) {
+	// One flow's stages (different next devices) land on different CPUs
+	// about as often as uniform hashing predicts: 1 - 1/n.
+	cpus := []int{0, 1, 2, 3}
+	load := make([]uint32, 4)
+	differ := 0
+	const flows = 4000
+	for f := uint32(0); f < flows; f++ {
+		fh := Hash32(f + 12345)
+		a, _ := Choose(fh, 3, cpus, load, 85, 0, false)
+		b, _ := Choose(fh, 4, cpus, load, 85, 0, false)
+		if a != b {
+			differ++
+		}
+	}
+	if got := float64(differ) / flows; got < 0.70 || got > 0.80 {
+		t.Errorf("stages on different CPUs: %.3f of flows, want about 0.75", got)
+	}
+}
+
+func TestFlowHashIdentity(t *testing.T) {
+	a4, b4 := netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("192.168.1.20")
+	a6, b6 := netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2")
+	base := FlowHash(6, a4, b4, 40000, 80)
+	for name, h := range map[string]uint32{
+		"swapped addresses": FlowHash(6, b4, a4, 40000, 80),
+		"swapped ports":     FlowHash(6, a4, b4, 80, 40000),
+		"udp":               FlowHash(17, a4, b4, 40000, 80),
+		"ipv6":              FlowHash(6, a6, b6, 40000, 80),
+		"other sport":       FlowHash(6, a4, b4, 40001, 80),
+	} {
+		if h == base {
+			t.Errorf("%s: same hash %#x as the base flow", name, h)
+		}
+	}
+	if FlowHash(6, a4, b4, 40000, 80) != base {
+		t.Error("FlowHash is not deterministic")
+	}
+}
