@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/* Types shared between the BPF program and its Go loader (internal/datapath).
+ * bpf2go turns every struct here into a Go type; keep fields naturally
+ * aligned so C and Go agree on the layout without packing tricks. */
+#ifndef FALCON_H
+#define FALCON_H
+
+#include <linux/types.h>
+
+#define MAX_CPUS 1024   /* highest CPU id + 1, and the largest Falcon CPU set */
+#define MAX_PORTS 8     /* VXLAN UDP ports recognised at a NIC hook */
+#define MAX_HOOKS 256   /* attachment points of one datapath */
+#define FLOWLET_ENTRIES 65536
+
+enum role {
+	ROLE_NIC = 1,     /* packets are VXLAN-encapsulated; steer the VXLAN device's stage */
+	ROLE_OVERLAY = 2, /* packets are decapsulated; steer the container's stage */
+};
+
+enum fallback {
+	FALLBACK_INLINE = 0, /* hash 0: no RPS, the next stage runs where this one did */
+	FALLBACK_LOCAL = 1,  /* aim RPS at the current CPU (a backlog hop on the same CPU) */
+};
+
+/* One slot per outcome; every packet a hook sees lands in exactly one, so
+ * the per-CPU sum of a hook's slots is where that stage ran. */
+enum counter {
+	CNT_FIRST = 0,
+	CNT_SECOND,
+	CNT_FALLBACK_LOAD,  /* average load of S >= threshold */
+	CNT_FALLBACK_STALE, /* load data older than stale_ns */
+	CNT_FLOWLET_HIT,    /* the (flow, device) kept its previous decision */
+	CNT_PASS_NON_IP,
+	CNT_PASS_FRAGMENT,
+	CNT_PASS_TRUNCATED,
+	CNT_PASS_MALFORMED,
+	CNT_PASS_NOT_VXLAN, /* NIC hook: not UDP to a configured VXLAN port */
+	CNT_PASS_DISABLED,  /* no CPU set configured or hook inactive */
+	CNT_MAX,
+};
+
+/* Decision kinds recorded in the debug map and flowlet entries. */
+enum kind {
+	KIND_NONE = 0,
+	KIND_FIRST = 1,
+	KIND_SECOND = 2,
+	KIND_FALLBACK = 3,
+};
+
+#define TARGET_FALLBACK 0xffffffffu
+
+struct config {
+	__u32 n;         /* |S|; 0 = steering off, every packet passes */
+	__u32 threshold; /* load percent */
+	__u64 flowlet_gap_ns;
+	__u64 stale_ns; /* 0 = load data never stale */
+	__u32 per_packet;
+	__u32 fallback; /* enum fallback */
+	__u32 nports;
+	__u16 ports[MAX_PORTS]; /* host byte order */
+	__u32 pad;
+	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */
+	__u16 pos[MAX_CPUS];     /* pos[cpu] = index in S + 1, 0 = not in S */
+};
+
+struct load {
+	__u64 updated_ns; /* CLOCK_MONOTONIC of the sample, 0 = never */
+	__u32 avg;        /* average load of S, percent */
+	__u32 pad;
+	__u32 pct[MAX_CPUS]; /* per CPU id, percent (EWMA) */
+};
+
+struct hook {
+	__u32 ifindex;
+	__u32 next_ifindex; /* the salt: stage identity of the next device */
+	__u32 role;         /* enum role */
+	__u32 active;
+	__u32 egress;
+	__u32 pad;
+	__u64 netns_ino;   /* for display by another process */
+	char name[16];
+	char netns[64];
+};
+
+struct counters {
+	__u64 c[CNT_MAX];
+};
+
+struct flowlet_key {
+	__u32 flowhash;
+	__u32 hook;
+};
+
+struct flowlet {
+	__u32 target; /* index in S, or TARGET_FALLBACK */
+	__u32 cpu;    /* S[target] when it was chosen; detects a changed S */
+	__u32 kind;   /* enum kind of the decision */
+	__u32 pad;
+	__u64 last_seen_ns;
+};
+
+struct steer_key {
+	__u32 hook;
+	__u32 cpu;
+};
+
+/* Written only when the program is loaded with debug set (tests). */
+struct debug {
+	__u32 flowhash;
+	__u32 kind;      /* enum kind; KIND_NONE = passed */
+	__u32 target;    /* CPU the next stage was aimed at */
+	__u32 set_hash;  /* value given to bpf_set_hash */
+	__u32 skb_hash;  /* skb->hash read back afterwards */
+	__u32 hit;       /* decided by a flowlet entry */
+	__u64 seq;       /* packets seen with debug on */
+};
+
+#endif

@@ -1,0 +1,417 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// Role says what a hook sees and which stage it steers.
+type Role string
+
+const (
+	// RoleNIC: the underlay NIC; packets are VXLAN-encapsulated, the program
+	// parses the inner packet and steers the VXLAN device's stage.
+	RoleNIC Role = "nic"
+	// RoleOverlay: a device that sees decapsulated packets (the VXLAN
+	// device, or the host-side veth at egress); steers the container's stage.
+	RoleOverlay Role = "overlay"
+)
+
+func (r Role) bpf() (uint32, error) {
+	switch r {
+	case RoleNIC:
+		return roleNIC, nil
+	case RoleOverlay:
+		return roleOverlay, nil
+	}
+	return 0, fmt.Errorf("role %q: want %q or %q", r, RoleNIC, RoleOverlay)
+}
+
+// Hook is one attachment point.
+type Hook struct {
+	Netns       string // network namespace name or path; "" = current
+	Ifindex     int
+	Name        string // device name, checked against Ifindex when set
+	Role        Role
+	NextIfindex int  // salt of the choice: the device whose stage this hook steers
+	Egress      bool // attach at egress instead of ingress (e.g. host-side veth)
+}
+
+func (h Hook) String() string {
+	dir := "ingress"
+	if h.Egress {
+		dir = "egress"
+	}
+	ns := h.Netns
+	if ns == "" {
+		ns = "current netns"
+	}
+	return fmt.Sprintf("%s (ifindex %d, %s) %s", h.Name, h.Ifindex, ns, dir)
+}
+
+type hookKey struct {
+	netns   string
+	ifindex int
+	egress  bool
+}
+
+func (h Hook) key() hookKey { return hookKey{netns.Path(h.Netns), h.Ifindex, h.Egress} }
+
+type attachment struct {
+	hook   Hook
+	id     uint32
+	prog   *ebpf.Program
+	link   link.Link          // tcx
+	filter *netlink.BpfFilter // clsact + cls_bpf
+	qdisc  bool               // we created the clsact qdisc
+}
+
+// progName is the program's name in the kernel and the cls_bpf filter's
+// name; Cleanup recognises our attachments by it.
+const progName = "falcon_steer"
+
+// filterPrio: cls_bpf filters run in priority order; ours only sets the hash
+// and passes on, so it goes first.
+const filterPrio = 1
+
+func (h Hook) validate() error {
+	if _, err := h.Role.bpf(); err != nil {
+		return err
+	}
+	if h.Ifindex <= 0 {
+		return fmt.Errorf("hook %s: ifindex must be positive", h.Name)
+	}
+	if h.NextIfindex < 0 {
+		return fmt.Errorf("hook %s: next ifindex %d is negative", h.Name, h.NextIfindex)
+	}
+	return netns.Check(h.Netns)
+}
+
+// Attach attaches the program at h, with tcx where the kernel has it (6.6+)
+// and clsact + cls_bpf (direct action) otherwise. Attaching the same device
+// and direction again updates its role and salt.
+func (d *Datapath) Attach(h Hook) error {
+	if err := h.validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if a, ok := d.hooks[h.key()]; ok {
+		a.hook = h
+		return d.writeHook(a.id, h, true)
+	}
+	id, err := d.allocID()
+	if err != nil {
+		return err
+	}
+	a := &attachment{hook: h, id: id}
+	if err := d.attach(a); err != nil {
+		d.ids[id] = false
+		return err
+	}
+	d.hooks[h.key()] = a
+	return nil
+}
+
+func (d *Datapath) allocID() (uint32, error) {
+	for i := range d.ids {
+		if !d.ids[i] {
+			d.ids[i] = true
+			return uint32(i), nil
+		}
+	}
+	return 0, fmt.Errorf("all %d hook slots in use", MaxHooks)
+}
+
+func (d *Datapath) attach(a *attachment) (err error) {
+	if err := d.resetSlot(a.id); err != nil {
+		return err
+	}
+	if err := d.writeHook(a.id, a.hook, true); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			d.writeHook(a.id, a.hook, false)
+			if a.prog != nil {
+				a.prog.Close()
+			}
+		}
+	}()
+	if a.prog, err = d.program(a.id); err != nil {
+		return err
+	}
+	return netns.Do(a.hook.Netns, func() error {
+		l, err := netlink.LinkByIndex(a.hook.Ifindex)
+		if err != nil {
+			return fmt.Errorf("hook %s: %w", a.hook, err)
+		}
+		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
+			return fmt.Errorf("hook %s: ifindex %d is %s now", a.hook, a.hook.Ifindex, l.Attrs().Name)
+		}
+		if !d.forceClsact {
+			err = d.attachTCX(a)
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return err
+			}
+		}
+		return d.attachClsact(a)
+	})
+}
+
+// program loads an instance that knows its hook slot; the maps are shared.
+func (d *Datapath) program(id uint32) (*ebpf.Program, error) {
+	spec := d.spec.Copy()
+	if err := spec.Variables["hook_id"].Set(id); err != nil {
+		return nil, err
+	}
+	if d.debug {
+		if err := spec.Variables["debug_on"].Set(uint32(1)); err != nil {
+			return nil, err
+		}
+	}
+	var objs struct {
+		Prog *ebpf.Program `ebpf:"falcon_steer"`
+	}
+	err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"falcon_config":   d.maps.FalconConfig,
+		"falcon_load":     d.maps.FalconLoad,
+		"falcon_hooks":    d.maps.FalconHooks,
+		"falcon_counters": d.maps.FalconCounters,
+		"falcon_steered":  d.maps.FalconSteered,
+		"falcon_flowlets": d.maps.FalconFlowlets,
+		"falcon_debug":    d.maps.FalconDebug,
+	}})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF program: %w", err)
+	}
+	return objs.Prog, nil
+}
+
+func (a *attachment) tcxType() ebpf.AttachType {
+	if a.hook.Egress {
+		return ebpf.AttachTCXEgress
+	}
+	return ebpf.AttachTCXIngress
+}
+
+func (d *Datapath) attachTCX(a *attachment) error {
+	l, err := link.AttachTCX(link.TCXOptions{
+		Interface: a.hook.Ifindex,
+		Program:   a.prog,
+		Attach:    a.tcxType(),
+		Anchor:    link.Head(),
+	})
+	if err != nil {
+		return fmt.Errorf("hook %s: attach tcx: %w", a.hook, err)
+	}
+	a.link = l
+	return nil
+}
+
+func clsactQdisc(ifindex int) *netlink.GenericQdisc {
+	return &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{
+			LinkIndex: ifindex,
+			Handle:    netlink.MakeHandle(0xffff, 0),
+			Parent:    netlink.HANDLE_CLSACT,
+		},
+		QdiscType: "clsact",
+	}
+}
+
+func filterParent(egress bool) uint32 {
+	if egress {
+		return netlink.HANDLE_MIN_EGRESS
+	}
+	return netlink.HANDLE_MIN_INGRESS
+}
+
+func (d *Datapath) attachClsact(a *attachment) error {
+	err := netlink.QdiscAdd(clsactQdisc(a.hook.Ifindex))
+	switch {
+	case err == nil:
+		a.qdisc = true
+	case errors.Is(err, unix.EEXIST):
+	default:
+		return fmt.Errorf("hook %s: add clsact qdisc: %w", a.hook, err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: a.hook.Ifindex,
+			Parent:    filterParent(a.hook.Egress),
+			Handle:    1,
+			Priority:  filterPrio,
+			Protocol:  unix.ETH_P_ALL,
+		},
+		Fd:           a.prog.FD(),
+		Name:         progName,
+		DirectAction: true,
+	}
+	if err := netlink.FilterAdd(f); err != nil {
+		if a.qdisc {
+			netlink.QdiscDel(clsactQdisc(a.hook.Ifindex))
+			a.qdisc = false
+		}
+		return fmt.Errorf("hook %s: add cls_bpf filter: %w", a.hook, err)
+	}
+	a.filter = f
+	return nil
+}
+
+// Detach removes the program from h; a hook that is not attached is no error.
+func (d *Datapath) Detach(h Hook) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.hooks[h.key()]
+	if !ok {
+		return nil
+	}
+	delete(d.hooks, h.key())
+	var errs []error
+	if a.link != nil {
+		errs = append(errs, a.link.Close())
+	}
+	if a.filter != nil {
+		errs = append(errs, netns.Do(a.hook.Netns, func() error { return detachClsact(a) }))
+	}
+	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
+	d.ids[a.id] = false
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach %s: %w", a.hook, err)
+	}
+	return nil
+}
+
+func detachClsact(a *attachment) error {
+	err := netlink.FilterDel(a.filter)
+	if gone(err) {
+		return nil // the device went away, and our filter with it
+	}
+	if err != nil {
+		return err
+	}
+	if a.qdisc {
+		return deleteClsactIfEmpty(a.hook.Ifindex)
+	}
+	return nil
+}
+
+// gone reports errors meaning the device (and so everything on it) vanished.
+func gone(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENOENT) || errors.As(err, &nf)
+}
+
+func deleteClsactIfEmpty(ifindex int) error {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return err
+	}
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(l, parent)
+		if err != nil && !gone(err) {
+			return err
+		}
+		if len(fs) > 0 {
+			return nil // someone else's filters still need it
+		}
+	}
+	err = netlink.QdiscDel(clsactQdisc(ifindex))
+	if gone(err) || errors.Is(err, unix.EINVAL) {
+		return nil
+	}
+	return err
+}
+
+// netnsIno identifies the namespace for display in another process.
+func netnsIno(name string) uint64 {
+	p := netns.Path(name)
+	if p == "" {
+		p = "/proc/self/ns/net"
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+func (d *Datapath) writeHook(id uint32, h Hook, active bool) error {
+	role, err := h.Role.bpf()
+	if err != nil {
+		return err
+	}
+	b := falconHook{
+		Ifindex:     uint32(h.Ifindex),
+		NextIfindex: uint32(h.NextIfindex),
+		Role:        role,
+		NetnsIno:    netnsIno(h.Netns),
+	}
+	if active {
+		b.Active = 1
+	}
+	if h.Egress {
+		b.Egress = 1
+	}
+	putCString(b.Name[:], h.Name)
+	putCString(b.Netns[:], h.Netns)
+	if err := d.maps.FalconHooks.Put(id, &b); err != nil {
+		return fmt.Errorf("write BPF hook %d: %w", id, err)
+	}
+	return nil
+}
+
+// resetSlot clears the counters a previous hook left in slot id.
+func (d *Datapath) resetSlot(id uint32) error {
+	zero := make([]falconCounters, ebpf.MustPossibleCPU())
+	if err := d.maps.FalconCounters.Put(id, zero); err != nil {
+		return fmt.Errorf("reset BPF counters: %w", err)
+	}
+	var k falconSteerKey
+	var v []uint64
+	var stale []falconSteerKey
+	it := d.maps.FalconSteered.Iterate()
+	for it.Next(&k, &v) {
+		if k.Hook == id {
+			stale = append(stale, k)
+		}
+	}
+	for _, k := range stale {
+		if err := d.maps.FalconSteered.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return it.Err()
+}
+
+func putCString(dst []int8, s string) {
+	for i := 0; i < len(dst)-1 && i < len(s); i++ {
+		dst[i] = int8(s[i])
+	}
+}
+
+func cString(src []int8) string {
+	b := make([]byte, 0, len(src))
+	for _, c := range src {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}

@@ -1,0 +1,212 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+)
+
+// Counters are the packets the hooks saw. A stage's packets per CPU say where
+// that stage ran; SteeredTo says where the stage after it was sent.
+type Counters struct {
+	RanOn                   map[int]map[int]uint64 // hook ifindex -> CPU -> packets
+	SteeredTo               map[int]map[int]uint64 // hook ifindex -> target CPU -> packets
+	First, Second, Fallback uint64                 // fresh decisions
+	FallbackStale           uint64                 // part of Fallback: the load data was stale
+	FlowletHits             uint64                 // packets that kept their flowlet's decision
+	Passed                  map[string]uint64      // untouched packets per reason
+	Stages                  []Stage                // the same per hook (ifindexes may repeat across namespaces)
+}
+
+// Stage is one hook's counters.
+type Stage struct {
+	Hook                    Hook
+	RanOn, SteeredTo        map[int]uint64
+	First, Second, Fallback uint64
+	FallbackStale           uint64
+	FlowletHits             uint64
+	Passed                  map[string]uint64
+}
+
+// Counters reads this datapath's counters.
+func (d *Datapath) Counters() (Counters, error) {
+	return readCounters(d.maps.FalconHooks, d.maps.FalconCounters, d.maps.FalconSteered)
+}
+
+// Config returns the configuration in force.
+func (d *Datapath) Config() Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+func openPinned(pinDir, name string) (*ebpf.Map, error) {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, name), &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open pinned map %s (is falcon enabled?): %w", name, err)
+	}
+	return m, nil
+}
+
+// ReadCounters reads the counters of the datapath pinned in pinDir.
+func ReadCounters(pinDir string) (Counters, error) {
+	var ms []*ebpf.Map
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	for _, name := range []string{"falcon_hooks", "falcon_counters", "falcon_steered"} {
+		m, err := openPinned(pinDir, name)
+		if err != nil {
+			return Counters{}, err
+		}
+		ms = append(ms, m)
+	}
+	return readCounters(ms[0], ms[1], ms[2])
+}
+
+// ReadState reads the configuration and the last published load of the
+// datapath pinned in pinDir.
+func ReadState(pinDir string) (cfg Config, perCPU []uint32, avg uint32, updatedNs uint64, err error) {
+	cm, err := openPinned(pinDir, "falcon_config")
+	if err != nil {
+		return
+	}
+	defer cm.Close()
+	lm, err := openPinned(pinDir, "falcon_load")
+	if err != nil {
+		return
+	}
+	defer lm.Close()
+	var c falconConfig
+	if err = cm.Lookup(uint32(0), &c); err != nil {
+		return
+	}
+	var l falconLoad
+	if err = lm.Lookup(uint32(0), &l); err != nil {
+		return
+	}
+	cpus := ebpf.MustPossibleCPU()
+	if cpus > MaxCPUs {
+		cpus = MaxCPUs
+	}
+	return configFromBPF(&c), append([]uint32(nil), l.Pct[:cpus]...), l.Avg, l.UpdatedNs, nil
+}
+
+func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
+	c := Counters{
+		RanOn:     map[int]map[int]uint64{},
+		SteeredTo: map[int]map[int]uint64{},
+		Passed:    map[string]uint64{},
+	}
+	byID := map[uint32]*Stage{}
+	var ids []uint32
+	for id := uint32(0); id < MaxHooks; id++ {
+		var h falconHook
+		if err := hooks.Lookup(id, &h); err != nil {
+			return c, fmt.Errorf("read hook %d: %w", id, err)
+		}
+		if h.Active == 0 {
+			continue
+		}
+		s := &Stage{
+			Hook:      hookFromBPF(&h),
+			RanOn:     map[int]uint64{},
+			SteeredTo: map[int]uint64{},
+			Passed:    map[string]uint64{},
+		}
+		var per []falconCounters
+		if err := counters.Lookup(id, &per); err != nil {
+			return c, fmt.Errorf("read counters of hook %d: %w", id, err)
+		}
+		for cpu, v := range per {
+			var ran uint64
+			for i, n := range v.C {
+				ran += n
+				switch i {
+				case cntFirst:
+					s.First += n
+				case cntSecond:
+					s.Second += n
+				case cntFallbackLoad:
+					s.Fallback += n
+				case cntFallbackStale:
+					s.Fallback += n
+					s.FallbackStale += n
+				case cntFlowletHit:
+					s.FlowletHits += n
+				default:
+					if n > 0 {
+						s.Passed[passReasons[i]] += n
+					}
+				}
+			}
+			if ran > 0 {
+				s.RanOn[cpu] = ran
+			}
+		}
+		byID[id] = s
+		ids = append(ids, id)
+	}
+
+	var k falconSteerKey
+	var v []uint64
+	it := steered.Iterate()
+	for it.Next(&k, &v) {
+		s, ok := byID[k.Hook]
+		if !ok {
+			continue
+		}
+		var sum uint64
+		for _, n := range v {
+			sum += n
+		}
+		s.SteeredTo[int(k.Cpu)] += sum
+	}
+	if err := it.Err(); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return c, fmt.Errorf("read steering counters: %w", err)
+	}
+
+	for _, id := range ids {
+		s := byID[id]
+		c.Stages = append(c.Stages, *s)
+		c.First += s.First
+		c.Second += s.Second
+		c.Fallback += s.Fallback
+		c.FallbackStale += s.FallbackStale
+		c.FlowletHits += s.FlowletHits
+		for r, n := range s.Passed {
+			c.Passed[r] += n
+		}
+		addTo(c.RanOn, s.Hook.Ifindex, s.RanOn)
+		addTo(c.SteeredTo, s.Hook.Ifindex, s.SteeredTo)
+	}
+	return c, nil
+}
+
+func addTo(dst map[int]map[int]uint64, ifindex int, src map[int]uint64) {
+	if dst[ifindex] == nil {
+		dst[ifindex] = map[int]uint64{}
+	}
+	for cpu, n := range src {
+		dst[ifindex][cpu] += n
+	}
+}
+
+func hookFromBPF(h *falconHook) Hook {
+	role := RoleNIC
+	if h.Role == roleOverlay {
+		role = RoleOverlay
+	}
+	return Hook{
+		Netns:       cString(h.Netns[:]),
+		Ifindex:     int(h.Ifindex),
+		Name:        cString(h.Name[:]),
+		Role:        role,
+		NextIfindex: int(h.NextIfindex),
+		Egress:      h.Egress != 0,
+	}
+}

@@ -1,0 +1,287 @@
+// Package datapath loads falcon's BPF program (bpf/falcon.c), attaches it to
+// the devices of an overlay's receive path and feeds it configuration and
+// CPU load. The program at one stage sets skb->hash so that the next
+// device's RPS runs the next stage on the CPU FALCON's Algorithm 1 chose;
+// internal/steer is the Go twin of that choice.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// Limits of the BPF program (bpf/falcon.h).
+const (
+	MaxCPUs  = 1024 // CPU ids and the size of the CPU set
+	MaxPorts = 8    // VXLAN UDP ports
+	MaxHooks = 256  // attachments of one datapath
+)
+
+// Counter slots, as enum counter in bpf/falcon.h.
+const (
+	cntFirst = iota
+	cntSecond
+	cntFallbackLoad
+	cntFallbackStale
+	cntFlowletHit
+	cntPassNonIP
+	cntPassFragment
+	cntPassTruncated
+	cntPassMalformed
+	cntPassNotVXLAN
+	cntPassDisabled
+	cntMax
+)
+
+// passReasons names the packets a hook let through untouched.
+var passReasons = map[int]string{
+	cntPassNonIP:     "non_ip",
+	cntPassFragment:  "fragment",
+	cntPassTruncated: "truncated",
+	cntPassMalformed: "malformed",
+	cntPassNotVXLAN:  "not_vxlan",
+	cntPassDisabled:  "disabled",
+}
+
+const (
+	roleNIC     = 1
+	roleOverlay = 2
+
+	fallbackInline = 0
+	fallbackLocal  = 1
+)
+
+// Fallback spellings for "the next stage stays on the current CPU".
+const (
+	// FallbackInline sets hash 0: get_rps_cpu() does no RPS for it, so the
+	// next stage runs exactly as without falcon (inline after gro_cells,
+	// the local backlog after veth's netif_rx). Verified on 6.18, see
+	// fallback_test.go.
+	FallbackInline = "inline"
+	// FallbackLocal aims RPS at the current CPU: the same CPU, but one more
+	// trip through its backlog queue. It needs the CPU to be in the set;
+	// on a CPU outside it the program uses inline.
+	FallbackLocal = "local"
+)
+
+// Config is what the BPF program decides with.
+type Config struct {
+	CPUs       []int         // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
+	Threshold  int           // load percent, 0..100
+	FlowletGap time.Duration // a (flow, device) may change CPU only after this idle gap
+	PerPacket  bool          // choose per packet, as the paper did (may reorder)
+	Fallback   string        // FallbackInline or FallbackLocal; "" = inline
+	VXLANPorts []uint16      // UDP ports that carry VXLAN at NIC hooks
+	StaleAfter time.Duration // load older than this switches falcon off; 0 = never stale
+}
+
+// DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports.
+var DefaultVXLANPorts = []uint16{4789, 8472}
+
+// DefaultConfig has the paper's threshold and a 1 ms flowlet gap; CPUs is
+// left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		Threshold:  85,
+		FlowletGap: time.Millisecond,
+		Fallback:   FallbackInline,
+		VXLANPorts: slices.Clone(DefaultVXLANPorts),
+		StaleAfter: 250 * time.Millisecond,
+	}
+}
+
+// Validate checks cfg without touching the system. Whether the CPUs exist
+// is the caller's business: the datapath only needs valid ids.
+func (c Config) Validate() error {
+	if len(c.CPUs) == 0 {
+		return errors.New("CPU set is empty")
+	}
+	if len(c.CPUs) > MaxCPUs {
+		return fmt.Errorf("CPU set has %d CPUs, at most %d are supported", len(c.CPUs), MaxCPUs)
+	}
+	seen := map[int]bool{}
+	for _, cpu := range c.CPUs {
+		if cpu < 0 || cpu >= MaxCPUs {
+			return fmt.Errorf("CPU %d out of range 0..%d", cpu, MaxCPUs-1)
+		}
+		if seen[cpu] {
+			return fmt.Errorf("CPU %d listed twice", cpu)
+		}
+		seen[cpu] = true
+	}
+	if c.Threshold < 0 || c.Threshold > 100 {
+		return fmt.Errorf("threshold %d%% outside 0..100", c.Threshold)
+	}
+	if c.FlowletGap < 0 {
+		return fmt.Errorf("flowlet gap %v is negative", c.FlowletGap)
+	}
+	if c.StaleAfter < 0 {
+		return fmt.Errorf("stale-after %v is negative", c.StaleAfter)
+	}
+	switch c.Fallback {
+	case "", FallbackInline, FallbackLocal:
+	default:
+		return fmt.Errorf("fallback %q: want %q or %q", c.Fallback, FallbackInline, FallbackLocal)
+	}
+	if len(c.VXLANPorts) > MaxPorts {
+		return fmt.Errorf("%d VXLAN ports, at most %d are supported", len(c.VXLANPorts), MaxPorts)
+	}
+	for _, p := range c.VXLANPorts {
+		if p == 0 {
+			return errors.New("VXLAN port 0 is not a port")
+		}
+	}
+	return nil
+}
+
+// SortedCPUs is S in the order RPS lists a mask's CPUs: ascending.
+func (c Config) SortedCPUs() []int {
+	s := slices.Clone(c.CPUs)
+	slices.Sort(s)
+	return s
+}
+
+func (c Config) toBPF() falconConfig {
+	var b falconConfig
+	cpus := c.SortedCPUs()
+	b.N = uint32(len(cpus))
+	for i, cpu := range cpus {
+		b.Cpus[i] = uint32(cpu)
+		b.Pos[cpu] = uint16(i + 1)
+	}
+	b.Threshold = uint32(c.Threshold)
+	b.FlowletGapNs = uint64(c.FlowletGap)
+	b.StaleNs = uint64(c.StaleAfter)
+	if c.PerPacket {
+		b.PerPacket = 1
+	}
+	if c.Fallback == FallbackLocal {
+		b.Fallback = fallbackLocal
+	}
+	b.Nports = uint32(len(c.VXLANPorts))
+	copy(b.Ports[:], c.VXLANPorts)
+	return b
+}
+
+func configFromBPF(b *falconConfig) Config {
+	c := Config{
+		Threshold:  int(b.Threshold),
+		FlowletGap: time.Duration(b.FlowletGapNs),
+		StaleAfter: time.Duration(b.StaleNs),
+		PerPacket:  b.PerPacket != 0,
+		Fallback:   FallbackInline,
+	}
+	for i := uint32(0); i < b.N && i < MaxCPUs; i++ {
+		c.CPUs = append(c.CPUs, int(b.Cpus[i]))
+	}
+	if b.Fallback == fallbackLocal {
+		c.Fallback = FallbackLocal
+	}
+	for i := uint32(0); i < b.Nports && i < MaxPorts; i++ {
+		c.VXLANPorts = append(c.VXLANPorts, b.Ports[i])
+	}
+	return c
+}
+
+// Datapath is the loaded maps plus one program instance per attached hook.
+type Datapath struct {
+	mu     sync.Mutex
+	spec   *ebpf.CollectionSpec
+	maps   falconMaps
+	pinDir string
+	pinned []string
+	cfg    Config
+	hooks  map[hookKey]*attachment
+	ids    [MaxHooks]bool
+	debug  bool // tests: programs record their last decision in falcon_debug
+	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
+	forceClsact bool
+}
+
+// Load validates cfg, creates the maps and writes cfg. With pinDir set the
+// maps are pinned there (a bpffs directory, created if needed) so that
+// ReadCounters in another process can read them; pins already there mean
+// another datapath is loaded (or was killed: see Cleanup).
+func Load(cfg Config, pinDir string) (*Datapath, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if pinDir != "" {
+		if err := checkPinDir(pinDir); err != nil {
+			return nil, err
+		}
+	}
+	spec, err := loadFalcon()
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}}
+	if err := spec.LoadAndAssign(&d.maps, nil); err != nil {
+		return nil, fmt.Errorf("create BPF maps: %w", err)
+	}
+	if err := d.SetConfig(cfg); err != nil {
+		d.maps.Close()
+		return nil, err
+	}
+	if pinDir != "" {
+		if err := d.pin(); err != nil {
+			d.unpin()
+			d.maps.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// SetConfig replaces the configuration; flowlets whose CPU left the set
+// choose again on their next packet.
+func (d *Datapath) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	b := cfg.toBPF()
+	if err := d.maps.FalconConfig.Put(uint32(0), &b); err != nil {
+		return fmt.Errorf("write BPF config: %w", err)
+	}
+	d.mu.Lock()
+	d.cfg = cfg
+	d.mu.Unlock()
+	return nil
+}
+
+// SetLoad publishes per-CPU load (percent, indexed by CPU id), the average
+// load of the CPU set and the CLOCK_MONOTONIC time of the sample.
+func (d *Datapath) SetLoad(perCPU []uint32, avg uint32, monotonicNs uint64) error {
+	if len(perCPU) > MaxCPUs {
+		return fmt.Errorf("load for %d CPUs, at most %d are supported", len(perCPU), MaxCPUs)
+	}
+	var l falconLoad
+	copy(l.Pct[:], perCPU)
+	l.Avg = avg
+	l.UpdatedNs = monotonicNs
+	if err := d.maps.FalconLoad.Put(uint32(0), &l); err != nil {
+		return fmt.Errorf("write BPF load: %w", err)
+	}
+	return nil
+}
+
+// Close detaches every hook, closes the maps and removes the pins.
+func (d *Datapath) Close() error {
+	d.mu.Lock()
+	hooks := make([]Hook, 0, len(d.hooks))
+	for _, a := range d.hooks {
+		hooks = append(hooks, a.hook)
+	}
+	d.mu.Unlock()
+	var errs []error
+	for _, h := range hooks {
+		errs = append(errs, d.Detach(h))
+	}
+	errs = append(errs, d.unpin(), d.maps.Close())
+	return errors.Join(errs...)
+}
