@@ -53,8 +53,9 @@ type Finding struct {
 	// Fix is the command that repairs it, or what to change where no
 	// command can (a device that must be recreated by its CNI).
 	Fix string `json:"fix,omitempty"`
-	// Safe fixes are applied by --fix: runtime settings that cannot break
-	// connectivity and only move the host towards what its CNI intends.
+	// Safe fixes are runtime settings that cannot break connectivity and
+	// only move the host towards what its CNI intends; --fix applies those
+	// of warn and error findings (an info finding's fix is an option).
 	Safe     bool   `json:"safe"`
 	Fixed    bool   `json:"fixed"`
 	FixError string `json:"fix_error,omitempty"`

@@ -42,12 +42,12 @@ func checkOffloads(st *state, k kernel) []Finding {
 // Kernels before 5.7 computed wrong UDP checksums for VXLAN packets that
 // iptables MASQUERADE --random-fully (kube-proxy) rewrote, which showed as
 // 63 s delays reaching Services (projectcalico/calico#3145,
-// flannel-io/flannel#1279; the fix is "netfilter: nat: never update the UDP
-// checksum when it's 0", 5.7). The workaround everybody shipped is
-// `ethtool -K <vxlan> tx-checksum-ip-generic off`: Felix applies it below
-// 5.7 (projectcalico/felix#2811), Calico later applied it by default on all
-// kernels, reverted that and re-applied it (calico#8746, #9036), and
-// Flannel documents it for NAT'd underlays and VMware vmxnet3 NICs
+// flannel-io/flannel#1279). The workaround everybody shipped is
+// `ethtool -K <vxlan> tx-checksum-ip-generic off`: Felix applied it below
+// 5.7 (projectcalico/felix#2811); after reports on later kernels
+// (calico#4865, 5.8) and on VMware vmxnet3 NICs (calico#4727) Calico
+// applied it on all kernels (calico#6842), reverted that (#8746) and
+// restored it (#9036); Flannel documents it for NAT'd underlays
 // (flannel#1929, #2152).
 //
 // The workaround is not free: without a checksum feature the kernel drops
@@ -77,9 +77,10 @@ func checkTxChecksum(st *state, d *devState, k kernel) Finding {
 	case !on && k.atLeast(5, 7):
 		f.Severity = Warn
 		f.Message = "tx checksum offload is off, so the kernel also turned TSO off here: every TCP super-packet is " +
-			"segmented in software before encapsulation. This was the workaround for a checksum bug fixed in 5.7; " +
-			"Calico switches it off by default and Flannel advises it for NAT'd underlays and VMware vmxnet3 NICs. " +
-			"If none of that applies, turn it back on (and tell the CNI: Calico featureDetectOverride ChecksumOffloadBroken=false)"
+			"segmented in software before encapsulation. It is the workaround for a VXLAN checksum bug fixed in 5.7 and " +
+			"reported since on some kernels and on VMware vmxnet3 NICs; Calico turns it off by default, Flannel advises it " +
+			"for NAT'd underlays. Turn it back on and test Service traffic across nodes; keep it on by telling the CNI " +
+			"(Calico: FelixConfiguration featureDetectOverride ChecksumOffloadBroken=false)"
 		f.Fix = ethtoolCmd(d, []string{featTxCsum}, true)
 	case on && nicDriver(st, d) == "vmxnet3":
 		f.Severity = Info
@@ -101,10 +102,14 @@ func checkTxChecksum(st *state, d *devState, k kernel) Finding {
 // checksum lets GRO convert it into CHECKSUM_COMPLETE for the inner packet
 // ("checksum-unnecessary conversion"), so the inner TCP/UDP checksum is
 // verified without touching the payload again; with a zero outer checksum
-// there is nothing to convert, and unless the NIC parses VXLAN itself the
-// inner checksum is computed in software, byte by byte, in the NIC's
-// softirq — the stage that limits a single overlay flow. Over IPv6 a zero
-// checksum is dropped outright unless the receiver set udp6zerocsumrx.
+// there is nothing to convert, and unless the NIC hands up full-packet
+// checksums (CHECKSUM_COMPLETE) or parses VXLAN itself, the inner checksum
+// is computed in software, byte by byte, in the NIC's softirq — the stage
+// that limits a single overlay flow. (The kernels of the early udp_offload
+// code went further and skipped tunnel GRO altogether for packets the NIC
+// had not validated, zero checksums included; current ones aggregate them,
+// at this cost.) Over IPv6 a zero checksum is dropped outright unless the
+// receiver set udp6zerocsumrx.
 //
 // The exception: NICs that can segment tunnels (tx-udp_tnl-segmentation)
 // but not tunnels with outer checksums (tx-udp_tnl-csum-segmentation) lose
@@ -138,7 +143,8 @@ func checkUDPCsum(st *state, d *devState) Finding {
 	}
 	f.Severity = Warn
 	f.Message = "sends zero outer UDP checksums: receivers cannot turn the outer checksum into a verified inner one, " +
-		"so GRO on the receiving NIC checksums every inner payload in software (unless the NIC parses VXLAN)"
+		"so unless their NIC delivers full-packet checksums or parses VXLAN, GRO checksums every inner payload in software " +
+		"in the NIC's softirq"
 	if nic := nicOf(st, d); nic != nil {
 		tnl, _ := nic.active(featTnlTSO)
 		csm, _ := nic.active(featTnlCsmTSO)
@@ -162,12 +168,10 @@ func checkUDPCsum(st *state, d *devState) Finding {
 // veths are different: GRO off is the kernel's default for them (GRO on a
 // veth means a NAPI poll on the receiving side), packets reach them already
 // aggregated by the VXLAN device, and turning it on changes the path that
-// RPS steering works on. So a veth with GRO off is only info, unless it
-// has an XDP program (the kernel turns GRO on when XDP is attached, so off
-// means someone turned it off) or other veths of the same role on this
-// overlay have it on (someone tuned them, and this one was missed or lost
-// its setting when its container was recreated): then warn, and turning it
-// on is safe.
+// RPS steering works on. So a veth with GRO off is only info, unless other
+// veths of the same role on this overlay have it on (someone tuned them,
+// and this one was missed or lost its setting when its container was
+// recreated): then warn, and turning it on is safe.
 func checkGRO(st *state, d *devState) Finding {
 	f := Finding{Check: CheckGRO, Device: d.Name, Netns: d.Netns}
 	on, ok := d.active(featGRO)
@@ -190,13 +194,10 @@ func checkGRO(st *state, d *devState) Finding {
 		f.Message = "GRO is off: " + groWhy(d.Role)
 		return f
 	}
-	switch {
-	case d.xdp != nil && d.xdp.Attached:
+	switch on := peersWithGRO(st, d); {
+	case on != "":
 		f.Severity = Warn
-		f.Message = "GRO is off on a veth with an XDP program: its NAPI poll builds one skb per frame and aggregates nothing"
-	case peersWithGRO(st, d) != "":
-		f.Severity = Warn
-		f.Message = fmt.Sprintf("GRO is off here but on for %s (same role on this overlay): a lost or missed setting", peersWithGRO(st, d))
+		f.Message = fmt.Sprintf("GRO is off here but on for %s (same role on this overlay): a lost or missed setting", on)
 	default:
 		f.Severity = Info
 		f.Message = "GRO off (the kernel's default for veth; packets arrive already aggregated by the VXLAN device)"
