@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 )
 
@@ -66,17 +67,11 @@ func checkKernel(st *state, k kernel) []Finding {
 	add := func(check string, sev Severity, msg string) {
 		fs = append(fs, Finding{Check: check, Severity: sev, Message: msg})
 	}
-	var bad []string
-	for _, pt := range []ebpf.ProgramType{ebpf.SchedCLS, ebpf.XDP} {
-		if err := features.HaveProgramType(pt); err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", pt, err))
-		}
-	}
-	if len(bad) > 0 {
-		add(CheckBPF, Error, "BPF programs cannot be loaded ("+strings.Join(bad, "; ")+"): falcon's datapath needs tc and XDP "+
-			"programs (run as root or with CAP_BPF and CAP_NET_ADMIN)")
+	// The datapath's own probe, so that doctor and 'falcon enable' agree.
+	if err := datapath.Supported(); err != nil {
+		add(CheckBPF, Error, err.Error())
 	} else {
-		add(CheckBPF, OK, "tc (sched_cls) and XDP programs load")
+		add(CheckBPF, OK, "the tc datapath's programs, helpers and maps are available")
 	}
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		add(CheckBTF, Info, "no kernel BTF (/sys/kernel/btf/vmlinux): tracepoint-based stage tracing is unavailable")
@@ -88,7 +83,10 @@ func checkKernel(st *state, k kernel) []Finding {
 	} else {
 		add(CheckTCX, OK, "tcx available")
 	}
+	xdpErr := features.HaveProgramType(ebpf.XDP)
 	switch err := features.HaveMapType(ebpf.CPUMap); {
+	case xdpErr != nil:
+		add(CheckCPUMapGRO, Info, fmt.Sprintf("no XDP programs (%v): the NIC stage cannot be split", xdpErr))
 	case err != nil:
 		add(CheckCPUMapGRO, Info, fmt.Sprintf("no cpumap (%v): the NIC stage cannot be split", err))
 	case !k.atLeast(6, 15):
