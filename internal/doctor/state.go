@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ type devState struct {
 	sysErr  error
 	vxlan   *netlink.Vxlan   // overlay devices
 	xdp     *netlink.LinkXdp // attached program, if any
+	gone    bool
 	// NIC only.
 	xdpFeatures uint64
 	xdpErr      error
@@ -89,19 +91,29 @@ func gather(ov *discover.Overlay) (*state, error) {
 		byNS[dev.Netns] = append(byNS[dev.Netns], d)
 	}
 	for _, ns := range order {
+		if !netns.Exists(ns) {
+			for _, d := range byNS[ns] {
+				d.gone = true
+			}
+			continue
+		}
 		if err := netns.Do(ns, func() error { return gatherLinks(byNS[ns]) }); err != nil {
 			return nil, fmt.Errorf("network namespace %s: %w", nsLabel(ns), err)
 		}
 		if err := netns.WithSysfs(ns, func(root string) error {
 			for _, d := range byNS[ns] {
-				d.queues, d.sysErr = readQueues(root, d.Name)
+				if !d.gone {
+					d.queues, d.sysErr = readQueues(root, d.Name)
+				}
 			}
 			return nil
 		}); err != nil {
 			return nil, fmt.Errorf("sysfs of network namespace %s: %w", nsLabel(ns), err)
 		}
 	}
-	if b, err := os.ReadFile("/proc/sys/net/core/rps_sock_flow_entries"); err == nil {
+	// Devices that went away since discovery are not findings.
+	st.devs = slices.DeleteFunc(st.devs, func(d *devState) bool { return d.gone })
+	if b, err := os.ReadFile(sockFlowPath); err == nil {
 		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 			st.sockFlowEntries = n
 		}
@@ -124,7 +136,8 @@ func gatherLinks(devs []*devState) error {
 	for _, d := range devs {
 		l, err := h.LinkByIndex(d.Ifindex)
 		if err != nil {
-			return fmt.Errorf("%s (ifindex %d) is gone: %w", d.Name, d.Ifindex, err)
+			d.gone = true // a container went away since discovery
+			continue
 		}
 		a := l.Attrs()
 		// Names change (CNIs rename veths); the ifindex is what discovery
