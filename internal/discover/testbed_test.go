@@ -1,0 +1,47 @@
+package discover
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// TestTestbedLayouts discovers the overlay of the receiving host of every
+// testbed layout, the ones falcon bench measures.
+func TestTestbedLayouts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	for _, layout := range []string{"vxlan", "docker", "flannel", "calico"} {
+		t.Run(layout, func(t *testing.T) {
+			name := fmt.Sprintf("d%d%s", os.Getpid(), layout[:2])
+			t.Cleanup(func() { testbed.Down(name) })
+			tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := tb.Hosts[1]
+			o, err := Discover(h.Netns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wants := []want{{h.NIC, RoleNIC, h.Netns}, {h.Overlay, RoleOverlay, h.Netns}}
+			if h.Bridge != "" {
+				wants = append(wants, want{h.Bridge, RoleBridge, h.Netns})
+			}
+			for _, c := range h.Containers {
+				wants = append(wants, want{c.HostVeth, RoleHostVeth, h.Netns}, want{c.Dev, RoleContainer, c.Netns})
+			}
+			check(t, o, wants)
+			if vx := o.Role(RoleOverlay)[0].VXLAN; vx.Port != h.Port || vx.VNI != h.VNI {
+				t.Errorf("vxlan %+v, want port %d vni %d", vx, h.Port, h.VNI)
+			}
+		})
+	}
+}
