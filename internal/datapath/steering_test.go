@@ -1,0 +1,238 @@
+package datapath
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func ifindex(t *testing.T, ns, dev string) int {
+	t.Helper()
+	var idx int
+	err := netns.Do(ns, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		idx = l.Attrs().Index
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s in %s: %v", dev, ns, err)
+	}
+	return idx
+}
+
+// setRPS writes a device's rx-0 rps_cpus and restores it when the test ends.
+func setRPS(t *testing.T, ns, dev, mask string) {
+	t.Helper()
+	var old string
+	rw := func(val string) error {
+		return netns.WithSysfs(ns, func(root string) error {
+			p := filepath.Join(root, "class/net", dev, "queues/rx-0/rps_cpus")
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if old == "" {
+				old = strings.TrimSpace(string(b))
+			}
+			return os.WriteFile(p, []byte(val), 0)
+		})
+	}
+	if err := rw(mask); err != nil {
+		t.Fatalf("rps_cpus of %s in %s: %v", dev, ns, err)
+	}
+	t.Cleanup(func() { rw(old) })
+}
+
+// TestSteeringOnTestbed runs real traffic through a Docker-style overlay
+// with rps_cpus = S on the VXLAN device and the container's eth0, the
+// program on the NIC (steering the VXLAN stage) and on the VXLAN device
+// (steering the container stage), and checks on the tracepoint
+// net:netif_receive_skb (internal/stagetrace) where each stage ran:
+//   - steering: each (flow, device) stage on the CPU internal/steer predicts;
+//   - fallback "inline" (hash 0) and "local": the next stages stay on the
+//     NIC stage's CPU although RPS is configured;
+//   - no program: the same RPS spreads the stages by the kernel's own hash,
+//     so it is hash 0 that switched RPS off above.
+func TestSteeringOnTestbed(t *testing.T) {
+	requireRoot(t)
+	if testing.Short() {
+		t.Skip("builds a testbed")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("dp%d", os.Getpid())
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testbed.Down(name); err != nil {
+			t.Error(err)
+		}
+	})
+	h2 := tb.Hosts[1]
+	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
+	nicIdx, ovlIdx, devIdx := ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)
+
+	cpus := make([]int, runtime.NumCPU())
+	mask := uint64(0)
+	for i := range cpus {
+		cpus[i] = i
+		mask |= 1 << i
+	}
+	setRPS(t, h2.Netns, h2.Overlay, fmt.Sprintf("%x", mask))
+	setRPS(t, sv.Netns, sv.Dev, fmt.Sprintf("%x", mask))
+
+	cfg := DefaultConfig()
+	cfg.CPUs = cpus
+	cfg.StaleAfter = 0
+	d, err := Load(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	hooks := []Hook{
+		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: RoleNIC, NextIfindex: ovlIdx},
+		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: RoleOverlay, NextIfindex: devIdx},
+	}
+	attach := func() {
+		for _, h := range hooks {
+			if err := d.Attach(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	attach()
+
+	const port = 40123
+	dst := netip.MustParseAddr(sv.Addr)
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns, sv.Netns}, Proto: 17, PortMin: port, PortMax: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	nicStage, ovlStage, devStage := h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
+
+	// run sends 8 flows from CPU 0 and returns, per flow, the CPU that ran
+	// most of each stage (and fails if a stage was split over CPUs).
+	type stages struct{ nic, ovl, dev int }
+	run := func(phase string) map[stagetrace.Flow]stages {
+		t.Helper()
+		time.Sleep(5 * time.Millisecond) // past the flowlet gap: fresh decisions
+		if err := tr.Reset(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := seqcheck.Listen(sv.Netns, dst, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		err = seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 200, Size: 64, CPU: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Wait(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[stagetrace.Flow]stages{}
+		for f, st := range stagetrace.StagesByFlow(recs) {
+			main := func(stage string) int {
+				per := st[stage]
+				best, total := -1, stagetrace.Total(per)
+				for c, n := range per {
+					if best < 0 || n > per[best] {
+						best = c
+					}
+				}
+				if total < 100 || per[best]*100 < total*95 {
+					t.Errorf("%s: %s at %s: %s, want >= 100 packets, 95%% on one CPU", phase, f, stage, stagetrace.FormatCPUs(per))
+				}
+				return best
+			}
+			out[f] = stages{main(nicStage), main(ovlStage), main(devStage)}
+			t.Logf("%s: %s: nic %s | vxlan %s | container %s", phase, f,
+				stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]), stagetrace.FormatCPUs(st[devStage]))
+		}
+		if len(out) != 8 {
+			t.Fatalf("%s: saw %d flows, want 8", phase, len(out))
+		}
+		return out
+	}
+
+	// Steering: every stage where the twin says.
+	load := make([]uint32, len(cpus))
+	if err := d.SetLoad(load, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for f, s := range run("steer") {
+		fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
+		wantOvl, _ := steer.Choose(fh, uint32(ovlIdx), cpus, load, 85, 0, false)
+		wantDev, _ := steer.Choose(fh, uint32(devIdx), cpus, load, 85, 0, false)
+		if s.ovl != wantOvl || s.dev != wantDev {
+			t.Errorf("steer: %s: VXLAN stage on CPU %d, container stage on %d; twin predicts %d and %d", f, s.ovl, s.dev, wantOvl, wantDev)
+		}
+		if s.ovl != s.nic || s.dev != s.ovl {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Error("steer: no flow had a stage on another CPU than its NIC stage")
+	}
+
+	// Fallback, both spellings: the next stages stay on the NIC stage's CPU.
+	for _, fb := range []string{FallbackInline, FallbackLocal} {
+		cfg.Fallback = fb
+		if err := d.SetConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetLoad(load, 100, 0); err != nil {
+			t.Fatal(err)
+		}
+		for f, s := range run("fallback " + fb) {
+			if s.ovl != s.nic || s.dev != s.nic {
+				t.Errorf("fallback %s: %s: stages on CPUs %d/%d/%d, want all on the NIC stage's CPU", fb, f, s.nic, s.ovl, s.dev)
+			}
+		}
+	}
+
+	// Without the program the same rps_cpus spread the stages.
+	for _, h := range hooks {
+		if err := d.Detach(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spread := 0
+	for _, s := range run("no program") {
+		if s.ovl != s.nic || s.dev != s.nic {
+			spread++
+		}
+	}
+	if spread == 0 {
+		t.Error("no program: RPS kept every stage on the NIC's CPU, so the fallback check above proves nothing")
+	}
+}

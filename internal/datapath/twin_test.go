@@ -1,0 +1,116 @@
+package datapath
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/steer"
+)
+
+func randomAddr(r *rand.Rand, v6 bool) netip.Addr {
+	if v6 {
+		var b [16]byte
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		b[0] = 0xfd
+		return netip.AddrFrom16(b)
+	}
+	var b [4]byte
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return netip.AddrFrom4(b)
+}
+
+func randomConfig(r *rand.Rand) Config {
+	cfg := DefaultConfig()
+	n := 1 + r.IntN(16)
+	switch r.IntN(10) {
+	case 0:
+		n = 1 + r.IntN(MaxCPUs)
+	case 1:
+		n = 1
+	}
+	ids := r.Perm(MaxCPUs)[:n]
+	if r.IntN(3) == 0 { // small machines: low, dense ids
+		ids = r.Perm(n + r.IntN(4))[:n]
+	}
+	cfg.CPUs = ids
+	cfg.Threshold = r.IntN(101)
+	cfg.PerPacket = r.IntN(2) == 0
+	if r.IntN(2) == 0 {
+		cfg.Fallback = FallbackLocal
+	}
+	cfg.StaleAfter = 0
+	if r.IntN(2) == 0 {
+		cfg.StaleAfter = 10 * time.Second
+	}
+	return cfg
+}
+
+// TestTwinAgrees checks the BPF program and internal/steer make the same
+// choice for random flows, CPU sets, loads, thresholds and staleness.
+func TestTwinAgrees(t *testing.T) {
+	const flows = 12000
+	h := newHarness(t, testConfig())
+	r := rand.New(rand.NewPCG(5, 6))
+	var cfg Config
+	kinds := map[steer.Kind]int{}
+	for i := 0; i < flows; i++ {
+		if i%100 == 0 {
+			cfg = randomConfig(r)
+			if err := h.d.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		load := make([]uint32, MaxCPUs)
+		for _, c := range cfg.CPUs {
+			load[c] = uint32(r.IntN(101))
+		}
+		avg := uint32(r.IntN(cfg.Threshold + 15))
+		stale := cfg.StaleAfter > 0 && r.IntN(5) == 0
+		if stale {
+			if err := h.d.SetLoad(load, avg, 0); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			h.setLoad(load, avg, true)
+		}
+
+		role := RoleOverlay
+		if r.IntN(2) == 0 {
+			role = RoleNIC
+		}
+		h.setSalt(role, r.IntN(1<<20))
+		v6 := r.IntN(2) == 0
+		f := flowSpec{proto: []uint8{protoTCP, protoUDP, protoTCP, protoUDP, 1, 132}[r.IntN(6)],
+			src: randomAddr(r, v6), dst: randomAddr(r, v6), sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
+		pkt := frame(f, pktOpts{payload: r.IntN(64), vlan: r.IntN(8) == 0})
+		if role == RoleNIC {
+			outer6 := r.IntN(2) == 0
+			port := DefaultVXLANPorts[r.IntN(2)]
+			pkt = vxlanFrame(randomAddr(r, outer6), randomAddr(r, outer6), port, pkt, pktOpts{})
+		}
+		res := h.run(role, pkt)
+		if res.dbg.Hit != 0 {
+			continue // a repeated random flow within the gap: not a fresh choice
+		}
+		h.checkSteer(fmt.Sprintf("flow %d (%v, S=%v T=%d)", i, f, slices.Sorted(slices.Values(cfg.CPUs)), cfg.Threshold),
+			res, role, f.hash(), load, avg, stale)
+		kinds[steer.Kind(res.dbg.Kind)]++
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	t.Logf("decisions: %v", kinds)
+	for _, k := range []steer.Kind{steer.First, steer.Second, steer.Fallback} {
+		if kinds[k] < flows/20 {
+			t.Errorf("only %d %v decisions: the random cases do not exercise it", kinds[k], k)
+		}
+	}
+}
