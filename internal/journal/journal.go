@@ -138,9 +138,35 @@ func (j *Journal) Apply(netns string, changes []Change) error {
 			return err
 		}
 	}
+	return j.apply(netns, needsSysfs(changes), func() ([]Change, error) { return changes, nil })
+}
+
+// ApplyFunc is Apply with the changes computed by fn inside namespace netns
+// (with its sysfs at /sys), for changes that depend on what is there, such
+// as a device's receive queues.
+func (j *Journal) ApplyFunc(netns string, fn func() ([]Change, error)) error {
+	return j.apply(netns, true, func() ([]Change, error) {
+		changes, err := fn()
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			if err := checkPath(c.Path); err != nil {
+				return nil, err
+			}
+		}
+		return changes, nil
+	})
+}
+
+func (j *Journal) apply(netns string, sysfs bool, fn func() ([]Change, error)) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return inNetns(netns, needsSysfs(changes), func(ino uint64) error {
+	return inNetns(netns, sysfs, func(ino uint64) error {
+		changes, err := fn()
+		if err != nil {
+			return err
+		}
 		var todo []Change
 		for _, c := range changes {
 			cur, err := readValue(c.Path)

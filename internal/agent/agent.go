@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/journal"
+)
+
+// ErrRunning is wrapped by Start's error when an agent already runs for the
+// namespace.
+var ErrRunning = errors.New("already enabled")
+
+// Host is an agent's hold on one host namespace, as modes see it.
+type Host struct {
+	Opts   Options
+	Key    string // names the namespace in paths
+	Dir    string // state directory
+	PinDir string // bpffs directory for the datapath's maps
+
+	journal *journal.Journal
+	lock    *lock
+	mu      sync.Mutex
+	state   State
+}
+
+// Logf writes a line to the agent's log.
+func (h *Host) Logf(format string, args ...any) { h.Opts.logf(format, args...) }
+
+// Apply changes sysfs/procfs values in namespace ns through the journal, so
+// that Disable restores them even after a crash.
+func (h *Host) Apply(ns string, changes []journal.Change) error { return h.journal.Apply(ns, changes) }
+
+// ApplyFunc is Apply with the changes computed inside namespace ns, where
+// /sys shows its devices (see RPSChanges).
+func (h *Host) ApplyFunc(ns string, fn func() ([]journal.Change, error)) error {
+	return h.journal.ApplyFunc(ns, fn)
+}
+
+// AddHooks records hooks in the state file before they are attached, so
+// that a Disable after a crash knows where to look.
+func (h *Host) AddHooks(hooks ...datapath.Hook) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range hooks {
+		if !slices.Contains(h.state.Hooks, n) {
+			h.state.Hooks = append(h.state.Hooks, n)
+		}
+	}
+	return h.saveLocked()
+}
+
+// RemoveHooks forgets hooks after they were detached.
+func (h *Host) RemoveHooks(hooks ...datapath.Hook) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.state.Hooks = slices.DeleteFunc(h.state.Hooks, func(x datapath.Hook) bool { return slices.Contains(hooks, x) })
+	return h.saveLocked()
+}
+
+func (h *Host) update(f func(s *State)) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(&h.state)
+	return h.saveLocked()
+}
+
+func (h *Host) saveLocked() error {
+	return writeFile(filepath.Join(h.Dir, stateFile), h.state)
+}
+
+// Agent is a running agent.
+type Agent struct {
+	host   *Host
+	mode   Mode
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+	err    error
+}
+
+// Start enables falcon (or opts.Mode) on opts.Netns and returns once it is
+// fully working: settings validated, overlay found, values changed, the
+// datapath attached and load sampling running. Everything is checked before
+// anything on the system changes; on failure everything changed is undone.
+// The agent follows the overlay until ctx ends or Stop is called; Stop
+// undoes everything.
+func Start(ctx context.Context, opts Options) (*Agent, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return nil, err
+	}
+	factory, _ := lookupMode(opts.Mode)
+	h := &Host{Opts: opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)}
+	ov, err := discoverOverlay(opts)
+	if err != nil {
+		return nil, err
+	}
+	mode := factory()
+	if err := mode.Check(h, ov); err != nil {
+		return nil, err
+	}
+	for _, w := range ov.Warnings {
+		h.Logf("warning: %s", w)
+	}
+
+	// From here on the system changes.
+	if h.lock, err = tryLock(h.Dir); err != nil {
+		if errors.Is(err, errLocked) {
+			pid := 0
+			if st, err := readState(h.Dir); err == nil {
+				pid = st.Pid
+			}
+			return nil, fmt.Errorf("falcon is %w in network namespace %s (agent pid %d); run 'falcon disable%s' first",
+				ErrRunning, nsName(opts.Netns), pid, nsFlag(opts.Netns))
+		}
+		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
+	}
+	// A previous agent may have been killed: undo what it left first.
+	if err := cleanupDead(h.Dir, h.PinDir, opts.logf); err != nil {
+		h.lock.release()
+		return nil, fmt.Errorf("cleaning up after a killed agent: %w", err)
+	}
+	if h.journal, err = journal.Open(filepath.Join(h.Dir, journalFile)); err != nil {
+		h.lock.release()
+		return nil, err
+	}
+	h.state = State{Pid: os.Getpid(), Options: opts, PinDir: h.PinDir, Started: time.Now(), Devices: ov.Devices}
+	if err := h.update(func(*State) {}); err != nil {
+		h.lock.release()
+		return nil, fmt.Errorf("write state: %w", err)
+	}
+	a := &Agent{host: h, mode: mode, done: make(chan struct{})}
+	if err := mode.Start(h, ov); err != nil {
+		a.teardown()
+		return nil, err
+	}
+	if err := h.update(func(s *State) { s.Ready = true }); err != nil {
+		a.teardown()
+		return nil, fmt.Errorf("write state: %w", err)
+	}
+	h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), FormatCPUList(opts.CPUs))
+	wctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	go a.follow(wctx)
+	return a, nil
+}
+
+func discoverOverlay(opts Options) (*discover.Overlay, error) {
+	ov, err := discover.Discover(opts.Netns)
+	if err != nil {
+		return nil, err
+	}
+	return discover.Select(ov, opts.Devices)
+}
+
+// follow keeps the mode in step with the overlay until ctx ends.
+func (a *Agent) follow(ctx context.Context) {
+	defer close(a.done)
+	h := a.host
+	var (
+		mu      sync.Mutex
+		latest  *discover.Overlay
+		lastErr string
+	)
+	kick := make(chan struct{}, 1)
+	go func() {
+		discover.Watch(ctx, h.Opts.Netns, func(e discover.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Type == discover.Failed {
+				if msg := e.Err.Error(); msg != lastErr {
+					h.Logf("overlay: %s", msg)
+					lastErr = msg
+				}
+				return
+			}
+			lastErr = ""
+			latest = e.Overlay
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		}
+		mu.Lock()
+		ov := latest
+		mu.Unlock()
+		sel, err := discover.Select(ov, h.Opts.Devices)
+		if err != nil {
+			h.Logf("overlay: %v", err)
+			continue
+		}
+		if err := a.mode.Update(h, sel); err != nil {
+			h.Logf("update: %v", err)
+		}
+		h.update(func(s *State) { s.Devices = sel.Devices })
+	}
+}
+
+// Wait blocks until the agent stops following the overlay (its context
+// ended), and returns what Stop returns.
+func (a *Agent) Wait() error {
+	<-a.done
+	return a.Stop()
+}
+
+// Stop undoes everything the agent did and releases the namespace. It may
+// be called more than once.
+func (a *Agent) Stop() error {
+	a.once.Do(func() {
+		if a.cancel != nil {
+			a.cancel()
+			<-a.done
+		}
+		a.err = a.teardown()
+	})
+	return a.err
+}
+
+// Ready reports whether the agent's mode is fully working.
+func (a *Agent) Ready() bool { return a.mode.Ready() }
+
+// Host returns the agent's view of its namespace.
+func (a *Agent) Host() *Host { return a.host }
+
+func (a *Agent) teardown() error {
+	h := a.host
+	errs := []error{a.mode.Stop(h)}
+	if err := h.journal.Restore(); err != nil {
+		errs = append(errs, fmt.Errorf("restore values: %w", err))
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		removeState(h.Dir)
+		h.Logf("falcon disabled in network namespace %s; every changed value restored", nsName(h.Opts.Netns))
+	} else {
+		// Keep the state: 'falcon disable' retries what is left.
+		h.update(func(s *State) { s.Ready = false; s.Pid = 0 })
+	}
+	h.lock.release()
+	return err
+}
+
+// removeState removes the state directory, log included, and anything a
+// killed agent left half-written there.
+func removeState(dir string) { os.RemoveAll(dir) }
+
+// Run is Start, then following the overlay until ctx ends, then Stop:
+// falcon agent.
+func Run(ctx context.Context, opts Options, ready func()) error {
+	a, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		ready()
+	}
+	return a.Wait()
+}
+
+func nsName(ns string) string {
+	if ns == "" {
+		return "host (the current one)"
+	}
+	return ns
+}
+
+func nsFlag(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " --netns " + ns
+}

@@ -1,0 +1,462 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	if err := datapath.Supported(); err != nil {
+		t.Skip(err)
+	}
+}
+
+// bed builds a testbed removed when the test ends.
+func bed(t *testing.T, layout string, containers int) *testbed.Testbed {
+	t.Helper()
+	name := fmt.Sprintf("a%d%s", os.Getpid(), strings.ReplaceAll(strings.ToLower(t.Name()), "/", ""))
+	name = name[:min(len(name), 20)]
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// testOptions keep the test's state and pins apart from a real agent's.
+func testOptions(t *testing.T, ns string) Options {
+	o := DefaultOptions()
+	o.Netns = ns
+	o.StateRoot = filepath.Join(t.TempDir(), "run")
+	o.PinRoot = filepath.Join(datapath.BPFFS, fmt.Sprintf("falcon-test-%d", os.Getpid()))
+	o.Logf = t.Logf
+	t.Cleanup(func() { os.Remove(o.PinRoot) })
+	return o
+}
+
+// snapshot reads every RPS/RFS value of the overlay's devices, host and
+// container side, keyed by namespace and path.
+func snapshot(t *testing.T, ov *discover.Overlay) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	byNS := map[string][]discover.Device{}
+	for _, d := range ov.Devices {
+		byNS[d.Netns] = append(byNS[d.Netns], d)
+	}
+	for ns, devs := range byNS {
+		err := netns.WithSysfs(ns, func(string) error {
+			for _, d := range devs {
+				for _, attr := range []string{"rps_cpus", "rps_flow_cnt"} {
+					qs, err := QueuePaths(d.Name, attr)
+					if err != nil {
+						return err
+					}
+					for _, p := range qs {
+						b, err := os.ReadFile(p)
+						if err != nil {
+							return err
+						}
+						out[ns+":"+p] = strings.TrimSpace(string(b))
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func read(t *testing.T, ns, path string) string {
+	t.Helper()
+	var v string
+	err := netns.WithSysfs(ns, func(string) error {
+		b, err := os.ReadFile(path)
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func write(t *testing.T, ns, path, v string) {
+	t.Helper()
+	if err := netns.WithSysfs(ns, func(string) error { return os.WriteFile(path, []byte(v), 0) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noTrace fails if falcon left a BPF program, filter, qdisc, pin or state
+// anywhere on the testbed.
+func noTrace(t *testing.T, tb *testbed.Testbed, o Options) {
+	t.Helper()
+	for _, ns := range tb.Namespaces() {
+		if out := attached(t, ns); strings.Contains(out, "falcon") {
+			t.Errorf("BPF program left in %s:\n%s", ns, out)
+		}
+		out, _ := exec.Command("tc", "-n", ns, "qdisc", "show").CombinedOutput()
+		if strings.Contains(string(out), "clsact") {
+			t.Errorf("clsact qdisc left in %s:\n%s", ns, out)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(o.pinRoot(), "*", "falcon_*")); len(m) > 0 {
+		t.Errorf("pins left: %v", m)
+	}
+	if ents, err := os.ReadDir(o.stateRoot()); err == nil && len(ents) > 0 {
+		out, _ := exec.Command("find", o.stateRoot()).CombinedOutput()
+		t.Errorf("state left in %s: %v\n%s", o.stateRoot(), ents, out)
+	}
+}
+
+// attached lists the BPF programs attached in namespace ns, by tcx or as
+// cls_bpf filters (bpftool 7.1 does not show tcx).
+func attached(t *testing.T, ns string) string {
+	t.Helper()
+	var b strings.Builder
+	err := netns.Do(ns, func() error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
+				res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: at})
+				if err != nil {
+					continue
+				}
+				for _, p := range res.Programs {
+					prog, err := ebpf.NewProgramFromID(p.ID)
+					if err != nil {
+						continue
+					}
+					if info, err := prog.Info(); err == nil {
+						fmt.Fprintf(&b, "%s tcx %v %s\n", l.Attrs().Name, at, info.Name)
+					}
+					prog.Close()
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("tc", "-n", ns, "filter", "show", "ingress").CombinedOutput()
+	b.Write(out)
+	return b.String()
+}
+
+func TestEnableStatusDisable(t *testing.T) {
+	needRoot(t)
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		t.Run(layout, func(t *testing.T) {
+			tb := bed(t, layout, 2)
+			h := tb.Hosts[1]
+			ov, err := discover.Discover(h.Netns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Values that are not the defaults, so that a restore to the
+			// defaults would be caught.
+			c0 := h.Containers[0]
+			write(t, c0.Netns, "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "32")
+			write(t, h.Netns, "/sys/class/net/"+h.NIC+"/queues/rx-0/rps_cpus", "1")
+			before := snapshot(t, ov)
+
+			o := testOptions(t, h.Netns)
+			a, err := Start(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopped := false
+			defer func() {
+				if !stopped {
+					a.Stop()
+				}
+			}()
+			mask := CPUMask(a.Host().Opts.CPUs)
+			if got := read(t, h.Netns, "/sys/class/net/"+h.Overlay+"/queues/rx-0/rps_cpus"); got != mask {
+				t.Errorf("%s rps_cpus = %s, want %s", h.Overlay, got, mask)
+			}
+			for _, c := range h.Containers {
+				if got := read(t, c.Netns, "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != mask {
+					t.Errorf("%s eth0 rps_cpus = %s, want %s", c.Netns, got, mask)
+				}
+				if got := read(t, c.Netns, "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt"); got != "0" {
+					t.Errorf("%s eth0 rps_flow_cnt = %s, want 0", c.Netns, got)
+				}
+			}
+			if got := read(t, h.Netns, "/sys/class/net/"+h.NIC+"/queues/rx-0/rps_cpus"); got != "1" {
+				t.Errorf("NIC rps_cpus changed to %s", got)
+			}
+
+			r, err := Status(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Enabled || !r.Running || !r.Ready || r.Problem != "" {
+				t.Errorf("status %+v", r)
+			}
+			roles := map[string]string{}
+			for _, s := range r.Stages {
+				roles[s.Device] = s.Role
+			}
+			if roles[h.NIC] != "nic" || roles[h.Overlay] != "overlay" || len(r.Stages) != 2 {
+				t.Errorf("stages %+v, want %s as nic and %s as overlay", r.Stages, h.NIC, h.Overlay)
+			}
+			if r.Load == nil || r.Load.Stale || len(r.Load.PerCPU) == 0 {
+				t.Errorf("load %+v", r.Load)
+			}
+			if out := attached(t, h.Netns); strings.Count(out, "falcon_steer") != 2 {
+				t.Errorf("want 2 falcon_steer attachments in %s:\n%s", h.Netns, out)
+			}
+
+			stopped = true
+			if err := a.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			after := snapshot(t, ov)
+			for k, v := range before {
+				if after[k] != v {
+					t.Errorf("%s = %q after disable, was %q", k, after[k], v)
+				}
+			}
+			noTrace(t, tb, o)
+			r, err = Status(o)
+			if err != nil || r.Enabled {
+				t.Errorf("status after stop: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 1)
+	h := tb.Hosts[1]
+	plain := tb.Hosts[0].Containers[0].Netns // a namespace with no overlay
+	ov, err := discover.Discover(h.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ov)
+	cases := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"cpu", func(o *Options) { o.CPUs = []int{0, 4095} }, "CPU 4095 does not exist"},
+		{"threshold", func(o *Options) { o.Threshold = 101 }, "outside 0..100"},
+		{"netns", func(o *Options) { o.Netns = "fct-no-such-netns" }, "not found"},
+		{"overlay", func(o *Options) { o.Netns = plain }, "no VXLAN overlay found"},
+		{"devices", func(o *Options) { o.Devices = []string{"nosuchdev"} }, "nosuchdev"},
+		{"mode", func(o *Options) { o.Mode = "warp" }, "mode \"warp\""},
+	}
+	for _, c := range cases {
+		o := testOptions(t, h.Netns)
+		c.mod(&o)
+		a, err := Start(context.Background(), o)
+		if err == nil {
+			a.Stop()
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q, want it to say %q", c.name, err, c.want)
+		}
+		if _, err := os.Stat(o.stateRoot()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: state directory created", c.name)
+		}
+	}
+	after := snapshot(t, ov)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed to %q, was %q", k, after[k], v)
+		}
+	}
+}
+
+// TestContainerAdded adds a container to a running agent's bridge; its
+// eth0 must get falcon's RPS, and the original value back on disable.
+func TestContainerAdded(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 1)
+	h := tb.Hosts[1]
+	o := testOptions(t, h.Netns)
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	ns := fmt.Sprintf("fct%dnew", os.Getpid())
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	script := fmt.Sprintf(`ip netns add %[1]s
+ip -n %[2]s link add vethnew%[3]d type veth peer name eth0 netns %[1]s
+ip -n %[1]s link set eth0 up
+ip -n %[2]s link set vethnew%[3]d master %[4]s up`, ns, h.Netns, os.Getpid()%10000, h.Bridge)
+	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	path := "/sys/class/net/eth0/queues/rx-0/rps_cpus"
+	mask := CPUMask(a.Host().Opts.CPUs)
+	deadline := time.Now().Add(20 * time.Second) // a hang guard, not a timing assertion
+	for read(t, ns, path) != mask {
+		if time.Now().After(deadline) {
+			t.Fatalf("new container's rps_cpus is %s, never %s", read(t, ns, path), mask)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, ns, path); got != "0" {
+		t.Errorf("new container's rps_cpus = %s after disable, want 0", got)
+	}
+}
+
+func TestAlreadyEnabled(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 1)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if b, err := Start(context.Background(), o); !errors.Is(err, ErrRunning) {
+		if err == nil {
+			b.Stop()
+		}
+		t.Fatalf("second Start: %v, want ErrRunning", err)
+	}
+	if r, err := Status(o); err != nil || !r.Ready {
+		t.Errorf("the first agent suffered: %+v %v", r, err)
+	}
+}
+
+// TestKilledAgent kills an agent with SIGKILL, as the OOM killer would;
+// Disable must then undo everything it left.
+func TestKilledAgent(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "calico", 1)
+	h := tb.Hosts[1]
+	ov, err := discover.Discover(h.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ov)
+	o := testOptions(t, h.Netns)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$")
+	cmd.Env = append(os.Environ(), "FALCON_TEST_AGENT="+h.Netns+","+o.StateRoot+","+o.PinRoot)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		r, err := Status(o)
+		if err == nil && r.Ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("helper agent never became ready: %+v %v", r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	r, err := Status(o)
+	if err != nil || !r.Enabled || r.Running || r.Ready || !strings.Contains(r.Problem, "falcon disable") {
+		t.Errorf("status after kill: %+v %v", r, err)
+	}
+	if was, err := Disable(o); err != nil || !was {
+		t.Fatalf("Disable: %v %v", was, err)
+	}
+	after := snapshot(t, ov)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s = %q after disable, was %q", k, after[k], v)
+		}
+	}
+	noTrace(t, tb, o)
+	if was, err := Disable(o); err != nil || was {
+		t.Errorf("second Disable: %v %v", was, err)
+	}
+}
+
+// TestHelperAgent is the agent TestKilledAgent kills.
+func TestHelperAgent(t *testing.T) {
+	env := os.Getenv("FALCON_TEST_AGENT")
+	if env == "" {
+		t.Skip("helper process of TestKilledAgent")
+	}
+	f := strings.Split(env, ",")
+	o := DefaultOptions()
+	o.Netns, o.StateRoot, o.PinRoot = f[0], f[1], f[2]
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, o, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDisableStopsAgent: Disable signals a live agent in another process,
+// which undoes its own changes.
+func TestDisableStopsAgent(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "flannel", 1)
+	h := tb.Hosts[1]
+	o := testOptions(t, h.Netns)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$")
+	cmd.Env = append(os.Environ(), "FALCON_TEST_AGENT="+h.Netns+","+o.StateRoot+","+o.PinRoot)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for r, err := Status(o); err != nil || !r.Ready; r, err = Status(o) {
+		if time.Now().After(deadline) {
+			t.Fatalf("helper agent never became ready: %+v %v", r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if was, err := Disable(o); err != nil || !was {
+		t.Fatalf("Disable: %v %v", was, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent exited with %v", err)
+	}
+	noTrace(t, tb, o)
+}

@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/journal"
+)
+
+// StopTimeout is how long Disable waits for a running agent to undo its
+// changes after SIGTERM.
+var StopTimeout = 30 * time.Second
+
+// Disable stops the agent of opts.Netns and undoes everything it changed;
+// after an agent that was killed it restores the journal, removes the
+// datapath's filters and pins, and the state itself. It reports whether
+// there was anything to disable.
+func Disable(opts Options) (bool, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return false, err
+	}
+	dir, pinDir := opts.stateDir(key), opts.pinDir(key)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// Nothing recorded; pins alone would be a bug's leftovers.
+		pins, _ := filepath.Glob(filepath.Join(pinDir, "falcon_*"))
+		if len(pins) == 0 {
+			return false, nil
+		}
+		return true, datapath.Cleanup(pinDir, nil)
+	}
+	if running(dir) {
+		if err := stopAgent(dir); err != nil {
+			return true, err
+		}
+	}
+	l, err := tryLock(dir)
+	if err != nil {
+		if errors.Is(err, errLocked) {
+			return true, errors.New("another falcon agent took over the namespace meanwhile")
+		}
+		return true, err
+	}
+	defer l.release()
+	if err := cleanupDead(dir, pinDir, opts.logf); err != nil {
+		return true, err
+	}
+	removeState(dir)
+	return true, nil
+}
+
+// stopAgent sends SIGTERM to the agent that holds dir's lock and waits for
+// it to let go.
+func stopAgent(dir string) error {
+	st, err := readState(dir)
+	if err != nil {
+		return fmt.Errorf("an agent holds %s but its state is unreadable (%v); stop it by hand", dir, err)
+	}
+	if st.Pid == os.Getpid() {
+		return errors.New("the agent runs in this process: stop it with its Stop method")
+	}
+	if st.Pid <= 0 {
+		return fmt.Errorf("an agent holds %s but recorded no pid; stop it by hand", dir)
+	}
+	if err := syscall.Kill(st.Pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop agent pid %d: %w (does it run in another PID namespace, e.g. a Kubernetes pod? stop it there)", st.Pid, err)
+	}
+	deadline := time.Now().Add(StopTimeout)
+	for running(dir) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent pid %d did not stop within %v after SIGTERM; see %s", st.Pid, StopTimeout, filepath.Join(dir, LogFile))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// cleanupDead undoes what a dead agent left in dir: its BPF filters, tcx
+// links and pins, and every value in its journal. It leaves the log and the
+// lock (the caller holds it).
+func cleanupDead(dir, pinDir string, logf func(string, ...any)) error {
+	st, err := readState(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	jf := filepath.Join(dir, journalFile)
+	_, jerr := os.Stat(jf)
+	pins, _ := filepath.Glob(filepath.Join(pinDir, "falcon_*"))
+	if st == nil && jerr != nil && len(pins) == 0 {
+		return nil
+	}
+	var hooks []datapath.Hook
+	if st != nil {
+		hooks = st.Hooks
+		if st.PinDir != "" {
+			pinDir = st.PinDir
+		}
+		logf("cleaning up after agent pid %d, which did not stop cleanly", st.Pid)
+	}
+	var errs []error
+	if err := datapath.Cleanup(pinDir, hooks); err != nil {
+		errs = append(errs, fmt.Errorf("remove datapath: %w", err))
+	}
+	if err := journal.Restore(jf); err != nil {
+		errs = append(errs, fmt.Errorf("restore values: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(dir, stateFile))
+	return nil
+}

@@ -1,0 +1,281 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/loadavg"
+)
+
+// overlaySalt sets the hook on a VXLAN device apart from the NIC's hook.
+// Both see the same inner flow hash, and the NIC's hook salts its choice
+// with the VXLAN device's ifindex (the device whose stage it steers, as the
+// paper does); were the VXLAN device's hook, which steers the containers'
+// stage, salted with the same ifindex, it would pick the same CPU for every
+// flow and the two stages would never run apart. The containers' own
+// ifindexes can't serve: the hook runs before the bridge or route picks the
+// container, and inside pods they are all alike (2 or 3).
+const overlaySalt = 1 << 30
+
+// falconMode steers each stage with the BPF datapath.
+type falconMode struct {
+	dp      *datapath.Datapath
+	cfg     datapath.Config
+	hooks   map[string]datapath.Hook // attached, by device key
+	applied map[string]bool          // devices whose RPS is set, by device key and name
+	cancel  context.CancelFunc
+	done    chan error
+	running atomic.Bool
+}
+
+func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
+	if err := datapath.Supported(); err != nil {
+		return err
+	}
+	vxs := ov.Role(discover.RoleOverlay)
+	if len(vxs) == 0 {
+		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, nsName(h.Opts.Netns))
+	}
+	if len(ov.Role(discover.RoleNIC)) == 0 {
+		return fmt.Errorf("no NIC found under the VXLAN devices (%s); name it with --devices", ov.Warnings)
+	}
+	if err := checkRPS(vxs[0]); err != nil {
+		return err
+	}
+	cfg := m.config(h, ov)
+	return cfg.Validate()
+}
+
+// config is the datapath configuration for the options and overlay.
+func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
+	cfg := datapath.DefaultConfig()
+	cfg.CPUs = slices.Clone(h.Opts.CPUs)
+	cfg.Threshold = h.Opts.Threshold
+	cfg.FlowletGap = h.Opts.FlowletGap
+	cfg.PerPacket = h.Opts.PerPacket
+	// Load older than a few missed samples switches steering off.
+	cfg.StaleAfter = max(cfg.StaleAfter, 10*h.Opts.Interval)
+	var ports []uint16
+	for _, d := range ov.Role(discover.RoleOverlay) {
+		if p := uint16(d.VXLAN.Port); p != 0 && !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	slices.Sort(ports)
+	if len(ports) > 0 {
+		cfg.VXLANPorts = ports[:min(len(ports), datapath.MaxPorts)]
+	}
+	return cfg
+}
+
+func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
+	m.hooks, m.applied = map[string]datapath.Hook{}, map[string]bool{}
+	if err := m.setRPS(h, ov, true); err != nil {
+		return err
+	}
+	m.cfg = m.config(h, ov)
+	var err error
+	if m.dp, err = datapath.Load(m.cfg, h.PinDir); err != nil {
+		return err
+	}
+	if err := m.startSampler(h); err != nil {
+		return err
+	}
+	return m.syncHooks(h, ov, true)
+}
+
+// startSampler feeds the datapath with load and returns after the first
+// sample is published, so that the programs never start on stale load.
+func (m *falconMode) startSampler(h *Host) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel, m.done = cancel, make(chan error, 1)
+	first := make(chan struct{})
+	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, Publish: func(smp loadavg.Sample) error {
+		if err := m.dp.SetLoad(smp.PerCPU, smp.Avg, smp.MonotonicNs); err != nil {
+			return err
+		}
+		if m.running.CompareAndSwap(false, true) {
+			close(first)
+		}
+		return nil
+	}}
+	go func() {
+		err := s.Run(ctx)
+		m.running.Store(false)
+		if err != nil {
+			h.Logf("load sampler stopped: %v (steering is off until the agent restarts)", err)
+		}
+		m.done <- err
+	}()
+	select {
+	case <-first:
+		return nil
+	case err := <-m.done:
+		m.done <- err
+		if err == nil {
+			err = errors.New("stopped")
+		}
+		return fmt.Errorf("load sampler: %w", err)
+	case <-time.After(5*h.Opts.Interval + 2*time.Second):
+		return errors.New("load sampler published nothing")
+	}
+}
+
+func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
+	errs := []error{m.setRPS(h, ov, false)}
+	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
+		if err := m.dp.SetConfig(cfg); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.cfg = cfg
+		}
+	}
+	errs = append(errs, m.syncHooks(h, ov, false))
+	return errors.Join(errs...)
+}
+
+func (m *falconMode) Ready() bool { return m.running.Load() && len(m.hooks) > 0 }
+
+func (m *falconMode) Stop(h *Host) error {
+	if m.cancel != nil {
+		m.cancel()
+		<-m.done
+		m.cancel = nil
+	}
+	if m.dp == nil {
+		return nil
+	}
+	err := m.dp.Close() // detaches every hook and unpins the maps
+	if err == nil {
+		var hs []datapath.Hook
+		for _, hk := range m.hooks {
+			hs = append(hs, hk)
+		}
+		h.RemoveHooks(hs...)
+	}
+	m.dp, m.hooks = nil, nil
+	return err
+}
+
+// steered lists the devices whose stage falcon steers, so whose RPS must
+// list exactly S: the VXLAN devices (steered from the NIC) and the
+// containers' ends behind a VXLAN device with a hook.
+func steered(ov *discover.Overlay) []discover.Device {
+	out := ov.Role(discover.RoleOverlay)
+	for _, c := range ov.Role(discover.RoleContainer) {
+		if c.Peer != nil && hasOverlayIn(ov, c.Peer.Netns) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func hasOverlayIn(ov *discover.Overlay, ns string) bool {
+	for _, d := range ov.Role(discover.RoleOverlay) {
+		if d.Netns == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// setRPS sets RPS on devices not set yet. A container that vanished on the
+// way is no error (it is gone, with its settings); on the first call the
+// VXLAN devices must succeed.
+func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
+	var errs []error
+	now := map[string]bool{}
+	for _, d := range steered(ov) {
+		k := d.Key() + "/" + d.Name
+		now[k] = true
+		if m.applied[k] {
+			continue
+		}
+		err := h.ApplyFunc(d.Netns, RPSChanges(d.Name, h.Opts.CPUs, "0"))
+		switch {
+		case err == nil:
+			m.applied[k] = true
+			if d.Role == discover.RoleContainer {
+				h.Logf("container %s: RPS set to CPUs %s", d, FormatCPUList(h.Opts.CPUs))
+			}
+		case strict && d.Role == discover.RoleOverlay:
+			return fmt.Errorf("set RPS of %s: %w", d, err)
+		default:
+			errs = append(errs, fmt.Errorf("set RPS of %s: %w", d, err))
+		}
+	}
+	for k := range m.applied {
+		if !now[k] {
+			delete(m.applied, k)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// wantHooks: a NIC hook on every NIC steers its VXLAN devices' stage; a
+// hook on every VXLAN device with containers behind it steers theirs.
+func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
+	want := map[string]datapath.Hook{}
+	for _, vx := range ov.Role(discover.RoleOverlay) {
+		if vx.VXLAN != nil && vx.VXLAN.NIC != 0 {
+			if nic, ok := ov.Find(h.Opts.Netns, vx.VXLAN.NIC); ok {
+				if _, dup := want[nic.Key()]; !dup {
+					want[nic.Key()] = datapath.Hook{Netns: nic.Netns, Ifindex: nic.Ifindex, Name: nic.Name,
+						Role: datapath.RoleNIC, NextIfindex: vx.Ifindex}
+				}
+			}
+		}
+		behind := false
+		for _, c := range ov.Role(discover.RoleContainer) {
+			behind = behind || (c.Peer != nil && c.Peer.Netns == vx.Netns)
+		}
+		if behind {
+			want[vx.Key()] = datapath.Hook{Netns: vx.Netns, Ifindex: vx.Ifindex, Name: vx.Name,
+				Role: datapath.RoleOverlay, NextIfindex: vx.Ifindex | overlaySalt}
+		}
+	}
+	return want
+}
+
+// syncHooks attaches the hooks the overlay needs and detaches the others.
+// Each hook is recorded in the state before it is attached.
+func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error {
+	want := wantHooks(h, ov)
+	var errs []error
+	for k, old := range m.hooks {
+		if nw, ok := want[k]; ok && nw == old {
+			continue
+		}
+		if err := m.dp.Detach(old); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(m.hooks, k)
+		h.RemoveHooks(old)
+	}
+	for k, hk := range want {
+		if _, ok := m.hooks[k]; ok {
+			continue
+		}
+		if err := h.AddHooks(hk); err != nil {
+			return err
+		}
+		if err := m.dp.Attach(hk); err != nil {
+			h.RemoveHooks(hk)
+			if strict {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		m.hooks[k] = hk
+		h.Logf("attached %s as %s hook", hk, hk.Role)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+// Package agent runs falcon on one host namespace: it validates the
+// settings, discovers the overlay, changes the devices' RPS settings through
+// a journal, loads and attaches the BPF datapath, feeds it CPU load, follows
+// containers as they come and go, and undoes all of it when it stops —
+// or, after an agent was killed, when Disable runs.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/loadavg"
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// Where the agents keep their state (tmpfs: it must not outlive a reboot,
+// which resets everything it describes) and pin their maps.
+const (
+	DefaultStateRoot = "/run/falcon"
+	DefaultPinRoot   = datapath.BPFFS + "/falcon"
+)
+
+// Options are the settings of one agent. The zero value is not valid; start
+// from DefaultOptions.
+type Options struct {
+	Netns      string        `json:"netns"`       // host namespace; "" = the current one
+	Mode       string        `json:"mode"`        // "falcon", or a mode registered by RegisterMode
+	CPUs       []int         `json:"cpus"`        // the Falcon CPU set S; nil = all online CPUs
+	Threshold  int           `json:"threshold"`   // load percent 0..100
+	Interval   time.Duration `json:"interval"`    // load sampling period
+	FlowletGap time.Duration `json:"flowlet_gap"` // idle gap before a flow may change CPU
+	PerPacket  bool          `json:"per_packet"`  // --order per-packet: the paper's per-packet choice
+	Devices    []string      `json:"devices"`     // nil = auto; else VXLAN devices (and a NIC) to use
+
+	// Settings of the rps and rfs modes (issue 5); the falcon mode
+	// ignores them.
+	ContainerLevel bool  `json:"container_level,omitempty"`
+	RPSCPUs        []int `json:"rps_cpus,omitempty"`
+	FlowEntries    int   `json:"flow_entries,omitempty"`
+
+	// StateRoot and PinRoot default to DefaultStateRoot and DefaultPinRoot;
+	// tests move them.
+	StateRoot string `json:"-"`
+	PinRoot   string `json:"-"`
+	// Logf receives the agent's log lines; nil = the standard logger.
+	Logf func(format string, args ...any) `json:"-"`
+}
+
+// DefaultOptions are the paper's settings on all online CPUs.
+func DefaultOptions() Options {
+	return Options{
+		Mode:       ModeFalcon,
+		Threshold:  85,
+		Interval:   loadavg.DefaultInterval,
+		FlowletGap: time.Millisecond,
+	}
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+func (o *Options) stateRoot() string {
+	if o.StateRoot != "" {
+		return o.StateRoot
+	}
+	return DefaultStateRoot
+}
+
+func (o *Options) pinRoot() string {
+	if o.PinRoot != "" {
+		return o.PinRoot
+	}
+	return DefaultPinRoot
+}
+
+// Key names the host namespace in state and pin paths: "host" for the
+// current one, the name for one under /run/netns, and the inode for a path
+// (a path like /proc/PID/ns/net changes; the namespace's inode does not).
+func Key(ns string) (string, error) {
+	switch {
+	case ns == "":
+		return "host", nil
+	case !strings.Contains(ns, "/"):
+		if ns == "host" || strings.HasPrefix(ns, "ns-") || ns == "." || ns == ".." {
+			return "netns-" + ns, nil
+		}
+		return ns, nil
+	}
+	ino, err := nsIno(ns)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("ns-%d", ino), nil
+}
+
+func (o *Options) stateDir(key string) string { return filepath.Join(o.stateRoot(), key) }
+func (o *Options) pinDir(key string) string   { return filepath.Join(o.pinRoot(), key) }
+
+// validate checks everything that can be checked without changing the
+// system, and fills in defaults.
+func (o *Options) validate() error {
+	if o.Mode == "" {
+		o.Mode = ModeFalcon
+	}
+	if _, ok := lookupMode(o.Mode); !ok {
+		return fmt.Errorf("mode %q: want one of %s", o.Mode, strings.Join(ModeNames(), ", "))
+	}
+	if err := netns.Check(o.Netns); err != nil {
+		return err
+	}
+	if o.Threshold < 0 || o.Threshold > 100 {
+		return fmt.Errorf("threshold %d%% is outside 0..100", o.Threshold)
+	}
+	if o.Interval <= 0 {
+		return fmt.Errorf("interval %v: must be positive", o.Interval)
+	}
+	if o.Interval < time.Millisecond || o.Interval > 10*time.Second {
+		return fmt.Errorf("interval %v: want 1ms..10s", o.Interval)
+	}
+	if o.FlowletGap < 0 {
+		return fmt.Errorf("flowlet gap %v is negative", o.FlowletGap)
+	}
+	if o.CPUs == nil {
+		cpus, err := OnlineCPUs()
+		if err != nil {
+			return fmt.Errorf("read online CPUs: %w", err)
+		}
+		o.CPUs = cpus
+	}
+	if len(o.CPUs) == 0 {
+		return errors.New("empty CPU set")
+	}
+	if err := checkCPUs(o.CPUs); err != nil {
+		return err
+	}
+	if o.RPSCPUs != nil {
+		if err := checkCPUs(o.RPSCPUs); err != nil {
+			return fmt.Errorf("--rps-cpus: %w", err)
+		}
+	}
+	if o.FlowEntries < 0 {
+		return fmt.Errorf("flow entries %d is negative", o.FlowEntries)
+	}
+	return nil
+}
+
+// sameSettings reports whether two validated option sets configure the
+// same thing (an enable that changes nothing is a no-op).
+func sameSettings(a, b Options) bool {
+	return a.Netns == b.Netns && a.Mode == b.Mode && FormatCPUList(a.CPUs) == FormatCPUList(b.CPUs) &&
+		a.Threshold == b.Threshold && a.Interval == b.Interval && a.FlowletGap == b.FlowletGap &&
+		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
+		a.ContainerLevel == b.ContainerLevel && FormatCPUList(a.RPSCPUs) == FormatCPUList(b.RPSCPUs) &&
+		a.FlowEntries == b.FlowEntries
+}

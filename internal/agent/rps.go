@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/journal"
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// QueuePaths returns the sysfs paths of attribute attr (rps_cpus,
+// rps_flow_cnt) of every receive queue of device dev. It must run where
+// /sys shows dev's namespace (journal.ApplyFunc, netns.WithSysfs): drivers
+// allocate more queues than they use (veth: one per possible CPU, of which
+// one is real), and only the real ones are in sysfs.
+func QueuePaths(dev, attr string) ([]string, error) {
+	qs, err := filepath.Glob(filepath.Join("/sys/class/net", dev, "queues", "rx-*", attr))
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) == 0 {
+		if _, err := os.Stat(filepath.Join("/sys/class/net", dev)); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s has no receive queue with %s: this kernel has no RPS (CONFIG_RPS), which falcon needs", dev, attr)
+	}
+	return qs, nil
+}
+
+// RPSChanges returns, for journal.ApplyFunc, the changes that make every
+// receive queue of dev steer to cpus with RPS, and with flowCnt "0" turn RFS
+// off there (RFS, when configured, is tried before RPS and would override
+// the CPU falcon chose); flowCnt "" leaves RFS alone.
+func RPSChanges(dev string, cpus []int, flowCnt string) func() ([]journal.Change, error) {
+	return func() ([]journal.Change, error) {
+		var cs []journal.Change
+		qs, err := QueuePaths(dev, "rps_cpus")
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range qs {
+			cs = append(cs, journal.Change{Path: p, Value: CPUMask(cpus)})
+		}
+		if flowCnt != "" {
+			qs, err := QueuePaths(dev, "rps_flow_cnt")
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range qs {
+				cs = append(cs, journal.Change{Path: p, Value: flowCnt})
+			}
+		}
+		return cs, nil
+	}
+}
+
+// checkRPS fails clearly when the kernel has no RPS (CONFIG_RPS) for d.
+func checkRPS(d discover.Device) error {
+	err := netns.WithSysfs(d.Netns, func(string) error {
+		_, err := QueuePaths(d.Name, "rps_cpus")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", d, err)
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// Files in an agent's state directory (/run/falcon/<key>/).
+const (
+	stateFile   = "state.json"
+	journalFile = "journal.json"
+	lockFile    = "lock"
+	LogFile     = "agent.log"
+)
+
+// State is what a running agent tells other processes (status, disable).
+type State struct {
+	Pid     int               `json:"pid"`
+	Options Options           `json:"options"`
+	PinDir  string            `json:"pin_dir,omitempty"`
+	Hooks   []datapath.Hook   `json:"hooks,omitempty"` // attached, or about to be
+	Started time.Time         `json:"started"`
+	Ready   bool              `json:"ready"`
+	Devices []discover.Device `json:"devices,omitempty"` // the overlay as last seen
+}
+
+func readState(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	var s State
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &s, nil
+}
+
+// writeFile replaces a file atomically and durably.
+func writeFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// lock is the agent's claim on a host namespace: an exclusive flock held
+// for the agent's life. The kernel drops it when the agent dies, however it
+// dies, so a free lock with state left behind means a killed agent.
+type lock struct{ f *os.File }
+
+var errLocked = errors.New("locked")
+
+func tryLock(dir string) (*lock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, err
+	}
+	return &lock{f}, nil
+}
+
+func (l *lock) release() {
+	if l != nil && l.f != nil {
+		unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
+		l.f.Close()
+		l.f = nil
+	}
+}
+
+// running reports whether an agent holds dir's lock.
+func running(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, lockFile)); err != nil {
+		return false
+	}
+	l, err := tryLock(dir)
+	if err != nil {
+		return errors.Is(err, errLocked)
+	}
+	l.release()
+	return false
+}
+
+func nsIno(name string) (uint64, error) {
+	p := netns.Path(name)
+	if name == "" {
+		p = "/proc/thread-self/ns/net"
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return 0, fmt.Errorf("network namespace %q: %w", name, err)
+	}
+	return st.Ino, nil
+}

@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+// Report is what falcon status shows.
+type Report struct {
+	Netns      string            `json:"netns"`
+	Enabled    bool              `json:"enabled"`
+	Running    bool              `json:"agent_running"`
+	Ready      bool              `json:"ready"`
+	Problem    string            `json:"problem,omitempty"`
+	Pid        int               `json:"pid,omitempty"`
+	Mode       string            `json:"mode,omitempty"`
+	Started    *time.Time        `json:"started,omitempty"`
+	CPUs       string            `json:"cpus,omitempty"`
+	Threshold  int               `json:"threshold"`
+	Interval   string            `json:"interval,omitempty"`
+	Order      string            `json:"order,omitempty"`
+	FlowletGap string            `json:"flowlet_gap,omitempty"`
+	Load       *LoadReport       `json:"load,omitempty"`
+	Stages     []StageReport     `json:"stages,omitempty"`
+	Totals     *Decisions        `json:"totals,omitempty"`
+	Devices    []discover.Device `json:"devices,omitempty"`
+}
+
+// LoadReport is the load the datapath decides with.
+type LoadReport struct {
+	PerCPU map[int]uint32 `json:"per_cpu"` // percent, by CPU id
+	Avg    uint32         `json:"avg"`     // over the CPU set
+	AgeMs  float64        `json:"age_ms"`  // since the last sample
+	Stale  bool           `json:"stale"`   // too old: steering is off
+}
+
+// Decisions counts the datapath's choices.
+type Decisions struct {
+	First         uint64            `json:"first"`
+	Second        uint64            `json:"second"`
+	Fallback      uint64            `json:"fallback"`
+	FallbackStale uint64            `json:"fallback_stale"`
+	FlowletHits   uint64            `json:"flowlet_hits"`
+	Passed        map[string]uint64 `json:"passed,omitempty"`
+}
+
+// StageReport is one hook: where the stage it sees ran, and where it sent
+// the next one.
+type StageReport struct {
+	Device    string            `json:"device"`
+	Netns     string            `json:"netns"`
+	Role      string            `json:"role"`
+	Steers    string            `json:"steers"` // the stage it chooses CPUs for
+	RanOn     map[int]uint64    `json:"packets_per_cpu"`
+	SteeredTo map[int]uint64    `json:"steered_to_cpu"`
+	Decisions Decisions         `json:"decisions"`
+	Passed    map[string]uint64 `json:"-"`
+}
+
+// Status reports on the agent of opts.Netns. A namespace without an agent
+// is no error: Enabled is false.
+func Status(opts Options) (*Report, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.stateDir(key)
+	r := &Report{Netns: opts.Netns}
+	if r.Netns == "" {
+		r.Netns = "host"
+	}
+	st, err := readState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if running(dir) {
+			r.Enabled, r.Running, r.Problem = true, true, "an agent is starting"
+		}
+		return r, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.Enabled, r.Running = true, running(dir)
+	r.Pid, r.Mode = st.Pid, st.Options.Mode
+	r.Started = &st.Started
+	r.CPUs = FormatCPUList(st.Options.CPUs)
+	r.Threshold = st.Options.Threshold
+	r.Interval = st.Options.Interval.String()
+	r.FlowletGap = st.Options.FlowletGap.String()
+	r.Order = "flowlet"
+	if st.Options.PerPacket {
+		r.Order = "per-packet"
+	}
+	r.Devices = st.Devices
+	switch {
+	case !r.Running:
+		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, nsFlag(opts.Netns))
+	case !st.Ready:
+		r.Problem = "the agent is starting, or failed to undo its changes: see " + dir + "/" + LogFile
+	}
+	if st.PinDir == "" {
+		r.Ready = r.Running && st.Ready
+		return r, nil
+	}
+	cfg, perCPU, avg, updated, err := datapath.ReadState(st.PinDir)
+	if err != nil {
+		if r.Problem == "" {
+			r.Problem = err.Error()
+		}
+		return r, nil
+	}
+	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
+	for cpu, v := range perCPU {
+		r.Load.PerCPU[cpu] = v
+	}
+	if updated == 0 {
+		r.Load.Stale = true
+	} else {
+		age := time.Duration(monotonicNs() - updated)
+		r.Load.AgeMs = float64(age.Microseconds()) / 1000
+		r.Load.Stale = cfg.StaleAfter > 0 && age > cfg.StaleAfter
+	}
+	c, err := datapath.ReadCounters(st.PinDir)
+	if err != nil {
+		if r.Problem == "" {
+			r.Problem = err.Error()
+		}
+		return r, nil
+	}
+	r.Totals = &Decisions{First: c.First, Second: c.Second, Fallback: c.Fallback,
+		FallbackStale: c.FallbackStale, FlowletHits: c.FlowletHits, Passed: c.Passed}
+	for _, s := range c.Stages {
+		r.Stages = append(r.Stages, StageReport{
+			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: string(s.Hook.Role),
+			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
+			Decisions: Decisions{First: s.First, Second: s.Second, Fallback: s.Fallback,
+				FallbackStale: s.FallbackStale, FlowletHits: s.FlowletHits, Passed: s.Passed},
+		})
+	}
+	sort.SliceStable(r.Stages, func(i, j int) bool { return r.Stages[i].Role > r.Stages[j].Role }) // nic, then overlay
+	if r.Load.Stale && r.Problem == "" {
+		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
+	}
+	r.Ready = r.Running && st.Ready && len(c.Stages) > 0 && !r.Load.Stale
+	return r, nil
+}
+
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "host"
+	}
+	return ns
+}
+
+// steersWhat names the stage a hook chooses CPUs for.
+func steersWhat(h datapath.Hook, devs []discover.Device) string {
+	if h.Role == datapath.RoleOverlay {
+		return "containers"
+	}
+	for _, d := range devs {
+		if d.Role == discover.RoleOverlay && d.Ifindex == h.NextIfindex {
+			return d.Name
+		}
+	}
+	return fmt.Sprintf("ifindex %d", h.NextIfindex)
+}
+
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
