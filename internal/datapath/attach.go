@@ -53,7 +53,11 @@ func (h Hook) String() string {
 	if ns == "" {
 		ns = "current netns"
 	}
-	return fmt.Sprintf("%s (ifindex %d, %s) %s", h.Name, h.Ifindex, ns, dir)
+	name := h.Name
+	if name == "" {
+		name = "device"
+	}
+	return fmt.Sprintf("%s (ifindex %d, %s) %s", name, h.Ifindex, ns, dir)
 }
 
 type hookKey struct {
@@ -86,10 +90,10 @@ func (h Hook) validate() error {
 		return err
 	}
 	if h.Ifindex <= 0 {
-		return fmt.Errorf("hook %s: ifindex must be positive", h.Name)
+		return fmt.Errorf("hook %s: ifindex must be positive", h)
 	}
 	if h.NextIfindex < 0 {
-		return fmt.Errorf("hook %s: next ifindex %d is negative", h.Name, h.NextIfindex)
+		return fmt.Errorf("hook %s: next ifindex %d is negative", h, h.NextIfindex)
 	}
 	return netns.Check(h.Netns)
 }
