@@ -1,0 +1,202 @@
+// Package bench runs falcon's benchmark matrix — layout × mode × workload ×
+// message size × flow count, several runs each — on fresh testbeds, records
+// per-run figures and per-CPU counters, and summarises them (mean, 95 %
+// Student-t interval, normalised to a baseline) into one results file that
+// holds everything needed to re-plot.
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// Config is everything a bench run was asked to do. It is written into the
+// results file as given after presets and defaults were applied, so a file
+// says exactly how it was made.
+type Config struct {
+	Preset       string   `json:"preset,omitempty"`
+	Layouts      []string `json:"layouts"`
+	Modes        []string `json:"modes"`
+	Workloads    []string `json:"workloads"` // "name" or "name:size"
+	Sizes        []int    `json:"sizes"`
+	Duration     Duration `json:"duration"`
+	Warmup       Duration `json:"warmup"`
+	Runs         int      `json:"runs"`
+	Flows        []int    `json:"flows"`   // multi-flow workloads only
+	Clients      int      `json:"clients"` // udp-stress senders
+	SenderCPUs   []int    `json:"sender_cpus"`
+	ReceiverCPUs []int    `json:"receiver_cpus"`
+	Rate         int      `json:"rate"` // latency-load messages/s
+	Containers   int      `json:"containers"`
+	Baseline     string   `json:"baseline"` // "auto" or "layout/mode"
+	JSON         string   `json:"json,omitempty"`
+	Quiet        bool     `json:"quiet"`
+}
+
+// Duration is a time.Duration that reads and writes as "4s" in JSON.
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// ConfigError is a problem with the command line, reported before anything
+// is created (the command exits 2).
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+func configErrorf(format string, a ...any) error { return &ConfigError{fmt.Sprintf(format, a...)} }
+
+// Layouts are the testbed layouts bench can run on.
+var Layouts = testbed.Layouts
+
+// Size limits. The papers sweep 16 B .. 64 KiB; UDP payloads (and sockperf
+// messages) stop at 65507 (65535 − IPv4 and UDP headers), while TCP writes
+// may be larger: the Kubernetes study wrote 128 KiB.
+const (
+	MinSize    = 16
+	MaxSize    = 1 << 20
+	MaxUDPSize = 65507
+)
+
+// ParseSize reads a message size: "16", "1400", "4K", "4KiB", "64k", "1M".
+// K and M are binary (1024) multiples, as the papers' "64 KB" means.
+func ParseSize(s string) (int, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
+	mult := 1
+	switch {
+	case strings.HasSuffix(t, "K"), strings.HasSuffix(t, "k"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"), strings.HasSuffix(t, "m"):
+		mult, t = 1<<20, t[:len(t)-1]
+	}
+	n, err := strconv.Atoi(t)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q (want bytes, e.g. 16, 1400, 4K, 64K)", s)
+	}
+	n *= mult
+	if n < MinSize || n > MaxSize {
+		return 0, fmt.Errorf("size %q out of range: %d B .. %s", s, MinSize, FormatSize(MaxSize))
+	}
+	return n, nil
+}
+
+// FormatSize writes a size the way ParseSize reads it: "16 B", "4 KiB".
+func FormatSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := ParseSize(f)
+		if err != nil {
+			return nil, err
+		}
+		out = appendUnique(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no sizes given")
+	}
+	return out, nil
+}
+
+// ParseCPUList reads "0", "0,2", "0-3,8" (the kernel's cpulist format).
+func ParseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		lo, hi, isRange := strings.Cut(f, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad CPU list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad CPU range %q in %q", f, s)
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = appendUnique(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty CPU list")
+	}
+	return out, nil
+}
+
+// FormatCPUList writes CPUs as the kernel does: "0-2,5".
+func FormatCPUList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseInts(s string, min int) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < min {
+			return nil, fmt.Errorf("bad number %q (want an integer ≥ %d)", f, min)
+		}
+		out = appendUnique(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func appendUnique[T comparable](list []T, v T) []T {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}

@@ -1,0 +1,215 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int{"16": 16, "1400": 1400, "4K": 4096, "4k": 4096, "4KiB": 4096,
+		"64K": 65536, "65507": 65507, "128K": 128 << 10, "1M": 1 << 20, " 16 ": 16} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+	for n, want := range map[int]string{16: "16 B", 1400: "1400 B", 4096: "4 KiB", 65507: "65507 B", 1 << 20: "1 MiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestCPUList(t *testing.T) {
+	for in, want := range map[string][]int{"0": {0}, "0,2": {0, 2}, "0-3": {0, 1, 2, 3}, "1-2,5,1": {1, 2, 5}} {
+		got, err := ParseCPUList(in)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a", "-1", "3-1", "1-", "0,,x"} {
+		if got, err := ParseCPUList(in); err == nil {
+			t.Errorf("ParseCPUList(%q) = %v, want an error", in, got)
+		}
+	}
+	if got := FormatCPUList([]int{0, 1, 2, 5, 7, 8}); got != "0-2,5,7-8" {
+		t.Errorf("FormatCPUList = %q", got)
+	}
+}
+
+func TestDefaultCPUs(t *testing.T) {
+	seq := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = i
+		}
+		return s
+	}
+	for _, c := range []struct {
+		online           []int
+		sender, receiver []int
+	}{
+		{[]int{3}, []int{3}, []int{3}},
+		{seq(2), []int{0}, []int{1}},
+		{seq(4), []int{0}, []int{1}},
+		{seq(16), []int{0, 1, 2}, []int{3}},
+	} {
+		d := defaultCPUs(c.online)
+		if !reflect.DeepEqual(d.sender, c.sender) || !reflect.DeepEqual(d.receiver, c.receiver) {
+			t.Errorf("%d CPUs: sender %v receiver %v; want %v %v", len(c.online), d.sender, d.receiver, c.sender, c.receiver)
+		}
+	}
+}
+
+// resolve parses a command line the way falcon bench does.
+func resolve(t *testing.T, online []int, args ...string) (Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	return f.Resolve(online)
+}
+
+func TestResolveDefaults(t *testing.T) {
+	c, err := resolve(t, []int{0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
+		Sizes: []int{16, 1400}, Duration: Duration(10 * time.Second), Warmup: Duration(500 * time.Millisecond), Runs: 5,
+		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Containers: 1, Baseline: "auto"}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestResolvePresetYieldsToFlags(t *testing.T) {
+	c, err := resolve(t, []int{0, 1}, "--preset", "demo", "--runs", "2", "--sender-cpus", "1", "--receiver-cpus", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Preset != "demo" || c.Runs != 2 || c.Duration != Duration(3*time.Second) ||
+		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Sizes, []int{16, 1400}) ||
+		!reflect.DeepEqual(c.SenderCPUs, []int{1}) || !reflect.DeepEqual(c.ReceiverCPUs, []int{0}) {
+		t.Errorf("demo with --runs 2: %+v", c)
+	}
+	for _, p := range PresetNames() {
+		if _, err := resolve(t, []int{0, 1}, "--preset", p); err != nil {
+			t.Errorf("preset %s does not resolve: %v", p, err)
+		}
+	}
+}
+
+func TestResolveRejects(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--layouts", "kind"}, `unknown layout "kind"`},
+		{[]string{"--modes", "vanilla,warp"}, `unknown mode "warp"`},
+		{[]string{"--workloads", "udp-stress,ftp"}, `unknown workload "ftp"`},
+		{[]string{"--workloads", ""}, "none given"},
+		{[]string{"--sizes", "8"}, "out of range"},
+		{[]string{"--sizes", "16,abc"}, "bad size"},
+		{[]string{"--workloads", "udp", "--sizes", "64K"}, "does not fit a UDP datagram"},
+		{[]string{"--workloads", "latency-tcp:128K"}, "does not fit"},
+		{[]string{"--workloads", "tcp:2M"}, "out of range"},
+		{[]string{"--sender-cpus", "2"}, "CPU 2 is not online"},
+		{[]string{"--receiver-cpus", "0-x"}, "bad CPU"},
+		{[]string{"--runs", "0"}, "--runs"},
+		{[]string{"--duration", "200ms"}, "--duration"},
+		{[]string{"--warmup", "-1s"}, "--warmup"},
+		{[]string{"--clients", "0"}, "--clients"},
+		{[]string{"--rate", "10"}, "--rate"},
+		{[]string{"--flows", "0"}, "--flows"},
+		{[]string{"--containers", "0"}, "--containers"},
+		{[]string{"--preset", "fast"}, `unknown preset "fast"`},
+		{[]string{"--baseline", "docker/turbo"}, "--baseline"},
+		{[]string{"--layouts", "host", "--modes", "benchtest"}, "nothing to run"},
+	} {
+		_, err := resolve(t, []int{0, 1}, c.args...)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%q: got %v, want a ConfigError mentioning %q", c.args, err, c.msg)
+		}
+	}
+}
+
+// benchtestMode records what bench does with a mode.
+type benchtestMode struct{ setups, undos int }
+
+func (m *benchtestMode) Name() string { return "benchtest" }
+
+func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (func() error, error) {
+	m.setups++
+	return func() error { m.undos++; return nil }, nil
+}
+
+var testMode = &benchtestMode{}
+
+func init() { RegisterMode(testMode) }
+
+func TestPlan(t *testing.T) {
+	c, err := resolve(t, []int{0, 1}, "--layouts", "host,docker", "--modes", "vanilla,benchtest",
+		"--workloads", "udp-stress,tcp:128K,multi-flow:16,udp-stress", "--sizes", "16,1400", "--flows", "1,4", "--baseline", "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Baseline != "docker/vanilla" {
+		t.Errorf("baseline %q, want docker/vanilla", c.Baseline)
+	}
+	plan, skipped, err := Plan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "host × benchtest skipped") {
+		t.Errorf("skipped %q, want host × benchtest", skipped)
+	}
+	var got []string
+	for _, tp := range plan {
+		for _, cs := range tp.Cases {
+			got = append(got, cs.String())
+		}
+	}
+	want := []string{
+		"host/vanilla udp-stress 16 B", "host/vanilla udp-stress 1400 B", "host/vanilla tcp 128 KiB",
+		"host/vanilla multi-flow 16 B", "host/vanilla multi-flow 16 B ×4",
+		"docker/vanilla udp-stress 16 B", "docker/vanilla udp-stress 1400 B", "docker/vanilla tcp 128 KiB",
+		"docker/vanilla multi-flow 16 B", "docker/vanilla multi-flow 16 B ×4",
+		"docker/benchtest udp-stress 16 B", "docker/benchtest udp-stress 1400 B", "docker/benchtest tcp 128 KiB",
+		"docker/benchtest multi-flow 16 B", "docker/benchtest multi-flow 16 B ×4",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("plan:\n got %q\nwant %q", got, want)
+	}
+	if n := CountRuns(plan, c); n != 15*5 {
+		t.Errorf("CountRuns = %d, want 75", n)
+	}
+	if got := tools(c); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
+		t.Errorf("tools = %v", got)
+	}
+}
+
+func TestRegisterModeRefusesDuplicates(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("registering vanilla twice did not panic")
+		}
+	}()
+	RegisterMode(vanilla{})
+}

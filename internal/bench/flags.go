@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Flags holds the raw command-line values; Resolve turns them into a
+// checked Config.
+type Flags struct {
+	fs                               *flag.FlagSet
+	layouts, modes, workloads, sizes string
+	flows, senderCPUs, receiverCPUs  string
+	preset, baseline, json           string
+	duration, warmup                 time.Duration
+	runs, clients, rate, containers  int
+	quiet                            bool
+}
+
+// RegisterFlags defines bench's flags on fs.
+func RegisterFlags(fs *flag.FlagSet) *Flags {
+	f := &Flags{fs: fs}
+	fs.StringVar(&f.layouts, "layouts", "host,docker", "testbed layouts: "+strings.Join(Layouts, ", "))
+	fs.StringVar(&f.modes, "modes", "vanilla", "datapath modes (registered: "+strings.Join(ModeNames(), ", ")+")")
+	fs.StringVar(&f.workloads, "workloads", "udp-stress,tcp:128K", "workloads (listed below); \"name:SIZE\" runs that workload at SIZE only, not at --sizes")
+	fs.StringVar(&f.sizes, "sizes", "16,1400", "message sizes, 16 B .. 64K (e.g. 16,1400,4K,64K; UDP and sockperf stop at 65507, TCP at 1M)")
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measurement window of each run")
+	fs.DurationVar(&f.warmup, "warmup", 500*time.Millisecond, "traffic before each window that is not measured")
+	fs.IntVar(&f.runs, "runs", 5, "runs per case")
+	fs.StringVar(&f.flows, "flows", "4", "flow counts for the multi-flow workloads (e.g. 1,2,4,8)")
+	fs.IntVar(&f.clients, "clients", 3, "udp-stress clients sending into the one server socket")
+	fs.StringVar(&f.senderCPUs, "sender-cpus", "auto", "CPUs the clients are pinned to, round robin (auto: 0 on ≤7 CPUs, 0-2 on more)")
+	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
+	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
+	fs.IntVar(&f.containers, "containers", 1, "containers per host (container layouts)")
+	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
+	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"); flags given override it")
+	fs.StringVar(&f.baseline, "baseline", "auto", "what normalisation divides by: LAYOUT/MODE, or auto (host/vanilla of the same workload and size, else vanilla of the same layout)")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	return f
+}
+
+// A preset is a set of flag values; flags given on the command line win.
+type preset struct {
+	summary string
+	flags   func() map[string]string
+}
+
+// overlayModes is vanilla plus falcon when that mode is registered, so the
+// presets compare host, vanilla overlay and Falcon once Falcon exists.
+func overlayModes() string {
+	if _, ok := LookupMode("falcon"); ok {
+		return "vanilla,falcon"
+	}
+	return "vanilla"
+}
+
+var presets = map[string]preset{
+	"demo": {"host vs docker overlay (vs falcon): UDP stress at 16 B and 1400 B, TCP; 3 runs of 3 s, under 3 minutes on 2 CPUs", func() map[string]string {
+		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400", "duration": "3s", "runs": "3"}
+	}},
+	"paper-sizes": {"FALCON Fig. 10: UDP stress over 16 B .. 64 KiB, host vs docker (vs falcon)", func() map[string]string {
+		return map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "udp-stress",
+			"sizes": "16,64,256,1K,1400,4K,16K,65507"}
+	}},
+	"latency": {"FALCON Fig. 12: UDP latency ping-pong and under load at 16 B, TCP ping-pong at 4 KiB", func() map[string]string {
+		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "latency,latency-load,latency-tcp:4K", "sizes": "16"}
+	}},
+	"multi-flow": {"FALCON Fig. 13: 1-8 flows, UDP 16 B and TCP 4 KiB", func() map[string]string {
+		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "multi-flow:16,multi-flow-tcp:4K", "flows": "1,2,4,8"}
+	}},
+	"layouts": {"every layout, vanilla: what each overlay costs (HotCloud '19)", func() map[string]string {
+		return map[string]string{"layouts": strings.Join(Layouts, ","), "modes": "vanilla",
+			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"}
+	}},
+}
+
+// PresetNames lists the presets, sorted.
+func PresetNames() []string {
+	var n []string
+	for k := range presets {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// PresetHelp describes the presets for the usage text.
+func PresetHelp() string {
+	var b strings.Builder
+	for _, n := range PresetNames() {
+		fmt.Fprintf(&b, "  %-12s %s\n", n, presets[n].summary)
+	}
+	return b.String()
+}
+
+// Resolve applies the preset under the flags given, parses and checks every
+// value, and picks CPUs among online ones. It touches nothing on the
+// system; errors are *ConfigError.
+func (f *Flags) Resolve(online []int) (Config, error) {
+	if f.preset != "" {
+		p, ok := presets[f.preset]
+		if !ok {
+			return Config{}, configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
+		}
+		given := map[string]bool{}
+		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+		for name, v := range p.flags() {
+			if !given[name] {
+				if err := f.fs.Set(name, v); err != nil {
+					return Config{}, fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
+				}
+			}
+		}
+	}
+	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
+		Clients: f.clients, Rate: f.rate, Containers: f.containers, JSON: f.json, Quiet: f.quiet}
+	var err error
+	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
+		return c, err
+	}
+	if c.Modes, err = names("mode", f.modes, ModeNames()); err != nil {
+		return c, err
+	}
+	c.Workloads = splitList(f.workloads)
+	if len(c.Workloads) == 0 {
+		return c, configErrorf("--workloads: none given")
+	}
+	if c.Sizes, err = parseSizes(f.sizes); err != nil {
+		return c, configErrorf("--sizes: %v", err)
+	}
+	if c.Flows, err = parseInts(f.flows, 1); err != nil {
+		return c, configErrorf("--flows: %v", err)
+	}
+	switch {
+	case c.Duration < Duration(time.Second):
+		return c, configErrorf("--duration %s: at least 1s (the tools count whole seconds)", c.Duration)
+	case c.Warmup < 0:
+		return c, configErrorf("--warmup %s: must not be negative", c.Warmup)
+	case c.Runs < 1:
+		return c, configErrorf("--runs %d: at least 1", c.Runs)
+	case c.Clients < 1:
+		return c, configErrorf("--clients %d: at least 1", c.Clients)
+	case c.Rate < 200:
+		// Slower traffic is too sparse for the start-of-traffic detection.
+		return c, configErrorf("--rate %d: at least 200 messages/s", c.Rate)
+	case c.Containers < 1:
+		return c, configErrorf("--containers %d: at least 1", c.Containers)
+	}
+	def := defaultCPUs(online)
+	if c.SenderCPUs, err = cpus("--sender-cpus", f.senderCPUs, def.sender, online); err != nil {
+		return c, err
+	}
+	if c.ReceiverCPUs, err = cpus("--receiver-cpus", f.receiverCPUs, def.receiver, online); err != nil {
+		return c, err
+	}
+	c.Baseline = f.baseline
+	if c.Baseline != "auto" {
+		l, m, ok := strings.Cut(c.Baseline, "/")
+		if !ok {
+			m = "vanilla"
+		}
+		if !contains(Layouts, l) || !contains(ModeNames(), m) {
+			return c, configErrorf("--baseline %q: want auto or LAYOUT/MODE, e.g. host/vanilla", c.Baseline)
+		}
+		c.Baseline = l + "/" + m
+	}
+	// Expanding the matrix checks every workload entry and size.
+	if _, _, err := Plan(c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func names(what, list string, known []string) ([]string, error) {
+	var out []string
+	for _, n := range splitList(list) {
+		if !contains(known, n) {
+			return nil, configErrorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
+		}
+		out = appendUnique(out, n)
+	}
+	if len(out) == 0 {
+		return nil, configErrorf("--%ss: none given", what)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type cpuDefaults struct{ sender, receiver []int }
+
+// defaultCPUs keeps sender and receiver apart and, on bigger machines,
+// leaves most CPUs idle so a mode that spreads softirqs has room: on 2
+// CPUs the sender (and the first receive stages it runs) takes CPU 0 and
+// the receiving application CPU 1; from 8 CPUs on, three senders get CPUs
+// 0-2 and the receiver CPU 3, leaving 4.. free.
+func defaultCPUs(online []int) cpuDefaults {
+	switch {
+	case len(online) >= 8:
+		return cpuDefaults{online[:3], online[3:4]}
+	case len(online) >= 2:
+		return cpuDefaults{online[:1], online[1:2]}
+	case len(online) == 1:
+		return cpuDefaults{online, online}
+	}
+	return cpuDefaults{[]int{0}, []int{0}}
+}
+
+func cpus(flagName, v string, def, online []int) ([]int, error) {
+	if v == "auto" {
+		return def, nil
+	}
+	list, err := ParseCPUList(v)
+	if err != nil {
+		return nil, configErrorf("%s: %v", flagName, err)
+	}
+	for _, c := range list {
+		if !containsInt(online, c) {
+			return nil, configErrorf("%s: CPU %d is not online (online: %s)", flagName, c, FormatCPUList(online))
+		}
+	}
+	return list, nil
+}
+
+func containsInt(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// OnlineCPUs reads /sys/devices/system/cpu/online.
+func OnlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, err
+	}
+	return ParseCPUList(strings.TrimSpace(string(b)))
+}

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Machine describes where results were measured.
+type Machine struct {
+	CPUModel    string            `json:"cpu_model"`
+	Cores       int               `json:"cores"` // online CPUs
+	OnlineCPUs  string            `json:"online_cpus"`
+	Kernel      string            `json:"kernel"`
+	KernelBuild string            `json:"kernel_build,omitempty"`
+	Arch        string            `json:"arch"`
+	Hostname    string            `json:"hostname"`
+	MemoryBytes uint64            `json:"memory"`
+	OS          string            `json:"os,omitempty"`
+	Virt        string            `json:"virtualization,omitempty"`
+	GoVersion   string            `json:"go_version"`
+	Tools       map[string]string `json:"tools,omitempty"` // tool → its version line
+}
+
+// DescribeMachine gathers what it can; missing facts stay empty rather
+// than failing a benchmark that already ran.
+func DescribeMachine(toolNames []string) Machine {
+	m := Machine{Arch: runtime.GOARCH, GoVersion: runtime.Version(), Tools: map[string]string{}}
+	if cpus, err := OnlineCPUs(); err == nil {
+		m.Cores, m.OnlineCPUs = len(cpus), FormatCPUList(cpus)
+	} else {
+		m.Cores = runtime.NumCPU()
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:])
+		m.KernelBuild = unix.ByteSliceToString(u.Version[:])
+	}
+	m.Hostname, _ = os.Hostname()
+	m.CPUModel = fileField("/proc/cpuinfo", "model name", ':')
+	if m.CPUModel == "" { // arm64 and others
+		m.CPUModel = fileField("/proc/cpuinfo", "Hardware", ':')
+	}
+	if kb := strings.TrimSuffix(fileField("/proc/meminfo", "MemTotal", ':'), " kB"); kb != "" {
+		if n, err := strconv.ParseUint(strings.TrimSpace(kb), 10, 64); err == nil {
+			m.MemoryBytes = n << 10
+		}
+	}
+	m.OS = strings.Trim(fileField("/etc/os-release", "PRETTY_NAME", '='), `"`)
+	if out, err := exec.Command("systemd-detect-virt").Output(); err == nil {
+		m.Virt = strings.TrimSpace(string(out))
+	}
+	for _, t := range toolNames {
+		if out, err := exec.Command(t, "--version").CombinedOutput(); err == nil {
+			line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+			m.Tools[t] = strings.TrimSpace(line)
+		}
+	}
+	return m
+}
+
+// fileField returns the value of the first "key<sep>value" line of a file.
+func fileField(path, key string, sep byte) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), string(sep))
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

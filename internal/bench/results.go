@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/stats"
+)
+
+// Format is the results file's format version; readers reject newer majors.
+const Format = 1
+
+// File is a results file: everything needed to re-plot without re-running.
+type File struct {
+	Format        int       `json:"format"`
+	FalconVersion string    `json:"falcon_version"`
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished"`
+	Command       string    `json:"command"`
+	Interrupted   bool      `json:"interrupted,omitempty"`
+	Machine       Machine   `json:"machine"`
+	Config        Config    `json:"config"`
+	Notes         []string  `json:"notes,omitempty"` // skipped combinations, …
+	Results       []Result  `json:"results"`
+}
+
+// Result is one case (layout, mode, workload, size, flows) with its runs.
+type Result struct {
+	Layout   string `json:"layout"`
+	Mode     string `json:"mode"`
+	Workload string `json:"workload"`
+	Size     int    `json:"size"`
+	Flows    int    `json:"flows"`
+	Clients  int    `json:"clients,omitempty"` // udp-stress senders
+	Rate     int    `json:"rate,omitempty"`    // latency-load messages/s
+	// Testbed is the name of the testbed the case ran on (a new one per
+	// layout × mode); Endpoints are the namespaces and addresses used.
+	Testbed   string   `json:"testbed"`
+	Endpoints []string `json:"endpoints,omitempty"`
+	Runs      []Run    `json:"runs"`
+	Errors    []string `json:"errors,omitempty"` // failed runs, or why the case could not run
+	// Summary holds every metric of Metrics(run) over the runs.
+	Summary map[string]stats.Summary `json:"summary"`
+	// Normalized holds the headline metrics divided by Baseline's.
+	Baseline   string                   `json:"baseline,omitempty"`
+	Normalized map[string]stats.Summary `json:"normalized,omitempty"`
+}
+
+// Run is one measurement window.
+type Run struct {
+	Started time.Time `json:"started"`
+	WindowS float64   `json:"window_s"` // measured length of the window
+	// PPS is packets (datagrams, TCP segments or round trips) per second
+	// received by the server side's applications; Gbps is their payload rate.
+	PPS     float64 `json:"pps"`
+	Gbps    float64 `json:"gbps"`
+	LossPct float64 `json:"loss_pct"`
+	// OutOfOrder: iperf3's count for UDP, TcpExt TCPOFOQueue for TCP.
+	OutOfOrder  *int64   `json:"out_of_order,omitempty"`
+	Retransmits *int64   `json:"retransmits,omitempty"`
+	Latency     *Latency `json:"latency,omitempty"`
+	// CPU is what each CPU did during the window: usage in percent
+	// (usr, sys, soft, irq, idle, …) and counts (net_rx softirqs, RES IPIs,
+	// softnet drops, time_squeeze, received_rps).
+	CPU map[int]procfs.CPUWindow `json:"cpu"`
+	// Counters are SNMP/netstat deltas over the window, keyed
+	// "rx.Udp.InDatagrams", "tx.Udp.OutDatagrams", ….
+	Counters map[string]int64 `json:"counters,omitempty"`
+	// Tool is every client's parsed result as the tool reported it.
+	Tool []json.RawMessage `json:"tool,omitempty"`
+}
+
+// Latency in microseconds.
+type Latency struct {
+	AvgUs  float64 `json:"avg_us"`
+	P50Us  float64 `json:"p50_us"`
+	P90Us  float64 `json:"p90_us"`
+	P99Us  float64 `json:"p99_us"`
+	P999Us float64 `json:"p999_us"`
+	MaxUs  float64 `json:"max_us"`
+}
+
+// WriteFile writes f as indented JSON, atomically (a reader never sees half
+// a file, and an interrupted write keeps the previous one).
+func WriteFile(path string, f *File) error {
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ReadFile reads a results file.
+func ReadFile(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var f File
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: not a falcon results file: %v", path, err)
+	}
+	if f.Format > Format {
+		return nil, fmt.Errorf("%s: results format %d is newer than this falcon reads (%d)", path, f.Format, Format)
+	}
+	if f.Results == nil {
+		return nil, fmt.Errorf("%s: not a falcon results file (no \"results\")", path)
+	}
+	return &f, nil
+}

@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/stats"
+)
+
+// Metrics flattens one run into the named values that get summarised.
+// Per-CPU values are "cpuN_usr" … "cpuN_busy" in percent, and "cpuN_net_rx",
+// "cpuN_res", "cpuN_received_rps" per second of window, "cpuN_softnet_dropped"
+// and "cpuN_time_squeeze" as counts.
+func Metrics(r Run) map[string]float64 {
+	m := map[string]float64{"pps": r.PPS, "gbps": r.Gbps, "loss_pct": r.LossPct}
+	if r.OutOfOrder != nil {
+		m["out_of_order"] = float64(*r.OutOfOrder)
+	}
+	if r.Retransmits != nil {
+		m["retransmits"] = float64(*r.Retransmits)
+	}
+	if l := r.Latency; l != nil {
+		m["lat_avg_us"], m["lat_p50_us"], m["lat_p90_us"] = l.AvgUs, l.P50Us, l.P90Us
+		m["lat_p99_us"], m["lat_p999_us"], m["lat_max_us"] = l.P99Us, l.P999Us, l.MaxUs
+	}
+	perS := func(n uint64) float64 {
+		if r.WindowS <= 0 {
+			return 0
+		}
+		return float64(n) / r.WindowS
+	}
+	for cpu, w := range r.CPU {
+		p := fmt.Sprintf("cpu%d_", cpu)
+		u := w.Usage
+		m[p+"usr"], m[p+"sys"], m[p+"soft"], m[p+"irq"], m[p+"idle"] = u.Usr, u.Sys, u.Soft, u.IRQ, u.Idle
+		m[p+"busy"] = u.Busy()
+		m[p+"net_rx"], m[p+"res"], m[p+"received_rps"] = perS(w.NetRX), perS(w.RES), perS(w.ReceivedRPS)
+		m[p+"softnet_dropped"], m[p+"time_squeeze"] = float64(w.SoftnetDropped), float64(w.TimeSqueeze)
+	}
+	return m
+}
+
+// Summarize fills r.Summary from r.Runs. A metric missing from some runs
+// (a CPU that went offline) is summarised over the runs that have it.
+func (r *Result) Summarize() {
+	values := map[string][]float64{}
+	for _, run := range r.Runs {
+		for k, v := range Metrics(run) {
+			values[k] = append(values[k], v)
+		}
+	}
+	r.Summary = map[string]stats.Summary{}
+	for k, vs := range values {
+		r.Summary[k] = stats.Summarize(vs)
+	}
+}
+
+// normalizedMetrics are divided by the baseline's: throughput up is better,
+// latency down is better (a ratio below 1 is then a gain).
+var normalizedMetrics = []string{"pps", "gbps", "lat_avg_us", "lat_p50_us", "lat_p99_us"}
+
+// Normalize sets Baseline and Normalized of every result. baseline is
+// "auto" or "layout/mode". auto takes host/vanilla of the same workload,
+// size and flows when there is one, else vanilla of the same layout. A
+// result that is its own baseline is divided by its own mean only, so its
+// interval is its relative spread, not that counted twice.
+func Normalize(results []Result, baseline string) {
+	type key struct {
+		layout, mode, workload string
+		size, flows            int
+	}
+	idx := map[key]int{}
+	for i, r := range results {
+		idx[key{r.Layout, r.Mode, r.Workload, r.Size, r.Flows}] = i
+	}
+	for i := range results {
+		r := &results[i]
+		r.Baseline, r.Normalized = "", nil
+		var cands []string
+		if baseline == "auto" {
+			cands = []string{"host/vanilla", r.Layout + "/vanilla"}
+		} else {
+			cands = []string{baseline}
+		}
+		for _, c := range cands {
+			l, m := splitConfig(c)
+			j, ok := idx[key{l, m, r.Workload, r.Size, r.Flows}]
+			if !ok || len(results[j].Runs) == 0 {
+				continue
+			}
+			b := &results[j]
+			r.Baseline = c
+			r.Normalized = map[string]stats.Summary{}
+			for _, k := range normalizedMetrics {
+				x, okx := r.Summary[k]
+				base, okb := b.Summary[k]
+				if !okx || !okb || x.N == 0 {
+					continue
+				}
+				if j == i {
+					base = stats.Summary{Mean: base.Mean}
+				}
+				r.Normalized[k] = stats.Normalize(x, base)
+			}
+			break
+		}
+	}
+}
+
+func splitConfig(s string) (layout, mode string) {
+	layout, mode, ok := strings.Cut(s, "/")
+	if !ok {
+		mode = "vanilla"
+	}
+	return layout, mode
+}
+
+// cpusOf lists the CPUs that appear in any run of the results, sorted.
+func cpusOf(results []Result) []int {
+	set := map[int]bool{}
+	for _, r := range results {
+		for _, run := range r.Runs {
+			for c := range run.CPU {
+				set[c] = true
+			}
+		}
+	}
+	var out []int
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/stats"
+)
+
+// headline is the metric a workload is judged by, and so the one the
+// "vs baseline" column and the chart show: packets/s for throughput,
+// p99 latency for the latency workloads.
+func headline(workload string) string {
+	if w, ok := lookupWorkload(workload); ok && w.latency {
+		return "lat_p99_us"
+	}
+	return "pps"
+}
+
+// WriteTable writes the Markdown table of a results file, and under it the
+// machine, the method and anything that went wrong. It depends only on the
+// file, so a re-read file renders byte for byte the same.
+func WriteTable(w io.Writer, f *File) error {
+	cpus := cpusOf(f.Results)
+	cpuHdr := "softirq % per CPU"
+	if len(cpus) > 0 {
+		var ids []string
+		for _, c := range cpus {
+			ids = append(ids, fmt.Sprint(c))
+		}
+		cpuHdr = "softirq % (CPU " + strings.Join(ids, "/") + ")"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| layout | mode | workload | size | flows | packets/s | Gbit/s | loss %% | p99 µs | vs baseline | baseline | %s |\n", cpuHdr)
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	var problems []string
+	for _, r := range f.Results {
+		s := r.Summary
+		flows := fmt.Sprint(r.Flows)
+		if r.Workload == "udp-stress" && r.Clients > 0 {
+			flows = fmt.Sprintf("1 (%d clients)", r.Clients)
+		}
+		p99 := "—"
+		if x, ok := s["lat_p99_us"]; ok {
+			p99 = pm(x, 1, "")
+		}
+		norm, base := "—", "—"
+		if x, ok := r.Normalized[headline(r.Workload)]; ok {
+			norm, base = pm(x, 2, ""), r.Baseline
+			if headline(r.Workload) != "pps" {
+				norm += " (p99)"
+			}
+		}
+		var soft []string
+		for _, c := range cpus {
+			if x, ok := s[fmt.Sprintf("cpu%d_soft", c)]; ok {
+				soft = append(soft, fmt.Sprintf("%.0f", x.Mean))
+			} else {
+				soft = append(soft, "—")
+			}
+		}
+		pps, gbps, loss := "—", "—", "—"
+		if len(r.Runs) > 0 {
+			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, strings.Join(soft, "/"))
+		for _, e := range r.Errors {
+			problems = append(problems, fmt.Sprintf("%s/%s %s %s: %s", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e))
+		}
+	}
+	b.WriteString("\n")
+	m := f.Machine
+	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
+	c := f.Config
+	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
+		c.Runs, c.Duration, c.Warmup, FormatCPUList(c.SenderCPUs), FormatCPUList(c.ReceiverCPUs))
+	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
+		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
+		"latency messages unanswered; vs baseline: packets/s divided by the baseline's (p99 latency for latency workloads: below 1 is faster).\n")
+	if f.Interrupted {
+		b.WriteString("\nInterrupted: the results are incomplete.\n")
+	}
+	for _, n := range f.Notes {
+		fmt.Fprintf(&b, "\nNote: %s\n", n)
+	}
+	for _, p := range problems {
+		fmt.Fprintf(&b, "\nFailed: %s\n", p)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// pm writes "mean ± ci95" with the given decimals.
+func pm(x stats.Summary, dec int, unit string) string {
+	if x.N == 0 {
+		return "—"
+	}
+	s := fmt.Sprintf("%.*f", dec, x.Mean)
+	if x.N > 1 {
+		s += fmt.Sprintf(" ± %.*f", dec, x.CI95)
+	}
+	return s + unit
+}
+
+// sigDecimals is how many decimals show sig significant digits of x.
+func sigDecimals(x float64, sig int) int {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return sig - 1
+	}
+	d := sig - 1 - int(math.Floor(math.Log10(math.Abs(x))))
+	return min(max(d, 0), 6)
+}
+
+// pmSI writes a rate with an SI prefix shared by mean and interval:
+// "244.1k ± 3.2k".
+func pmSI(x stats.Summary) string {
+	if x.N == 0 {
+		return "—"
+	}
+	scale, unit := 1.0, ""
+	switch a := math.Abs(x.Mean); {
+	case a >= 1e9:
+		scale, unit = 1e9, "G"
+	case a >= 1e6:
+		scale, unit = 1e6, "M"
+	case a >= 1e3:
+		scale, unit = 1e3, "k"
+	}
+	s := fmt.Sprintf("%.1f%s", x.Mean/scale, unit)
+	if x.N > 1 {
+		s += fmt.Sprintf(" ± %.1f%s", x.CI95/scale, unit)
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func memString(b uint64) string {
+	if b == 0 {
+		return "memory unknown"
+	}
+	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+}

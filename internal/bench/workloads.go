@@ -1,0 +1,166 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// workloadKind describes one traffic pattern bench can drive.
+type workloadKind struct {
+	name    string
+	summary string
+	tool    string // the client/server tool it needs
+	maxSize int    // datagrams and sockperf messages stop at MaxUDPSize
+	flows   bool   // the --flows dimension applies
+	latency bool   // reports latency percentiles
+}
+
+var workloadKinds = []workloadKind{
+	{name: "udp-stress", summary: "K sockperf throughput clients (--clients) into one UDP server socket", tool: "sockperf", maxSize: MaxUDPSize},
+	{name: "udp", summary: "one iperf3 UDP flow at full speed", tool: "iperf3", maxSize: MaxUDPSize},
+	{name: "tcp", summary: "one iperf3 TCP flow", tool: "iperf3", maxSize: MaxSize},
+	{name: "multi-flow", summary: "N iperf3 UDP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxUDPSize, flows: true},
+	{name: "multi-flow-tcp", summary: "N iperf3 TCP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxSize, flows: true},
+	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+}
+
+func lookupWorkload(name string) (workloadKind, bool) {
+	for _, w := range workloadKinds {
+		if w.name == name {
+			return w, true
+		}
+	}
+	return workloadKind{}, false
+}
+
+func workloadNames() []string {
+	var n []string
+	for _, w := range workloadKinds {
+		n = append(n, w.name)
+	}
+	return n
+}
+
+// WorkloadHelp lists the workloads for the command's usage text.
+func WorkloadHelp() string {
+	var b strings.Builder
+	for _, w := range workloadKinds {
+		fmt.Fprintf(&b, "  %-15s %s\n", w.name, w.summary)
+	}
+	return b.String()
+}
+
+// workloadSizes splits a --workloads entry "tcp:128K" into the workload and
+// the sizes it runs at: its own, or --sizes when it names none.
+func workloadSizes(entry string, sizes []int) (workloadKind, []int, error) {
+	name, size, pinned := strings.Cut(entry, ":")
+	w, ok := lookupWorkload(name)
+	if !ok {
+		return w, nil, fmt.Errorf("unknown workload %q (known: %s)", name, strings.Join(workloadNames(), ", "))
+	}
+	if pinned {
+		n, err := ParseSize(size)
+		if err != nil {
+			return w, nil, fmt.Errorf("workload %q: %v", entry, err)
+		}
+		sizes = []int{n}
+	}
+	for _, n := range sizes {
+		if n > w.maxSize {
+			if w.maxSize == MaxUDPSize {
+				return w, nil, fmt.Errorf("workload %s: %d B does not fit a UDP datagram or a sockperf message (at most %d B; use 65507 for \"64K\")", w.name, n, MaxUDPSize)
+			}
+			return w, nil, fmt.Errorf("workload %s: %d B is more than %s", w.name, n, FormatSize(w.maxSize))
+		}
+	}
+	return w, sizes, nil
+}
+
+// Case is one cell of the matrix: what runs --runs times on one testbed.
+type Case struct {
+	Layout, Mode, Workload string
+	Size, Flows            int
+}
+
+func (c Case) String() string {
+	s := fmt.Sprintf("%s/%s %s %s", c.Layout, c.Mode, c.Workload, FormatSize(c.Size))
+	if c.Flows > 1 {
+		s += fmt.Sprintf(" ×%d", c.Flows)
+	}
+	return s
+}
+
+// Testbed is the cases that share one fresh testbed (one layout × mode).
+type TestbedPlan struct {
+	Layout, Mode string
+	Cases        []Case
+}
+
+// Plan expands a config into testbeds and their cases, in the order given
+// on the command line. Combinations a mode cannot run are left out and
+// explained in skipped.
+func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
+	for _, layout := range c.Layouts {
+		for _, mode := range c.Modes {
+			if why := unsupported(mode, layout); why != "" {
+				skipped = append(skipped, fmt.Sprintf("%s × %s skipped: %s", layout, mode, why))
+				continue
+			}
+			tp := TestbedPlan{Layout: layout, Mode: mode}
+			seen := map[Case]bool{}
+			for _, entry := range c.Workloads {
+				w, sizes, err := workloadSizes(entry, c.Sizes)
+				if err != nil {
+					return nil, nil, &ConfigError{err.Error()}
+				}
+				flows := []int{1}
+				if w.flows {
+					flows = c.Flows
+				}
+				for _, size := range sizes {
+					for _, f := range flows {
+						k := Case{layout, mode, w.name, size, f}
+						if !seen[k] {
+							seen[k] = true
+							tp.Cases = append(tp.Cases, k)
+						}
+					}
+				}
+			}
+			plan = append(plan, tp)
+		}
+	}
+	if len(plan) == 0 {
+		return nil, skipped, configErrorf("nothing to run: %s", strings.Join(skipped, "; "))
+	}
+	return plan, skipped, nil
+}
+
+// CountRuns returns how many runs a plan makes.
+func CountRuns(plan []TestbedPlan, c Config) int {
+	n := 0
+	for _, tp := range plan {
+		n += len(tp.Cases) * c.Runs
+	}
+	return n
+}
+
+// tools lists the programs a config needs, sorted.
+func tools(c Config) []string {
+	set := map[string]bool{}
+	for _, entry := range c.Workloads {
+		name, _, _ := strings.Cut(entry, ":")
+		if w, ok := lookupWorkload(name); ok {
+			set[w.tool] = true
+		}
+	}
+	var out []string
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
