@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// integration runs real benches: root, real testbeds, real tools.
+func integration(t *testing.T, suffix string) (online []int, name func(int) string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	online, err := OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("bt%d%s", os.Getpid(), suffix)
+	t.Cleanup(func() { assertNoNamespaces(t, "fb-"+tag+"-") })
+	return online, func(i int) string { return fmt.Sprintf("%s-%d", tag, i) }
+}
+
+func assertNoNamespaces(t *testing.T, prefix string) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			t.Errorf("namespace left behind: %s", l)
+			exec.Command("ip", "netns", "del", strings.Fields(l)[0]).Run()
+		}
+	}
+}
+
+func TestBenchHostAndDocker(t *testing.T) {
+	online, name := integration(t, "a")
+	c, err := resolve(t, online, "--layouts", "host,docker", "--workloads", "udp-stress:16,tcp:64K",
+		"--runs", "1", "--duration", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Preflight(c); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
+		Progress: NewProgress(io.Discard, false, true, 4, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := WriteFile(path, f); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if f.Machine.Cores != len(online) || f.Machine.Kernel == "" || f.Interrupted || len(f.Results) != 4 {
+		t.Fatalf("file: machine %+v, interrupted %v, %d results", f.Machine, f.Interrupted, len(f.Results))
+	}
+	for _, r := range f.Results {
+		what := fmt.Sprintf("%s/%s %s", r.Layout, r.Mode, r.Workload)
+		if len(r.Errors) > 0 || len(r.Runs) != 1 {
+			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
+			continue
+		}
+		run := r.Runs[0]
+		if run.PPS <= 0 || run.Gbps <= 0 || run.WindowS < 0.9 || len(run.Tool) == 0 {
+			t.Errorf("%s: pps %v gbps %v window %v, %d tool results", what, run.PPS, run.Gbps, run.WindowS, len(run.Tool))
+		}
+		for _, cpu := range online {
+			if _, ok := run.CPU[cpu]; !ok {
+				t.Errorf("%s: CPU %d missing", what, cpu)
+			}
+		}
+		if r.Summary["pps"].Mean != run.PPS || r.Baseline != "host/vanilla" || r.Normalized["pps"].Mean <= 0 {
+			t.Errorf("%s: summary %+v, baseline %q, normalised %+v", what, r.Summary["pps"], r.Baseline, r.Normalized["pps"])
+		}
+		if r.Workload == "tcp" && (run.OutOfOrder == nil || run.Retransmits == nil || run.Counters["rx.Tcp.InSegs"] <= 0) {
+			t.Errorf("%s: TCP counters missing: %+v", what, run.Counters)
+		}
+		if r.Workload == "udp-stress" && (run.Counters["tx.Udp.OutDatagrams"] <= 0 || r.Clients != 3) {
+			t.Errorf("%s: UDP counters %+v, %d clients", what, run.Counters, r.Clients)
+		}
+	}
+}
+
+// TestBenchInterrupted cancels a bench mid-run, as ctrl-C does: the mode is
+// undone, the testbed removed, and what was measured kept.
+func TestBenchInterrupted(t *testing.T) {
+	online, name := integration(t, "b")
+	c, err := resolve(t, online, "--layouts", "docker", "--modes", "benchtest", "--workloads", "tcp:64K",
+		"--runs", "2", "--duration", "5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	*testMode = benchtestMode{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Interrupt a second into the first run, whatever the setup took.
+	w := &watch{on: "run 1/2", do: func() { time.AfterFunc(time.Second, cancel) }}
+	f, err := Execute(ctx, c, RunOptions{TestbedName: name, Progress: NewProgress(w, true, false, 2, 0)})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Errorf("error %v, want interrupted", err)
+	}
+	if f == nil || !f.Interrupted || len(f.Results) != 1 || len(f.Results[0].Runs) != 0 {
+		t.Fatalf("results after interrupt: %+v", f)
+	}
+	if testMode.setups != 1 || testMode.undos != 1 {
+		t.Errorf("mode set up %d times, undone %d times; want 1 and 1", testMode.setups, testMode.undos)
+	}
+}
+
+// watch calls do once the first time what is written to it contains on.
+type watch struct {
+	on   string
+	do   func()
+	once sync.Once
+}
+
+func (w *watch) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.on) {
+		w.once.Do(w.do)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,401 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/stats"
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// env is one run of one case on a testbed.
+type env struct {
+	cfg              Config
+	tb               *testbed.Testbed
+	cs               Case
+	clients, servers []testbed.Endpoint
+	run              int
+}
+
+// traffic is what a workload starts: servers first, then clients that all
+// run at once and return the tool's parsed result.
+type traffic struct {
+	servers []func(ctx context.Context) (workload.Server, error)
+	clients []func(ctx context.Context) (any, error)
+	// rx and tx are the namespaces whose SNMP counters are the receiving
+	// and sending applications'.
+	rx, tx []string
+}
+
+// Ports move with the run number so a run never meets the previous run's
+// sockets (TIME_WAIT, a server slow to die).
+func (e *env) port(base, flow int) int { return base + (e.run-1)*100 + flow }
+
+func (e *env) senderCPU(i int) []int   { return []int{e.cfg.SenderCPUs[i%len(e.cfg.SenderCPUs)]} }
+func (e *env) receiverCPU(i int) []int { return []int{e.cfg.ReceiverCPUs[i%len(e.cfg.ReceiverCPUs)]} }
+
+// clientTime is how long clients run: warm-up, window and a tail, so the
+// traffic is steady from before the window opens until after it closes.
+func (e *env) clientTime() time.Duration {
+	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail
+}
+
+func (e *env) measure(ctx context.Context) (Run, error) {
+	switch e.cs.Workload {
+	case "udp-stress":
+		return e.udpStress(ctx)
+	case "udp", "tcp", "multi-flow", "multi-flow-tcp":
+		return e.iperf3(ctx)
+	case "latency", "latency-tcp", "latency-load":
+		return e.latency(ctx)
+	}
+	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
+}
+
+// udpStress: K sockperf throughput clients into one UDP socket. Receiver
+// packets/s is the receiving namespace's Udp InDatagrams over the window;
+// loss compares it with the senders' OutDatagrams.
+func (e *env) udpStress(ctx context.Context) (Run, error) {
+	srv := e.servers[0]
+	port := e.port(11111, 0)
+	t := traffic{rx: []string{srv.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), false)
+	})
+	for i := 0; i < e.cfg.Clients; i++ {
+		cl := e.clients[i%len(e.clients)]
+		t.tx = appendUnique(t.tx, cl.Netns)
+		opts := workload.SockperfOpts{Mode: "throughput", Netns: cl.Netns, Addr: srv.Addr, Port: port,
+			Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.senderCPU(i)}
+		t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
+	}
+	run, _, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	rx, tx := run.Counters["rx.Udp.InDatagrams"], run.Counters["tx.Udp.OutDatagrams"]
+	run.PPS = float64(rx) / run.WindowS
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
+	run.LossPct = lossPct(tx, rx)
+	return run, nil
+}
+
+// iperf3 drives udp, tcp and the multi-flow workloads: one iperf3 client
+// and server per flow, flow i between the i-th client and server endpoint
+// (round robin over containers). Packets/s are the receivers' UDP datagrams
+// or TCP segments over the window; Gbit/s is iperf3's receiver rate.
+func (e *env) iperf3(ctx context.Context) (Run, error) {
+	udp := e.cs.Workload == "udp" || e.cs.Workload == "multi-flow"
+	var t traffic
+	for i := 0; i < e.cs.Flows; i++ {
+		srv, cl := e.servers[i%len(e.servers)], e.clients[i%len(e.clients)]
+		port, i := e.port(5201, i), i
+		t.rx, t.tx = appendUnique(t.rx, srv.Netns), appendUnique(t.tx, cl.Netns)
+		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+			return workload.StartIperf3Server(ctx, srv.Netns, port, e.receiverCPU(i))
+		})
+		opts := workload.Iperf3Opts{Netns: cl.Netns, Addr: srv.Addr, Port: port, UDP: udp, Size: e.cs.Size,
+			Duration: e.clientTime(), CPUs: e.senderCPU(i)}
+		t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunIperf3(ctx, opts) })
+	}
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	var bps float64
+	var ooo, retrans int64
+	for _, x := range results {
+		r := x.(workload.Iperf3Result)
+		bps += r.BitsPerSecond
+		ooo += r.OutOfOrder
+		retrans += r.Retransmits
+	}
+	run.Gbps = bps / 1e9
+	if udp {
+		rx, tx := run.Counters["rx.Udp.InDatagrams"], run.Counters["tx.Udp.OutDatagrams"]
+		run.PPS = float64(rx) / run.WindowS
+		run.LossPct = lossPct(tx, rx)
+	} else {
+		run.PPS = float64(run.Counters["rx.Tcp.InSegs"]) / run.WindowS
+		// TCP does not lose data; what it lost on the way shows as
+		// retransmitted segments, as a share of those sent.
+		run.LossPct = lossPct(run.Counters["tx.Tcp.OutSegs"], run.Counters["tx.Tcp.OutSegs"]-run.Counters["tx.Tcp.RetransSegs"])
+		ooo = run.Counters["rx.TcpExt.TCPOFOQueue"]
+		run.Retransmits = &retrans
+	}
+	run.OutOfOrder = &ooo
+	return run, nil
+}
+
+// latency: one sockperf ping-pong (or under-load at --rate) client and
+// server; packets/s is the messages per second the client sent (round
+// trips for ping-pong).
+func (e *env) latency(ctx context.Context) (Run, error) {
+	srv, cl := e.servers[0], e.clients[0]
+	tcp := e.cs.Workload == "latency-tcp"
+	port := e.port(11211, 0)
+	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), tcp)
+	})
+	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
+		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
+	if e.cs.Workload == "latency-load" {
+		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
+	}
+	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	r := results[0].(workload.SockperfResult)
+	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
+	run.PPS = r.MsgPerSec
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
+	// under-load replies to a sample of messages only, so Sent vs Received
+	// is no loss; sockperf counts the sampled messages that never came back.
+	run.LossPct = lossPct(r.Observations+r.Dropped, r.Observations)
+	run.OutOfOrder = &r.OutOfOrder
+	return run, nil
+}
+
+func lossPct(sent, received int64) float64 {
+	if sent <= 0 || received >= sent {
+		return 0
+	}
+	return 100 * float64(sent-received) / float64(sent)
+}
+
+// window starts the servers, then all clients at once; after the warm-up it
+// samples every counter, waits the window, samples again, and waits for the
+// clients. Servers are stopped on every path.
+func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var srvs []workload.Server
+	defer func() {
+		for _, s := range srvs {
+			s.Stop()
+		}
+	}()
+	for _, start := range t.servers {
+		s, err := start(ctx)
+		if err != nil {
+			return Run{}, nil, err
+		}
+		srvs = append(srvs, s)
+	}
+	type outcome struct {
+		res  any
+		err  error
+		done time.Time
+	}
+	out := make([]outcome, len(t.clients))
+	var wg sync.WaitGroup
+	for i, c := range t.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c(ctx)
+			out[i] = outcome{res, err, time.Now()}
+			if err != nil {
+				cancel() // one client failing spoils the run: stop the others
+			}
+		}()
+	}
+	// fail reports a client's own failure rather than the cancellation
+	// it caused.
+	fail := func(err error) (Run, []any, error) {
+		cancel()
+		wg.Wait()
+		for i, o := range out {
+			if o.err != nil && !errors.Is(o.err, context.Canceled) {
+				return Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
+			}
+		}
+		return Run{}, nil, err
+	}
+	started, err := e.awaitTraffic(ctx, t)
+	if err != nil {
+		return fail(err)
+	}
+	if err := sleep(ctx, time.Duration(e.cfg.Warmup)); err != nil {
+		return fail(err)
+	}
+	before, err := e.sample(t)
+	if err != nil {
+		return fail(err)
+	}
+	if err := sleep(ctx, time.Duration(e.cfg.Duration)); err != nil {
+		return fail(err)
+	}
+	after, err := e.sample(t)
+	if err != nil {
+		return fail(err)
+	}
+	wg.Wait()
+	var results []any
+	var raw []json.RawMessage
+	for i, o := range out {
+		if o.err != nil {
+			return Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
+		}
+		if o.done.Before(after.at) {
+			return Run{}, nil, fmt.Errorf("client %d stopped %s before the window closed: it started late or ended early; a longer --warmup may help",
+				i, after.at.Sub(o.done).Round(time.Millisecond))
+		}
+		results = append(results, o.res)
+		b, err := json.Marshal(o.res)
+		if err != nil {
+			return Run{}, nil, err
+		}
+		raw = append(raw, b)
+	}
+	for _, s := range srvs {
+		if err := s.Stop(); err != nil {
+			return Run{}, nil, err
+		}
+	}
+	srvs = nil
+	run := Run{Started: started, WindowS: after.at.Sub(before.at).Seconds(), Tool: raw,
+		CPU: procfs.Window(before.cpu, after.cpu), Counters: map[string]int64{}}
+	for k, v := range after.counters {
+		run.Counters[k] = v - before.counters[k]
+	}
+	// An application sharing its namespace with a VXLAN device (the vxlan
+	// layout) sees that device's encapsulated datagrams counted in Udp
+	// InDatagrams too: the tunnel socket counts every packet it decaps.
+	if ov := run.Counters["rx.overlay.packets"]; ov > 0 {
+		run.Counters["rx.Udp.InDatagrams"] = max(0, run.Counters["rx.Udp.InDatagrams"]-ov)
+	}
+	if run.WindowS <= 0 {
+		return Run{}, nil, fmt.Errorf("empty measurement window")
+	}
+	return run, results, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Traffic counts as flowing once the packet counters of the clients' and
+// servers' namespaces grew in every poll for trafficPolls polls: the tools
+// start at their own pace (sockperf spends two seconds in a warm-up stage
+// that sends a handful of messages and then waits), so the warm-up and the
+// window are timed from the first steady traffic, not from the launch.
+// (A burst, or a few packets held up by ARP on the overlay, does not
+// last 200 ms.)
+const (
+	trafficPoll    = 25 * time.Millisecond
+	trafficPolls   = 8
+	trafficTimeout = 15 * time.Second
+)
+
+func (e *env) awaitTraffic(ctx context.Context, t traffic) (time.Time, error) {
+	count := func() (int64, error) {
+		var n int64
+		for _, ns := range append(append([]string{}, t.rx...), t.tx...) {
+			s, err := procfs.ReadSNMP(ns)
+			if err != nil {
+				return 0, fmt.Errorf("counters of %s: %w", ns, err)
+			}
+			n += s["Udp"]["InDatagrams"] + s["Udp"]["OutDatagrams"] + s["Tcp"]["InSegs"] + s["Tcp"]["OutSegs"]
+		}
+		return n, nil
+	}
+	last, err := count()
+	if err != nil {
+		return time.Time{}, err
+	}
+	deadline := time.Now().Add(trafficTimeout)
+	for grew := 0; grew < trafficPolls; {
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("no traffic between the clients and servers within %s", trafficTimeout)
+		}
+		if err := sleep(ctx, trafficPoll); err != nil {
+			return time.Time{}, err
+		}
+		n, err := count()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if n > last {
+			grew++
+		} else {
+			grew = 0
+		}
+		last = n
+	}
+	return time.Now().UTC(), nil
+}
+
+// sample is every counter at one end of the window.
+type sample struct {
+	at       time.Time
+	cpu      procfs.Snapshot
+	counters map[string]int64
+}
+
+// counterKeys are the SNMP and netstat counters kept per run, for the
+// receiving ("rx.") and sending ("tx.") applications' namespaces.
+var counterKeys = map[string][][2]string{
+	"rx": {{"Udp", "InDatagrams"}, {"Udp", "InErrors"}, {"Udp", "RcvbufErrors"}, {"Udp", "NoPorts"},
+		{"Tcp", "InSegs"}, {"Tcp", "InErrs"}, {"TcpExt", "TCPOFOQueue"}, {"TcpExt", "TCPOFODrop"}},
+	"tx": {{"Udp", "OutDatagrams"}, {"Udp", "SndbufErrors"}, {"Tcp", "OutSegs"}, {"Tcp", "RetransSegs"}},
+}
+
+func (e *env) sample(t traffic) (sample, error) {
+	s := sample{at: time.Now(), counters: map[string]int64{}}
+	var err error
+	if s.cpu, err = procfs.TakeSnapshot(); err != nil {
+		return s, err
+	}
+	for role, nss := range map[string][]string{"rx": t.rx, "tx": t.tx} {
+		for _, ns := range nss {
+			snmp, err := procfs.ReadSNMP(ns)
+			if err != nil {
+				return s, fmt.Errorf("counters of %s: %w", ns, err)
+			}
+			for _, k := range counterKeys[role] {
+				s.counters[role+"."+k[0]+"."+k[1]] += snmp[k[0]][k[1]]
+			}
+		}
+	}
+	for _, h := range e.tb.Hosts {
+		if h.Overlay == "" || !contains(t.rx, h.Netns) {
+			continue
+		}
+		devs, err := readNetDev(h.Netns)
+		if err != nil {
+			return s, err
+		}
+		d := devs[h.Overlay]
+		s.counters["rx.overlay.packets"] += int64(d.RxPackets + d.RxDropped)
+	}
+	return s, nil
+}
+
+func statsOf(x float64) stats.Summary { return stats.Summary{Mean: x, N: 1} }
+
+func sortedCPUs(m map[int]procfs.CPUWindow) []int {
+	var out []int
+	for c := range m {
+		out = append(out, c)
+	}
+	sort.Ints(out)
+	return out
+}

@@ -1,0 +1,225 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// RunOptions are what the command adds to a Config.
+type RunOptions struct {
+	Version  string
+	Command  string
+	Progress *Progress
+	// TestbedName names the i-th testbed; default "b<pid>-<i>", which
+	// testbed turns into namespaces fb-b<pid>-<i>-h1 ….
+	TestbedName func(i int) string
+}
+
+// Preflight checks what a run needs from the system — root, ip, the
+// traffic tools, taskset, the modes' own needs, a writable place for the
+// results — so that nothing is created for a run that cannot finish.
+func Preflight(c Config) error {
+	if c.JSON != "" {
+		dir := filepath.Dir(c.JSON)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--json %s: directory %s does not exist", c.JSON, dir)
+		}
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		return err
+	}
+	if err := workload.CheckTools(append(tools(c), "taskset")...); err != nil {
+		return err
+	}
+	for _, name := range c.Modes {
+		if m, ok := LookupMode(name); ok {
+			if p, ok := m.(Preflighter); ok {
+				if err := p.Preflight(); err != nil {
+					return fmt.Errorf("mode %s: %w", name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// EstimateRun is the expected wall time of one run: warm-up, window, the
+// tail the clients run past it (whole seconds), starting the tools, and
+// sockperf's own two-second warm-up stage when it is used.
+func EstimateRun(c Config) time.Duration {
+	d := time.Duration(c.Warmup+c.Duration) + tail
+	d = (d+time.Second-1)/time.Second*time.Second + 500*time.Millisecond
+	if contains(tools(c), "sockperf") {
+		d += 2 * time.Second
+	}
+	return d
+}
+
+// tail keeps the clients sending a little past the window, so the window
+// never sees them stop.
+const tail = 500 * time.Millisecond
+
+// Execute builds a fresh testbed for each layout × mode, sets the mode up,
+// runs every case there, undoes the mode and removes the testbed — also
+// when a step fails or ctx is cancelled (ctrl-C). It returns the results
+// gathered, complete or not, and an error describing whatever failed.
+func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
+	plan, skipped, err := Plan(c)
+	if err != nil {
+		return nil, err
+	}
+	if o.Progress == nil {
+		o.Progress = NewProgress(os.Stderr, false, true, 0, 0)
+	}
+	if o.TestbedName == nil {
+		pid := os.Getpid()
+		o.TestbedName = func(i int) string { return fmt.Sprintf("b%d-%d", pid, i) }
+	}
+	f := &File{Format: Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
+		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []Result{}}
+	for _, s := range skipped {
+		o.Progress.Note("falcon bench: %s", s)
+	}
+	r := &runner{cfg: c, p: o.Progress, totalCases: 0}
+	for _, tp := range plan {
+		r.totalCases += len(tp.Cases)
+	}
+	var errs []error
+	for i, tp := range plan {
+		if ctx.Err() != nil {
+			break
+		}
+		res, err := r.testbed(ctx, tp, o.TestbedName(i))
+		f.Results = append(f.Results, res...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	f.Finished = time.Now().UTC().Truncate(time.Second)
+	if ctx.Err() != nil {
+		f.Interrupted = true
+		errs = append(errs, fmt.Errorf("interrupted; the testbeds were removed and the results so far kept"))
+	}
+	Normalize(f.Results, c.Baseline)
+	return f, errors.Join(errs...)
+}
+
+type runner struct {
+	cfg        Config
+	p          *Progress
+	totalCases int
+	caseNo     int
+}
+
+// testbed runs the cases of one layout × mode on a testbed of its own.
+func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (results []Result, err error) {
+	results = make([]Result, len(tp.Cases))
+	for i, cs := range tp.Cases {
+		results[i] = Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
+			Testbed: name, Runs: []Run{}}
+		switch cs.Workload {
+		case "udp-stress":
+			results[i].Clients = r.cfg.Clients
+		case "latency-load":
+			results[i].Rate = r.cfg.Rate
+		}
+	}
+	// fail marks the cases that cannot run; they still appear in the
+	// results, so a reader sees what is missing and why.
+	fail := func(err error) ([]Result, error) {
+		for i := range results {
+			if len(results[i].Runs) == 0 && len(results[i].Errors) == 0 {
+				results[i].Errors = []string{err.Error()}
+				r.p.Skip(r.cfg.Runs)
+			}
+		}
+		return results, err
+	}
+
+	r.p.Stage("%s/%s: testbed %s up", tp.Layout, tp.Mode, name)
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: tp.Layout, Containers: r.cfg.Containers})
+	if err != nil {
+		r.caseNo += len(tp.Cases)
+		return fail(err)
+	}
+	defer func() {
+		r.p.Stage("%s/%s: testbed %s down", tp.Layout, tp.Mode, name)
+		if derr := testbed.Down(name); derr != nil {
+			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon testbed down --name %s')", name, derr, name))
+		}
+	}()
+	m, _ := LookupMode(tp.Mode)
+	r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
+	undo, err := m.Setup(ctx, tb)
+	if err != nil {
+		r.caseNo += len(tp.Cases)
+		return fail(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
+	}
+	if undo != nil {
+		defer func() {
+			r.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
+			if uerr := undo(); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, name, uerr))
+			}
+		}()
+	}
+	clients, servers := tb.Endpoints()
+	if len(clients) == 0 || len(servers) == 0 {
+		return fail(fmt.Errorf("testbed %s has no endpoints", name))
+	}
+	var eps []string
+	for i := range servers {
+		eps = append(eps, fmt.Sprintf("%s %s -> %s %s", clients[i%len(clients)].Netns, clients[i%len(clients)].Addr, servers[i].Netns, servers[i].Addr))
+	}
+	failed := 0
+	for i, cs := range tp.Cases {
+		if ctx.Err() != nil {
+			break
+		}
+		r.caseNo++
+		res := &results[i]
+		res.Endpoints = eps
+		for run := 1; run <= r.cfg.Runs && ctx.Err() == nil; run++ {
+			r.p.Stage("case %d/%d %s · run %d/%d", r.caseNo, r.totalCases, cs, run, r.cfg.Runs)
+			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: run}
+			rec, err := e.measure(ctx)
+			if ctx.Err() != nil {
+				break // a run cut short by ctrl-C measures nothing
+			}
+			if err != nil {
+				failed++
+				res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", run, err))
+				r.p.RunDone(fmt.Sprintf("%s run %d/%d failed: %v", cs, run, r.cfg.Runs, err))
+				continue
+			}
+			res.Runs = append(res.Runs, rec)
+			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, run, r.cfg.Runs, runLine(rec)))
+		}
+		res.Summarize()
+	}
+	if failed > 0 {
+		err = fmt.Errorf("%d run(s) on %s/%s failed (see the results)", failed, tp.Layout, tp.Mode)
+	}
+	return results, err
+}
+
+// runLine is one run in a few words, for logs.
+func runLine(r Run) string {
+	s := fmt.Sprintf("%s pps, %.3f Gbit/s, loss %.2f%%", pmSI(statsOf(r.PPS)), r.Gbps, r.LossPct)
+	if r.Latency != nil {
+		s += fmt.Sprintf(", p50 %.1f µs, p99 %.1f µs", r.Latency.P50Us, r.Latency.P99Us)
+	}
+	var soft []string
+	for _, c := range sortedCPUs(r.CPU) {
+		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
+	}
+	return s + ", softirq % " + strings.Join(soft, "/")
+}
