@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/bench"
+)
+
+// reportOut is where report writes the table (tests swap it).
+var reportOut io.Writer = os.Stdout
+
+func init() {
+	register(command{name: "report", summary: "print a results file's table; draw it as SVG", run: runReport})
+}
+
+func runReport(args []string) error {
+	fs := newFlagSet("report", "[--svg OUT.svg] [--baseline LAYOUT/MODE|auto] FILE")
+	svg := fs.String("svg", "", "also draw the normalised figures as a bar chart into `OUT.svg`")
+	baseline := fs.String("baseline", "", "normalise against this instead of what the file records (LAYOUT/MODE or auto)")
+	// The file may come before or after the flags.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usagef("%s", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 {
+		return usagef("want one results file, got %d", len(files))
+	}
+	f, err := bench.ReadFile(files[0])
+	if err != nil {
+		return err
+	}
+	if *baseline != "" {
+		b := *baseline
+		if b != "auto" && !strings.Contains(b, "/") {
+			b += "/vanilla"
+		}
+		bench.Normalize(f.Results, b)
+	}
+	if *svg != "" {
+		var buf bytes.Buffer
+		if err := bench.WriteSVG(&buf, f); err != nil {
+			return err
+		}
+		if err := os.WriteFile(*svg, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "falcon report: chart in %s\n", *svg)
+	}
+	return bench.WriteTable(reportOut, f)
+}
