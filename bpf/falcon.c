@@ -50,8 +50,9 @@ struct {
 	__type(value, struct counters);
 } falcon_counters SEC(".maps");
 
-/* Sparse (hooks x |S| entries in use), so not preallocated: a dense per-CPU
- * array of MAX_HOOKS x MAX_CPUS would cost megabytes per CPU. */
+/* Steered packets to CPUs >= STEER_SLOTS. Sparse (hooks x |S| entries in
+ * use), so not preallocated: a dense per-CPU array of MAX_HOOKS x MAX_CPUS
+ * would cost megabytes per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 65536);
@@ -143,18 +144,43 @@ struct udphdr_ {
 	__be16 check;
 };
 
+/* Headers deeper than this are read with bpf_skb_load_bytes() only; it keeps
+ * the offsets the verifier sees bounded. */
+#define MAX_DIRECT_OFF 256
+
+/* Copies len bytes at off into dst: straight from the linear data when they
+ * are there (the usual case: GRO pulled every header it parsed, inner ones
+ * included), else through bpf_skb_load_bytes(), which also reads paged
+ * data. Packet loads may be unaligned on the targets falcon runs on; the
+ * alignment hint only lets clang copy in words rather than bytes. */
+static __always_inline int load(struct __sk_buff *skb, __u32 off, void *dst, __u32 len)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	void *p;
+
+	if (off <= MAX_DIRECT_OFF) {
+		p = data + off;
+		if (p + len <= end) {
+			__builtin_memcpy(dst, __builtin_assume_aligned(p, 2), len);
+			return 0;
+		}
+	}
+	return bpf_skb_load_bytes(skb, off, dst, len);
+}
+
 /* Returns 0 or a CNT_PASS_* reason; *off moves past the Ethernet header and
  * at most one VLAN tag (tc usually sees tags already moved to skb metadata). */
 static __always_inline int parse_eth(struct __sk_buff *skb, __u32 *off, __u16 *proto)
 {
 	__be16 p;
 
-	if (bpf_skb_load_bytes(skb, *off + 12, &p, sizeof(p)))
+	if (load(skb, *off + 12, &p, sizeof(p)))
 		return CNT_PASS_TRUNCATED;
 	*off += ETH_HLEN;
 	*proto = bpf_ntohs(p);
 	if (*proto == ETH_P_8021Q || *proto == ETH_P_8021AD) {
-		if (bpf_skb_load_bytes(skb, *off + 2, &p, sizeof(p)))
+		if (load(skb, *off + 2, &p, sizeof(p)))
 			return CNT_PASS_TRUNCATED;
 		*off += 4;
 		*proto = bpf_ntohs(p);
@@ -169,7 +195,7 @@ static __always_inline int parse_ip4(struct __sk_buff *skb, __u32 *off, struct f
 	struct iphdr4 ip;
 	__u32 ihl;
 
-	if (bpf_skb_load_bytes(skb, *off, &ip, sizeof(ip)))
+	if (load(skb, *off, &ip, sizeof(ip)))
 		return CNT_PASS_TRUNCATED;
 	if ((ip.ver_ihl >> 4) != 4)
 		return CNT_PASS_MALFORMED;
@@ -197,7 +223,7 @@ static __always_inline int parse_ip6(struct __sk_buff *skb, __u32 *off, struct f
 	__u32 nh;
 	int i;
 
-	if (bpf_skb_load_bytes(skb, *off, &ip, sizeof(ip)))
+	if (load(skb, *off, &ip, sizeof(ip)))
 		return CNT_PASS_TRUNCATED;
 	if ((bpf_ntohl(ip.ver_tc_fl) >> 28) != 6)
 		return CNT_PASS_MALFORMED;
@@ -209,7 +235,7 @@ static __always_inline int parse_ip6(struct __sk_buff *skb, __u32 *off, struct f
 			return CNT_PASS_FRAGMENT;
 		if (nh != PROTO_HOPOPTS && nh != PROTO_ROUTING && nh != PROTO_DSTOPTS && nh != PROTO_AH)
 			break;
-		if (bpf_skb_load_bytes(skb, *off, ext, sizeof(ext)))
+		if (load(skb, *off, ext, sizeof(ext)))
 			return CNT_PASS_TRUNCATED;
 		*off += nh == PROTO_AH ? ((__u32)ext[1] + 2) * 4 : ((__u32)ext[1] + 1) * 8;
 		nh = ext[0];
@@ -251,7 +277,7 @@ static __always_inline int parse_l4(struct __sk_buff *skb, __u32 off, struct flo
 		return 0;
 	if (off + need > skb->len)
 		return CNT_PASS_TRUNCATED;
-	if (bpf_skb_load_bytes(skb, off, ports, sizeof(ports)))
+	if (load(skb, off, ports, sizeof(ports)))
 		return CNT_PASS_TRUNCATED;
 	fl->ports = (__u32)bpf_ntohs(ports[0]) << 16 | bpf_ntohs(ports[1]);
 	return 0;
@@ -285,12 +311,12 @@ static __always_inline int parse_outer(struct __sk_buff *skb, struct config *cfg
 		return r;
 	if (outer.proto != PROTO_UDP)
 		return CNT_PASS_NOT_VXLAN;
-	if (bpf_skb_load_bytes(skb, *off, &udp, sizeof(udp)))
+	if (load(skb, *off, &udp, sizeof(udp)))
 		return CNT_PASS_TRUNCATED;
 	if (!vxlan_port(cfg, bpf_ntohs(udp.dest)))
 		return CNT_PASS_NOT_VXLAN;
 	*off += sizeof(udp);
-	if (bpf_skb_load_bytes(skb, *off, vx, sizeof(vx)))
+	if (load(skb, *off, vx, sizeof(vx)))
 		return CNT_PASS_TRUNCATED;
 	if (!(vx[0] & VXLAN_FLAG_VNI))
 		return CNT_PASS_MALFORMED;
@@ -414,11 +440,15 @@ static __always_inline __u32 choose(struct config *cfg, struct load *ld, __u32 f
 	return cpu_idx(h2 % n);
 }
 
-static __always_inline void count_steered(__u32 hid, __u32 cpu)
+static __always_inline void count_steered(struct counters *cnt, __u32 hid, __u32 cpu)
 {
 	struct steer_key k = { .hook = hid, .cpu = cpu };
 	__u64 one = 1, *v;
 
+	if (cpu < STEER_SLOTS) {
+		cnt->to[cpu]++;
+		return;
+	}
 	v = bpf_map_lookup_elem(&falcon_steered, &k);
 	if (v)
 		*v += 1;
@@ -539,7 +569,7 @@ int falcon_steer(struct __sk_buff *skb)
 			h = steer_hash(fh, pos - 1, n);
 	}
 	bpf_set_hash(skb, h);
-	count_steered(hid, dest);
+	count_steered(cnt, hid, dest);
 	record(skb, fh, kind, dest, h, hit);
 	return PASS;
 }

@@ -9,7 +9,8 @@
 
 #define MAX_CPUS 1024   /* highest CPU id + 1, and the largest Falcon CPU set */
 #define MAX_PORTS 8     /* VXLAN UDP ports recognised at a NIC hook */
-#define MAX_HOOKS 256   /* attachment points of one datapath */
+#define MAX_HOOKS 128   /* attachment points of one datapath */
+#define STEER_SLOTS 64  /* CPUs < this count their steered packets in struct counters */
 #define FLOWLET_ENTRIES 65536
 
 enum role {
@@ -84,6 +85,11 @@ struct hook {
 
 struct counters {
 	__u64 c[CNT_MAX];
+	/* Packets whose next stage was sent to CPU i (< STEER_SLOTS): the
+	 * counter sits in the line the program already touches, where a hash
+	 * map lookup would cost a quarter of the program. Higher CPUs count in
+	 * the falcon_steered map. */
+	__u64 to[STEER_SLOTS];
 };
 
 struct flowlet_key {

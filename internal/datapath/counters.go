@@ -147,6 +147,11 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 			if ran > 0 {
 				s.RanOn[cpu] = ran
 			}
+			for to, n := range v.To {
+				if n > 0 {
+					s.SteeredTo[to] += n
+				}
+			}
 		}
 		byID[id] = s
 		ids = append(ids, id)

@@ -19,7 +19,7 @@ import (
 const (
 	MaxCPUs  = 1024 // CPU ids and the size of the CPU set
 	MaxPorts = 8    // VXLAN UDP ports
-	MaxHooks = 256  // attachments of one datapath
+	MaxHooks = 128  // attachments of one datapath
 )
 
 // Counter slots, as enum counter in bpf/falcon.h.

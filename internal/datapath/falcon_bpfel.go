@@ -29,8 +29,9 @@ type falconConfig struct {
 }
 
 type falconCounters struct {
-	_ structs.HostLayout
-	C [11]uint64
+	_  structs.HostLayout
+	C  [11]uint64
+	To [64]uint64
 }
 
 type falconDebug struct {

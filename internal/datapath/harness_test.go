@@ -32,12 +32,19 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
+	return newHarnessDebug(t, cfg, true)
+}
+
+// newHarnessDebug with debug false loads the programs as production does
+// (run and tryRun then cannot see decisions).
+func newHarnessDebug(t *testing.T, cfg Config, debug bool) *harness {
+	t.Helper()
 	requireRoot(t)
 	d, err := Load(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.debug = true
+	d.debug = debug
 	h := &harness{t: t, d: d, progs: map[Role]*ebpf.Program{}, hooks: map[Role]Hook{}, ids: map[Role]uint32{}}
 	t.Cleanup(func() {
 		for _, p := range h.progs {

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/seqcheck"
@@ -123,6 +125,9 @@ func TestSteeringOnTestbed(t *testing.T) {
 		}
 	}
 	attach()
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
 
 	const port = 40123
 	dst := netip.MustParseAddr(sv.Addr)
@@ -202,6 +207,16 @@ func TestSteeringOnTestbed(t *testing.T) {
 	}
 	if moved == 0 {
 		t.Error("steer: no flow had a stage on another CPU than its NIC stage")
+	}
+	ps, err := d.ProgramStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ps {
+		t.Logf("cost at %s: %d runs, %v per packet", s.Hook, s.RunCount, s.PerRun())
+	}
+	if total, n, err := ReadProgramStats(); err != nil || n < len(hooks) || total.RunCount == 0 {
+		t.Errorf("ReadProgramStats: %d programs, %+v, %v", n, total, err)
 	}
 
 	// Fallback, both spellings: the next stages stay on the NIC stage's CPU.

@@ -1,0 +1,79 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// ProgStats is what one program instance cost. The kernel counts only while
+// BPF run-time statistics are on: ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+// (for as long as its fd is open) or sysctl kernel.bpf_stats_enabled=1.
+type ProgStats struct {
+	Hook     Hook // zero when read from another process
+	RunCount uint64
+	RunTime  time.Duration
+}
+
+// PerRun is the mean cost of one run (one packet).
+func (s ProgStats) PerRun() time.Duration {
+	if s.RunCount == 0 {
+		return 0
+	}
+	return s.RunTime / time.Duration(s.RunCount)
+}
+
+// ProgramStats reports each attached hook's program.
+func (d *Datapath) ProgramStats() ([]ProgStats, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []ProgStats
+	for _, a := range d.hooks {
+		s, err := progStats(a.prog)
+		if err != nil {
+			return nil, err
+		}
+		s.Hook = a.hook
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func progStats(p *ebpf.Program) (ProgStats, error) {
+	st, err := p.Stats()
+	if err != nil {
+		return ProgStats{}, fmt.Errorf("BPF program statistics: %w", err)
+	}
+	return ProgStats{RunCount: st.RunCount, RunTime: st.Runtime}, nil
+}
+
+// ReadProgramStats sums the statistics of every falcon program loaded on
+// the machine, whichever process loaded them (falcon status, falcon bench).
+func ReadProgramStats() (total ProgStats, programs int, err error) {
+	var id ebpf.ProgramID
+	for {
+		id, err = ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return total, programs, nil
+		}
+		if err != nil {
+			return total, programs, fmt.Errorf("list BPF programs: %w", err)
+		}
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		info, ierr := p.Info()
+		if ierr == nil && info.Name == progName {
+			if s, serr := progStats(p); serr == nil {
+				total.RunCount += s.RunCount
+				total.RunTime += s.RunTime
+				programs++
+			}
+		}
+		p.Close()
+	}
+}
