@@ -250,6 +250,7 @@ func (a *Agent) teardown() error {
 	err := errors.Join(errs...)
 	if err == nil {
 		removeState(h.Dir)
+		removeRoots(h.Opts)
 		h.Logf("falcon disabled in network namespace %s; every changed value restored", nsName(h.Opts.Netns))
 	} else {
 		// Keep the state: 'falcon disable' retries what is left.
@@ -262,6 +263,12 @@ func (a *Agent) teardown() error {
 // removeState removes the state directory, log included, and anything a
 // killed agent left half-written there.
 func removeState(dir string) { os.RemoveAll(dir) }
+
+// removeRoots removes falcon's state and pin roots once no agent uses them.
+func removeRoots(o Options) {
+	os.Remove(o.stateRoot())
+	os.Remove(o.pinRoot())
+}
 
 // Run is Start, then following the overlay until ctx ends, then Stop:
 // falcon agent.

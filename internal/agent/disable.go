@@ -32,7 +32,9 @@ func Disable(opts Options) (bool, error) {
 		if len(pins) == 0 {
 			return false, nil
 		}
-		return true, datapath.Cleanup(pinDir, nil)
+		err := datapath.Cleanup(pinDir, nil)
+		removeRoots(opts)
+		return true, err
 	}
 	if running(dir) {
 		if err := stopAgent(dir); err != nil {
@@ -51,6 +53,8 @@ func Disable(opts Options) (bool, error) {
 		return true, err
 	}
 	removeState(dir)
+	l.release()
+	removeRoots(opts)
 	return true, nil
 }
 

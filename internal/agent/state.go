@@ -129,3 +129,30 @@ func nsIno(name string) (uint64, error) {
 	}
 	return st.Ino, nil
 }
+
+// Running returns the state of the agent that runs for opts.Netns, or nil
+// when none runs (a killed agent's leftovers are not running).
+func Running(opts Options) (*State, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.stateDir(key)
+	if !running(dir) {
+		return nil, nil
+	}
+	st, err := readState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return &State{}, nil // starting: no state written yet
+	}
+	return st, err
+}
+
+// StateDir is where the agent of opts.Netns keeps its state and log.
+func StateDir(opts Options) (string, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return "", err
+	}
+	return opts.stateDir(key), nil
+}

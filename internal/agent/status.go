@@ -144,7 +144,8 @@ func Status(opts Options) (*Report, error) {
 				FallbackStale: s.FallbackStale, FlowletHits: s.FlowletHits, Passed: s.Passed},
 		})
 	}
-	sort.SliceStable(r.Stages, func(i, j int) bool { return r.Stages[i].Role > r.Stages[j].Role }) // nic, then overlay
+	// In packet order: the NIC's hook, then the VXLAN devices'.
+	sort.SliceStable(r.Stages, func(i, j int) bool { return r.Stages[i].Role == "nic" && r.Stages[j].Role != "nic" })
 	if r.Load.Stale && r.Problem == "" {
 		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
 	}

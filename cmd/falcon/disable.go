@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/falconnet/falcon/internal/agent"
+)
+
+func init() {
+	register(command{name: "disable", summary: "stop accelerating a host's overlay and restore every value changed", run: runDisable})
+}
+
+func runDisable(args []string) error {
+	fs := newFlagSet("disable", "[--netns HOSTNS]")
+	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o := agent.DefaultOptions()
+	o.Netns = *ns
+	o.Logf = log.New(log.Writer(), "falcon disable: ", 0).Printf
+	was, err := agent.Disable(o)
+	if err != nil {
+		return err
+	}
+	if !was {
+		fmt.Printf("falcon was not enabled in network namespace %s\n", nsLabel(*ns))
+		return nil
+	}
+	fmt.Printf("falcon disabled in network namespace %s: programs detached, every changed value restored\n", nsLabel(*ns))
+	return nil
+}

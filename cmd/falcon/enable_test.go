@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// buildFalcon builds the real binary: enable starts 'falcon agent' from its
+// own executable, which a test binary is not.
+func buildFalcon(t *testing.T) string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		if gobin, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go toolchain to build falcon with")
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "falcon")
+	cmd := exec.Command(gobin, "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build falcon: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// falcon runs the binary and returns its combined output and exit status.
+func falcon(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	}
+	t.Fatalf("falcon %v: %v", args, err)
+	return "", -1
+}
+
+func rps(t *testing.T, ns, dev string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+dev+"/queues/rx-0/rps_cpus").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestEnableStatusDisableCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	if err := datapath.Supported(); err != nil {
+		t.Skip(err)
+	}
+	bin := buildFalcon(t)
+	name := fmt.Sprintf("cli%de", os.Getpid())
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tb.Hosts[1]
+	c := h.Containers[0]
+	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
+	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)
+	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, "eth0")
+
+	for _, bad := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--cpus", "4095"}, 1, "CPU 4095 does not exist"},
+		{[]string{"--cpus", "1-"}, 2, "--cpus"},
+		{[]string{"--threshold", "101"}, 2, "outside 0..100"},
+		{[]string{"--order", "random"}, 2, "--order"},
+		{[]string{"--interval", "soon"}, 2, "--interval"},
+		{[]string{"--devices", "nosuchdev"}, 1, "nosuchdev"},
+		{[]string{"--netns", "fct-no-such-netns"}, 1, "not found"},
+		{[]string{"--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},
+	} {
+		args := append([]string{"enable", "--netns", h.Netns}, bad.args...)
+		out, code := falcon(t, bin, args...)
+		if code != bad.code || !strings.Contains(out, bad.msg) {
+			t.Errorf("falcon %v: exit %d, %q; want exit %d and %q", args, code, out, bad.code, bad.msg)
+		}
+		if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("falcon %v left %s", args, stateDir)
+		}
+	}
+	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, "eth0") != ct0 {
+		t.Fatal("bad input changed RPS settings")
+	}
+
+	out, code := falcon(t, bin, "enable", "--netns", h.Netns)
+	if code != 0 || !strings.Contains(out, "agent pid") {
+		t.Fatalf("enable: exit %d\n%s", code, out)
+	}
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
+		t.Errorf("status --ready: exit %d\n%s", code, out)
+	}
+	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
+	var r agent.Report
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	if !r.Enabled || !r.Ready || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
+		t.Errorf("status: %+v", r)
+	}
+	if got := rps(t, c.Netns, "eth0"); got != agent.CPUMask(mustOnline(t)) {
+		t.Errorf("container rps_cpus %s while enabled", got)
+	}
+	if out, _ := falcon(t, bin, "enable", "--netns", h.Netns); !strings.Contains(out, "already enabled") {
+		t.Errorf("second enable: %s", out)
+	}
+	if out, code := falcon(t, bin, "enable", "--netns", h.Netns, "--threshold", "90"); code != 0 || !strings.Contains(out, "replacing") {
+		t.Errorf("enable with new settings: exit %d\n%s", code, out)
+	}
+	out, _ = falcon(t, bin, "status", "--netns", h.Netns)
+	if !strings.Contains(out, "threshold 90%") || !strings.Contains(out, ": ready") {
+		t.Errorf("status after re-enable:\n%s", out)
+	}
+
+	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 || !strings.Contains(out, "restored") {
+		t.Errorf("disable: exit %d\n%s", code, out)
+	}
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 1 || !strings.Contains(out, "not enabled") {
+		t.Errorf("status --ready after disable: exit %d\n%s", code, out)
+	}
+	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, "eth0") != ct0 {
+		t.Error("disable did not restore RPS settings")
+	}
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("disable left %s", stateDir)
+	}
+	if out, _ := exec.Command("tc", "-n", h.Netns, "filter", "show", "dev", h.NIC, "ingress").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("filters left on %s: %s", h.NIC, out)
+	}
+}
+
+func mustOnline(t *testing.T) []int {
+	cpus, err := agent.OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpus
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/falconnet/falcon/internal/agent"
+)
+
+func init() {
+	register(command{name: "status", summary: "show whether falcon runs, its settings, CPU load and per-stage counters", run: runStatus})
+}
+
+// statusOut is where the report goes; tests capture it.
+var statusOut io.Writer = os.Stdout
+
+// errNotReady makes status --ready exit 1 with a reason and nothing else.
+var errNotReady = errors.New("not ready")
+
+func runStatus(args []string) error {
+	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready]")
+	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	ready := fs.Bool("ready", false, "exit 0 only if an agent runs, is attached and has fresh load data (a readiness probe)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o := agent.DefaultOptions()
+	o.Netns = *ns
+	r, err := agent.Status(o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(statusOut)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else if !*ready {
+		writeStatus(statusOut, r)
+	}
+	if *ready && !r.Ready {
+		why := r.Problem
+		if !r.Enabled {
+			why = "falcon is not enabled"
+		}
+		return fmt.Errorf("%w: %s", errNotReady, why)
+	}
+	if *ready && !*asJSON {
+		fmt.Fprintf(statusOut, "ready: agent pid %d\n", r.Pid)
+	}
+	return nil
+}
+
+func writeStatus(w io.Writer, r *agent.Report) {
+	if !r.Enabled {
+		fmt.Fprintf(w, "falcon is not enabled in network namespace %s\n", r.Netns)
+		return
+	}
+	state := "ready"
+	if !r.Ready {
+		state = "NOT READY"
+	}
+	fmt.Fprintf(w, "falcon is enabled in network namespace %s: %s\n", r.Netns, state)
+	if r.Problem != "" {
+		fmt.Fprintf(w, "  problem    %s\n", r.Problem)
+	}
+	up := ""
+	if r.Started != nil && !r.Started.IsZero() {
+		up = ", up " + time.Since(*r.Started).Round(time.Second).String()
+	}
+	fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, r.Mode, up)
+	order := r.Order
+	if order == "flowlet" {
+		order += " (gap " + r.FlowletGap + ")"
+	}
+	fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   order %s   load sampled every %s\n", r.CPUs, r.Threshold, order, r.Interval)
+	if l := r.Load; l != nil {
+		fmt.Fprintf(w, "  load       %s   average %d%%", perCPU(l.PerCPU, "%d%%"), l.Avg)
+		if l.Stale {
+			fmt.Fprintf(w, "   STALE (%.0f ms old: steering is off)\n", l.AgeMs)
+		} else {
+			fmt.Fprintf(w, "   (%.1f ms ago)\n", l.AgeMs)
+		}
+	}
+	if t := r.Totals; t != nil {
+		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d), kept by flowlet %d%s\n",
+			t.First, t.Second, t.Fallback, t.FallbackStale, t.FlowletHits, passed(t.Passed))
+	}
+	if len(r.Stages) > 0 {
+		fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK")
+		for _, s := range r.Stages {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
+				perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback)
+		}
+		tw.Flush()
+	}
+	if len(r.Devices) > 0 {
+		fmt.Fprintln(w, "\noverlay:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, d := range r.Devices {
+			ns := d.Netns
+			if ns == "" {
+				ns = "host"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Role, d.Name, ns)
+		}
+		tw.Flush()
+	}
+}
+
+// perCPU writes "cpu0 12 cpu1 40", CPUs in order, or "-".
+func perCPU[V uint32 | uint64](m map[int]V, format string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	cpus := make([]int, 0, len(m))
+	for c := range m {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	parts := make([]string, 0, len(cpus))
+	for _, c := range cpus {
+		parts = append(parts, fmt.Sprintf("cpu%d "+format, c, m[c]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func passed(m map[string]uint64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return ", passed untouched: " + strings.Join(parts, ", ")
+}
