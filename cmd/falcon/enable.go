@@ -29,7 +29,7 @@ const agentSynopsis = "[--netns HOSTNS] [--mode falcon|rps|rfs] [--cpus LIST] [-
 // every ConfigMap key, set or not.
 type agentFlags struct {
 	netns, mode, cpus, threshold, interval, flowletGap, order, devices string
-	containerLevel, rpsCPUs, flowEntries, split, splitCPUs            string
+	containerLevel, rpsCPUs, flowEntries, split, splitCPUs             string
 }
 
 func addAgentFlags(fs *flag.FlagSet) *agentFlags {
