@@ -73,7 +73,11 @@ func runBench(args []string) error {
 		}
 	}()
 
-	f, runErr := bench.Execute(ctx, cfg, bench.RunOptions{Version: version, Command: commandLine(), Progress: p})
+	opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p}
+	if cfg.JSON != "" {
+		opts.Checkpoint = func(f *bench.File) error { return bench.WriteFile(cfg.JSON, f) }
+	}
+	f, runErr := bench.Execute(ctx, cfg, opts)
 	p.Close()
 	if f == nil {
 		return runErr

@@ -55,10 +55,21 @@ func TestBenchHostAndDocker(t *testing.T) {
 	if err := Preflight(c); err != nil {
 		t.Fatal(err)
 	}
+	var checkpoints []int
 	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
-		Progress: NewProgress(io.Discard, false, true, 4, 0)})
+		Progress: NewProgress(io.Discard, false, true, 4, 0),
+		Checkpoint: func(f *File) error {
+			if !f.Partial {
+				t.Error("checkpoint not marked partial")
+			}
+			checkpoints = append(checkpoints, len(f.Results))
+			return nil
+		}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(checkpoints) != 1 || checkpoints[0] != 2 || f.Partial {
+		t.Errorf("checkpoints with %v results (want one, after the host testbed's 2); final partial %v", checkpoints, f.Partial)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
 	if err := WriteFile(path, f); err != nil {

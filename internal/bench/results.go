@@ -21,6 +21,7 @@ type File struct {
 	Finished      time.Time `json:"finished"`
 	Command       string    `json:"command"`
 	Interrupted   bool      `json:"interrupted,omitempty"`
+	Partial       bool      `json:"partial,omitempty"` // a checkpoint: more testbeds were to come
 	Machine       Machine   `json:"machine"`
 	Config        Config    `json:"config"`
 	Notes         []string  `json:"notes,omitempty"` // skipped combinations, …

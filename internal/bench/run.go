@@ -21,6 +21,9 @@ type RunOptions struct {
 	// TestbedName names the i-th testbed; default "b<pid>-<i>", which
 	// testbed turns into namespaces fb-b<pid>-<i>-h1 ….
 	TestbedName func(i int) string
+	// Checkpoint, when set, gets the results so far after each testbed, so
+	// a long bench that is killed outright still leaves them behind.
+	Checkpoint func(*File) error
 }
 
 // Preflight checks what a run needs from the system — root, ip, the
@@ -101,6 +104,15 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 		f.Results = append(f.Results, res...)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if o.Checkpoint != nil && i < len(plan)-1 {
+			f.Finished, f.Partial = time.Now().UTC().Truncate(time.Second), true
+			Normalize(f.Results, c.Baseline)
+			err := o.Checkpoint(f)
+			f.Partial = false
+			if err != nil {
+				o.Progress.Note("falcon bench: saving results so far: %v", err)
+			}
 		}
 	}
 	f.Finished = time.Now().UTC().Truncate(time.Second)

@@ -65,8 +65,12 @@ func WriteTable(w io.Writer, f *File) error {
 		if len(r.Runs) > 0 {
 			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
 		}
+		softs := strings.Join(soft, "/")
+		if len(r.Runs) == 0 || softs == "" {
+			softs = "—"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, strings.Join(soft, "/"))
+			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, softs)
 		for _, e := range r.Errors {
 			problems = append(problems, fmt.Sprintf("%s/%s %s %s: %s", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e))
 		}
@@ -82,6 +86,8 @@ func WriteTable(w io.Writer, f *File) error {
 		"latency messages unanswered; vs baseline: packets/s divided by the baseline's (p99 latency for latency workloads: below 1 is faster).\n")
 	if f.Interrupted {
 		b.WriteString("\nInterrupted: the results are incomplete.\n")
+	} else if f.Partial {
+		b.WriteString("\nPartial: saved while the bench was still running.\n")
 	}
 	for _, n := range f.Notes {
 		fmt.Fprintf(&b, "\nNote: %s\n", n)
