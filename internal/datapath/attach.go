@@ -287,7 +287,8 @@ func (d *Datapath) Detach(h Hook) error {
 	if a.link != nil {
 		errs = append(errs, a.link.Close())
 	}
-	if a.filter != nil {
+	// A namespace that is gone took its devices and our filters with it.
+	if a.filter != nil && netns.Exists(a.hook.Netns) {
 		errs = append(errs, netns.Do(a.hook.Netns, func() error { return detachClsact(a) }))
 	}
 	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())

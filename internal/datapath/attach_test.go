@@ -333,6 +333,32 @@ func TestCleanupAfterKilledAgent(t *testing.T) {
 	}
 }
 
+func TestCloseAfterNamespaceGone(t *testing.T) {
+	for _, mode := range []string{"tcx", "clsact"} {
+		t.Run(mode, func(t *testing.T) {
+			ns, a, _ := testNetns(t)
+			cfg := DefaultConfig()
+			cfg.CPUs = []int{0}
+			d, err := Load(cfg, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.forceClsact = mode == "clsact"
+			if err := d.Attach(Hook{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC}); err != nil {
+				t.Fatal(err)
+			}
+			ids := progIDs(t, d)
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Fatalf("ip netns del: %v: %s", err, out)
+			}
+			if err := d.Close(); err != nil {
+				t.Errorf("Close after the namespace went away: %v", err)
+			}
+			checkProgsGone(t, ids)
+		})
+	}
+}
+
 func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	cfg := DefaultConfig()

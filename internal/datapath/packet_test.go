@@ -35,6 +35,7 @@ type pktOpts struct {
 	moreFrags bool
 	v6Frag    bool // IPv6 fragment header before L4
 	v6HopOpts bool // IPv6 hop-by-hop header before L4
+	v6HopLen  int  // its length in 8-byte units beyond the first 8 (Pad1 options)
 	ipOptions int  // IPv4 options, in 4-byte words
 	payload   int  // bytes after the L4 header
 }
@@ -95,7 +96,8 @@ func ipPacket(f flowSpec, o pktOpts) []byte {
 		next = 44
 	}
 	if o.v6HopOpts {
-		ext = append([]byte{next, 0, 1, 4, 0, 0, 0, 0}, ext...) // PadN
+		hop := append([]byte{next, byte(o.v6HopLen), 1, 4, 0, 0, 0, 0}, make([]byte, 8*o.v6HopLen)...) // PadN, Pad1s
+		ext = append(hop, ext...)
 		next = 0
 	}
 	h := make([]byte, 40)

@@ -56,6 +56,8 @@ func TestParseAndSteer(t *testing.T) {
 		{"nic outer vlan", RoleNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{vlan: true})},
 		{"nic inner vlan", RoleNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{vlan: true}), pktOpts{})},
 		{"nic outer v6 hop-by-hop", RoleNIC, tcp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp4, pktOpts{}), pktOpts{v6HopOpts: true})},
+		// headers beyond MAX_DIRECT_OFF: read with bpf_skb_load_bytes
+		{"nic deep headers", RoleNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
 	}
 	for _, c := range steered {
 		h.checkSteer(c.name, h.run(c.role, c.pkt), c.role, c.flow.hash(), load, 20, false)
@@ -136,6 +138,8 @@ func TestTruncatedAtEveryLength(t *testing.T) {
 		{"overlay vlan udp4", RoleOverlay, udp4, frame(udp4, pktOpts{payload: 10, vlan: true}), 18 + 20 + 8},
 		{"nic tcp6 in v4", RoleNIC, tcp6, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp6, pktOpts{payload: 10}), pktOpts{}), 14 + 20 + 8 + 8 + 14 + 40 + 20},
 		{"nic udp4 in v6 vlan", RoleNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{payload: 10, vlan: true}), pktOpts{vlan: true}), 18 + 40 + 8 + 8 + 18 + 20 + 8},
+		{"nic deep headers", RoleNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 10, v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30}),
+			14 + 40 + 8 + 240 + 8 + 8 + 14 + 40 + 8 + 160 + 20},
 	}
 	for _, c := range cases {
 		for n := 14; n <= len(c.pkt); n++ {
