@@ -178,7 +178,7 @@ func attached(t *testing.T, ns string) string {
 
 func TestEnableStatusDisable(t *testing.T) {
 	needRoot(t)
-	for _, layout := range []string{"docker", "flannel", "calico"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "vxlan"} {
 		t.Run(layout, func(t *testing.T) {
 			tb := bed(t, layout, 2)
 			h := tb.Hosts[1]
@@ -188,8 +188,10 @@ func TestEnableStatusDisable(t *testing.T) {
 			}
 			// Values that are not the defaults, so that a restore to the
 			// defaults would be caught.
-			c0 := h.Containers[0]
-			write(t, c0.Netns, "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "32")
+			if len(h.Containers) > 0 {
+				c0 := h.Containers[0]
+				write(t, c0.Netns, "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "32")
+			}
 			write(t, h.Netns, "/sys/class/net/"+h.NIC+"/queues/rx-0/rps_cpus", "1")
 			before := snapshot(t, ov)
 
@@ -231,14 +233,23 @@ func TestEnableStatusDisable(t *testing.T) {
 			for _, s := range r.Stages {
 				roles[s.Device] = s.Role
 			}
-			if roles[h.NIC] != "nic" || roles[h.Overlay] != "overlay" || len(r.Stages) != 2 {
-				t.Errorf("stages %+v, want %s as nic and %s as overlay", r.Stages, h.NIC, h.Overlay)
+			// No containers (vxlan layout): nothing behind the VXLAN device
+			// to steer, so no hook there.
+			hooks := 1
+			if len(h.Containers) > 0 {
+				hooks = 2
+				if roles[h.Overlay] != "overlay" {
+					t.Errorf("stages %+v, want %s as overlay", r.Stages, h.Overlay)
+				}
+			}
+			if roles[h.NIC] != "nic" || len(r.Stages) != hooks {
+				t.Errorf("stages %+v, want %s as nic and %d hooks", r.Stages, h.NIC, hooks)
 			}
 			if r.Load == nil || r.Load.Stale || len(r.Load.PerCPU) == 0 {
 				t.Errorf("load %+v", r.Load)
 			}
-			if out := attached(t, h.Netns); strings.Count(out, "falcon_steer") != 2 {
-				t.Errorf("want 2 falcon_steer attachments in %s:\n%s", h.Netns, out)
+			if out := attached(t, h.Netns); strings.Count(out, "falcon_steer") != hooks {
+				t.Errorf("want %d falcon_steer attachments in %s:\n%s", hooks, h.Netns, out)
 			}
 
 			stopped = true
@@ -341,6 +352,40 @@ ip -n %[2]s link set vethnew%[3]d master %[4]s up`, ns, h.Netns, os.Getpid()%100
 	}
 	if got := read(t, ns, path); got != "0" {
 		t.Errorf("new container's rps_cpus = %s after disable, want 0", got)
+	}
+}
+
+// TestContainerRemoved: a container that ends while the agent runs leaves
+// no entry behind in the journal, and Stop still succeeds.
+func TestContainerRemoved(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "calico", 2)
+	h := tb.Hosts[1]
+	o := testOptions(t, h.Netns)
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	c := h.Containers[1]
+	n0 := len(a.Host().journal.Entries())
+	if out, err := exec.Command("sh", "-c", "ip -n "+h.Netns+" link del "+c.HostVeth+" && ip netns del "+c.Netns).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second) // a hang guard
+	for len(a.Host().journal.Entries()) == n0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("journal kept the ended container's entries: %+v", a.Host().journal.Entries())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, e := range a.Host().journal.Entries() {
+		if e.Netns == c.Netns {
+			t.Errorf("entry of the ended container left: %+v", e)
+		}
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -210,10 +210,15 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 			errs = append(errs, fmt.Errorf("set RPS of %s: %w", d, err))
 		}
 	}
+	gone := false
 	for k := range m.applied {
 		if !now[k] {
 			delete(m.applied, k)
+			gone = true
 		}
+	}
+	if gone {
+		errs = append(errs, h.journal.Prune())
 	}
 	return errors.Join(errs...)
 }

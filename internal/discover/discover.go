@@ -36,7 +36,7 @@ func (n *nsInfo) link(idx int) netlink.Link {
 }
 
 type discoverer struct {
-	cands []candidate
+	cands *candidates
 	open  map[uint64]*nsInfo
 	o     *Overlay
 	seen  map[string]bool
@@ -98,7 +98,7 @@ func Discover(hostNS string) (*Overlay, error) {
 	if err := netns.Check(hostNS); err != nil {
 		return nil, err
 	}
-	d := &discoverer{cands: candidates(), open: map[uint64]*nsInfo{},
+	d := &discoverer{cands: &candidates{}, open: map[uint64]*nsInfo{},
 		o: &Overlay{Netns: hostNS}, seen: map[string]bool{}}
 	defer d.close()
 	host, err := d.openNS(hostNS)

@@ -27,56 +27,79 @@ type candidate struct {
 
 // candidates lists every namespace reachable by path, one entry per
 // namespace (by inode), preferring names under /run/netns, then other
-// bind mounts, then /proc/PID/ns/net of the lowest PID.
-func candidates() []candidate {
-	seen := map[uint64]bool{}
-	var out []candidate
-	add := func(name, path string) {
-		var st syscall.Stat_t
-		if syscall.Stat(path, &st) != nil || seen[st.Ino] {
-			return
-		}
-		seen[st.Ino] = true
-		out = append(out, candidate{name: name, ino: st.Ino})
+// bind mounts, then /proc/PID/ns/net of the lowest PID. It grows lazily:
+// bind mounts cover most runtimes (CNI, Docker), and a busy host has
+// thousands of processes that need not be looked at then.
+type candidates struct {
+	list  []candidate
+	seen  map[uint64]bool
+	dirs  bool  // bind mounts listed
+	pids  []int // processes not looked at yet
+	procs bool  // /proc listed
+}
+
+func (cs *candidates) add(name, path string) {
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) != nil || cs.seen[st.Ino] {
+		return
 	}
-	for _, dir := range nsDirs {
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			p := filepath.Join(dir, e.Name())
-			if dir == netns.Dir {
-				add(e.Name(), p)
-			} else {
-				add(p, p)
+	cs.seen[st.Ino] = true
+	cs.list = append(cs.list, candidate{name: name, ino: st.Ino})
+}
+
+// get returns the i-th candidate, listing more as needed.
+func (cs *candidates) get(i int) (candidate, bool) {
+	if cs.seen == nil {
+		cs.seen = map[uint64]bool{}
+	}
+	if !cs.dirs {
+		cs.dirs = true
+		for _, dir := range nsDirs {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				p := filepath.Join(dir, e.Name())
+				if dir == netns.Dir {
+					cs.add(e.Name(), p)
+				} else {
+					cs.add(p, p)
+				}
 			}
 		}
 	}
-	procs, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range procs {
-		// Not our own: a thread of ours may sit in another namespace for a
-		// moment (netns.Do), and /proc/self follows the main thread.
-		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() {
-			pids = append(pids, pid)
+	for i >= len(cs.list) {
+		if !cs.procs {
+			cs.procs = true
+			procs, _ := os.ReadDir("/proc")
+			for _, e := range procs {
+				// Not our own: a thread of ours may sit in another
+				// namespace for a moment (netns.Do), and /proc/self
+				// follows the main thread.
+				if pid, err := strconv.Atoi(e.Name()); err == nil && pid != os.Getpid() {
+					cs.pids = append(cs.pids, pid)
+				}
+			}
+			sort.Ints(cs.pids)
 		}
+		if len(cs.pids) == 0 {
+			return candidate{}, false
+		}
+		p := "/proc/" + strconv.Itoa(cs.pids[0]) + "/ns/net"
+		cs.pids = cs.pids[1:]
+		cs.add(p, p)
 	}
-	sort.Ints(pids)
-	for _, pid := range pids {
-		p := "/proc/" + strconv.Itoa(pid) + "/ns/net"
-		add(p, p)
-	}
-	return out
+	return cs.list[i], true
 }
 
 // view resolves the namespace ids (IFLA_LINK_NETNSID) that one namespace
 // uses for others into paths.
 type view struct {
 	h     *netlink.Handle
-	cands []candidate
+	cands *candidates
 	ids   map[int]candidate
 	next  int // candidates before next are already in ids
 }
 
-func newView(h *netlink.Handle, cands []candidate) *view {
+func newView(h *netlink.Handle, cands *candidates) *view {
 	return &view{h: h, cands: cands, ids: map[int]candidate{}}
 }
 
@@ -88,8 +111,11 @@ func (v *view) resolve(nsid int) (candidate, bool) {
 	if c, ok := v.ids[nsid]; ok {
 		return c, true
 	}
-	for v.next < len(v.cands) {
-		c := v.cands[v.next]
+	for {
+		c, ok := v.cands.get(v.next)
+		if !ok {
+			return candidate{}, false
+		}
 		v.next++
 		id, err := nsidOf(v.h, netns.Path(c.name))
 		if err != nil || id < 0 {
@@ -102,7 +128,6 @@ func (v *view) resolve(nsid int) (candidate, bool) {
 			return c, true
 		}
 	}
-	return candidate{}, false
 }
 
 // all resolves every candidate and returns those with an id in this view.

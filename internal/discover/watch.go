@@ -32,9 +32,12 @@ type Event struct {
 // made, moved, renamed, enslaved and set up in a few milliseconds) settle
 // before looking again, and how often it looks anyway, in case the kernel
 // dropped messages on a busy host.
+// minGap keeps route churn on a busy node (BGP, many pods) from turning
+// into back-to-back scans: a container is still seen well within a second.
 const (
 	settle = 50 * time.Millisecond
-	rescan = 2 * time.Second
+	minGap = 250 * time.Millisecond
+	rescan = 5 * time.Second
 )
 
 // Watch follows the overlay of hostNS until ctx ends, calling fn for every
@@ -107,6 +110,7 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 	}
 
 	look()
+	last := time.Now()
 	tick := time.NewTicker(rescan)
 	defer tick.Stop()
 	for {
@@ -116,10 +120,11 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 		case <-tick.C:
 		case <-kick:
 			// Let the burst settle, then drop the kicks it left behind.
+			wait := max(settle, minGap-time.Since(last))
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(settle):
+			case <-time.After(wait):
 			}
 			select {
 			case <-kick:
@@ -127,6 +132,7 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 			}
 		}
 		look()
+		last = time.Now()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -257,6 +258,34 @@ func (j *Journal) Restore() error {
 		errs = append(errs, fmt.Errorf("journal %s: %w", j.file, err))
 	}
 	return errors.Join(errs...)
+}
+
+// Prune drops the entries of namespaces that are gone (containers that
+// ended): there is nothing left to restore in them, and the journal of an
+// agent that runs for months beside short-lived containers must not grow
+// without bound.
+func (j *Journal) Prune() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	alive := map[string]bool{}
+	n := len(j.entries)
+	j.entries = slices.DeleteFunc(j.entries, func(e Entry) bool {
+		if e.Netns == "" {
+			return false
+		}
+		k := fmt.Sprintf("%s\x00%d", e.Netns, e.NetnsIno)
+		ok, seen := alive[k]
+		if !seen {
+			ino, err := NetnsIno(e.Netns)
+			ok = err != nil && !errors.Is(err, os.ErrNotExist) || ino == e.NetnsIno
+			alive[k] = ok
+		}
+		return !ok
+	})
+	if len(j.entries) == n {
+		return nil
+	}
+	return j.save()
 }
 
 // Restore restores the journal in file, if there is one.

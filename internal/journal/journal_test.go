@@ -174,6 +174,12 @@ func TestGone(t *testing.T) {
 	}
 	ip(t, "link", "del", host) // takes the container's eth0 with it
 	ip(t, "netns", "del", ns)
+	if err := j.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(j.Entries()); n != 1 {
+		t.Errorf("Prune left %d entries, want the host's 1: %+v", n, j.Entries())
+	}
 	ip(t, "netns", "add", ns)
 	ip(t, "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
 	if err := j.Restore(); err != nil {
