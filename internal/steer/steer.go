@@ -107,6 +107,17 @@ func Choose(flowhash, nextIfindex uint32, cpus []int, load []uint32, threshold, 
 	return cpus[idx], kind
 }
 
+// Stale is the program's test of the load data: with staleNs set, data
+// never written (updatedNs 0) or older than staleNs at nowNs is stale. All
+// times are CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns on the BPF side);
+// data stamped after nowNs is fresh.
+func Stale(nowNs, updatedNs, staleNs uint64) bool {
+	if staleNs == 0 {
+		return false
+	}
+	return updatedNs == 0 || (int64(nowNs-updatedNs) > 0 && nowNs-updatedNs > staleNs)
+}
+
 // ChooseIndex is Choose without the fallback test, in terms of indexes into
 // S: loadAt(i) is the load of S[i].
 func ChooseIndex(flowhash, nextIfindex uint32, n int, loadAt func(int) uint32, threshold uint32) (int, Kind) {

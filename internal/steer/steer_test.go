@@ -123,3 +123,21 @@ func TestFlowHashIdentity(t *testing.T) {
 		t.Error("FlowHash is not deterministic")
 	}
 }
+
+func TestStale(t *testing.T) {
+	for _, c := range []struct {
+		now, updated, after uint64
+		want                bool
+	}{
+		{100, 0, 0, false},    // staleness off
+		{100, 0, 50, true},    // never written
+		{100, 60, 50, false},  // 40 old
+		{100, 40, 50, true},   // 60 old
+		{100, 200, 50, false}, // stamped later than now
+		{100, 50, 50, false},  // exactly at the limit
+	} {
+		if got := Stale(c.now, c.updated, c.after); got != c.want {
+			t.Errorf("Stale(%d, %d, %d) = %v, want %v", c.now, c.updated, c.after, got, c.want)
+		}
+	}
+}
