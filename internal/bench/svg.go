@@ -30,9 +30,9 @@ func (g *barGroup) width(barW, barGap float64) float64 {
 	return math.Max(bars, text)
 }
 
-// WriteSVG draws the normalised headline metric of every result (packets/s,
-// or p99 latency for latency workloads) as bars with 95 % CI whiskers,
-// grouped by workload, size and flows, one colour per layout/mode.
+// WriteSVG draws the normalised headline metric of every result (see
+// headline) as bars with 95 % CI whiskers, grouped by workload, size and
+// flows, one colour per layout/mode.
 func WriteSVG(w io.Writer, f *File) error {
 	var groups []*barGroup
 	byLabel := map[string]*barGroup{}
@@ -46,9 +46,7 @@ func WriteSVG(w io.Writer, f *File) error {
 		if r.Flows > 1 {
 			sub += fmt.Sprintf(" ×%d", r.Flows)
 		}
-		if headline(r.Workload) != "pps" {
-			sub += " (p99)"
-		}
+		sub += headlineNote[headline(r.Workload)]
 		key := r.Workload + " " + sub
 		g := byLabel[key]
 		if g == nil {
@@ -93,7 +91,7 @@ func WriteSVG(w io.Writer, f *File) error {
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&s, `<text x="%.0f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc("Relative to the baseline (= 1): packets/s, or p99 latency"))
+	fmt.Fprintf(&s, `<text x="%.0f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc("Relative to the baseline (= 1): UDP packets/s, TCP Gbit/s, p99 latency"))
 	fmt.Fprintf(&s, `<text x="%.0f" y="34" fill="#555">%s</text>`+"\n", left, esc("mean ± 95 % CI (Student t); for latency below 1 is faster"))
 	// Legend.
 	lx := left

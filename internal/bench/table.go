@@ -10,14 +10,22 @@ import (
 )
 
 // headline is the metric a workload is judged by, and so the one the
-// "vs baseline" column and the chart show: packets/s for throughput,
-// p99 latency for the latency workloads.
+// "vs baseline" column and the chart show: packets/s for UDP, the bit rate
+// for TCP (as the Kubernetes RPS/RFS study normalises; TCP segments/s
+// depend on how much GRO merged), p99 latency for the latency workloads.
 func headline(workload string) string {
-	if w, ok := lookupWorkload(workload); ok && w.latency {
+	w, _ := lookupWorkload(workload)
+	switch {
+	case w.latency:
 		return "lat_p99_us"
+	case w.maxSize == MaxSize: // TCP throughput
+		return "gbps"
 	}
 	return "pps"
 }
+
+// headlineNote marks a figure that is not packets/s.
+var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us": " (p99)"}
 
 // WriteTable writes the Markdown table of a results file, and under it the
 // machine, the method and anything that went wrong. It depends only on the
@@ -48,10 +56,7 @@ func WriteTable(w io.Writer, f *File) error {
 		}
 		norm, base := "—", "—"
 		if x, ok := r.Normalized[headline(r.Workload)]; ok {
-			norm, base = pm(x, 2, ""), r.Baseline
-			if headline(r.Workload) != "pps" {
-				norm += " (p99)"
-			}
+			norm, base = pm(x, 2, "")+headlineNote[headline(r.Workload)], r.Baseline
 		}
 		var soft []string
 		for _, c := range cpus {
@@ -83,7 +88,7 @@ func WriteTable(w io.Writer, f *File) error {
 		c.Runs, c.Duration, c.Warmup, FormatCPUList(c.SenderCPUs), FormatCPUList(c.ReceiverCPUs))
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
-		"latency messages unanswered; vs baseline: packets/s divided by the baseline's (p99 latency for latency workloads: below 1 is faster).\n")
+		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
 	if f.Interrupted {
 		b.WriteString("\nInterrupted: the results are incomplete.\n")
 	} else if f.Partial {
