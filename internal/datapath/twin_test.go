@@ -75,7 +75,11 @@ func TestTwinAgrees(t *testing.T) {
 		avg := uint32(r.IntN(cfg.Threshold + 15))
 		stale := cfg.StaleAfter > 0 && r.IntN(5) == 0
 		if stale {
-			if err := h.d.SetLoad(load, avg, 0); err != nil {
+			at := uint64(0) // never written
+			if now := monotonicNs(t); r.IntN(2) == 0 && now > uint64(time.Minute) {
+				at = now - uint64(time.Minute) // too old
+			}
+			if err := h.d.SetLoad(load, avg, at); err != nil {
 				t.Fatal(err)
 			}
 		} else {
