@@ -505,3 +505,83 @@ func TestDisableStopsAgent(t *testing.T) {
 	}
 	noTrace(t, tb, o)
 }
+
+// TestDockerSandbox runs the agent on dockerd's real layout: vxlan0, br0
+// and the host-side veths live in a sandbox namespace, the NIC in the host.
+func TestDockerSandbox(t *testing.T) {
+	needRoot(t)
+	p := fmt.Sprintf("fct%dsb", os.Getpid())
+	t.Cleanup(func() {
+		for _, n := range []string{"h", "r", "ov", "c"} {
+			exec.Command("ip", "netns", "del", p+"-"+n).Run()
+		}
+	})
+	script := strings.NewReplacer("{p}", p).Replace(`
+for n in h r ov c; do ip netns add {p}-$n; done
+ip link add nic0 netns {p}-h type veth peer name nic0 netns {p}-r
+ip -n {p}-h addr add 192.168.78.1/24 dev nic0; ip -n {p}-h link set nic0 up
+ip -n {p}-r addr add 192.168.78.2/24 dev nic0; ip -n {p}-r link set nic0 up
+ip -n {p}-h link add vxlan0 type vxlan id 4097 dstport 4789 remote 192.168.78.2
+ip -n {p}-h link set vxlan0 netns {p}-ov
+ip -n {p}-ov link add br0 type bridge; ip -n {p}-ov link set vxlan0 master br0 up; ip -n {p}-ov link set br0 up
+ip -n {p}-ov link add veth0 type veth peer name eth0 netns {p}-c
+ip -n {p}-ov link set veth0 master br0 up; ip -n {p}-c link set eth0 up`)
+	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	o := testOptions(t, p+"-h")
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	mask := CPUMask(a.Host().Opts.CPUs)
+	if got := read(t, p+"-ov", "/sys/class/net/vxlan0/queues/rx-0/rps_cpus"); got != mask {
+		t.Errorf("sandbox vxlan0 rps_cpus %s, want %s", got, mask)
+	}
+	if got := read(t, p+"-c", "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != mask {
+		t.Errorf("container eth0 rps_cpus %s, want %s", got, mask)
+	}
+	if out := attached(t, p+"-h"); !strings.Contains(out, "nic0 tcx") {
+		t.Errorf("no hook on the host's NIC:\n%s", out)
+	}
+	if out := attached(t, p+"-ov"); !strings.Contains(out, "vxlan0 tcx") {
+		t.Errorf("no hook on the sandbox's vxlan0:\n%s", out)
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{p + "-h", p + "-ov"} {
+		if out := attached(t, ns); strings.Contains(out, "falcon") {
+			t.Errorf("left attached in %s:\n%s", ns, out)
+		}
+	}
+	if got := read(t, p+"-c", "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != "0" {
+		t.Errorf("container eth0 rps_cpus %s after stop, want 0", got)
+	}
+}
+
+// TestHostVanished: the host namespace disappears under a running agent
+// (a testbed taken down); stopping must still succeed and leave nothing.
+func TestHostVanished(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "flannel", 1)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if err := testbed.Down(tb.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatalf("Stop after the namespace vanished: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(o.pinRoot(), "*", "falcon_*")); len(m) > 0 {
+		t.Errorf("pins left: %v", m)
+	}
+	if _, err := os.Stat(o.stateRoot()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state left: %v", err)
+	}
+}
