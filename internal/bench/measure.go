@@ -47,6 +47,25 @@ func (e *env) clientTime() time.Duration {
 	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail
 }
 
+// describe lists the client -> server pairs a run of the case uses, in the
+// same round robin as the workloads below.
+func (e *env) describe() []string {
+	n, srv := 1, func(int) int { return 0 }
+	switch w, _ := lookupWorkload(e.cs.Workload); {
+	case e.cs.Workload == "udp-stress":
+		n = e.cfg.Clients
+	case w.flows:
+		n, srv = e.cs.Flows, func(i int) int { return i }
+	}
+	var out []string
+	for i := 0; i < n; i++ {
+		c, s := e.clients[i%len(e.clients)], e.servers[srv(i)%len(e.servers)]
+		out = append(out, fmt.Sprintf("%s %s (CPU %d) -> %s %s (CPU %d)", c.Netns, c.Addr, e.senderCPU(i)[0],
+			s.Netns, s.Addr, e.receiverCPU(srv(i))[0]))
+	}
+	return out
+}
+
 func (e *env) measure(ctx context.Context) (Run, error) {
 	switch e.cs.Workload {
 	case "udp-stress":

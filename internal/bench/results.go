@@ -38,7 +38,9 @@ type Result struct {
 	Clients  int    `json:"clients,omitempty"` // udp-stress senders
 	Rate     int    `json:"rate,omitempty"`    // latency-load messages/s
 	// Testbed is the name of the testbed the case ran on (a new one per
-	// layout × mode); Endpoints are the namespaces and addresses used.
+	// layout × mode); Endpoints are who sent to whom, pinned where:
+	// "fb-…-h1 10.10.0.1 (CPU 0) -> fb-…-h2 10.10.0.2 (CPU 1)", one per
+	// client.
 	Testbed   string   `json:"testbed"`
 	Endpoints []string `json:"endpoints,omitempty"`
 	Runs      []Run    `json:"runs"`

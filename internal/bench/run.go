@@ -187,10 +187,6 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 	if len(clients) == 0 || len(servers) == 0 {
 		return fail(fmt.Errorf("testbed %s has no endpoints", name))
 	}
-	var eps []string
-	for i := range servers {
-		eps = append(eps, fmt.Sprintf("%s %s -> %s %s", clients[i%len(clients)].Netns, clients[i%len(clients)].Addr, servers[i].Netns, servers[i].Addr))
-	}
 	failed := 0
 	for i, cs := range tp.Cases {
 		if ctx.Err() != nil {
@@ -198,7 +194,8 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 		}
 		r.caseNo++
 		res := &results[i]
-		res.Endpoints = eps
+		e0 := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: 1}
+		res.Endpoints = e0.describe()
 		for run := 1; run <= r.cfg.Runs && ctx.Err() == nil; run++ {
 			r.p.Stage("case %d/%d %s · run %d/%d", r.caseNo, r.totalCases, cs, run, r.cfg.Runs)
 			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: run}
