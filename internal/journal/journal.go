@@ -277,7 +277,7 @@ func (j *Journal) Prune() error {
 		ok, seen := alive[k]
 		if !seen {
 			ino, err := NetnsIno(e.Netns)
-			ok = err != nil && !errors.Is(err, os.ErrNotExist) || ino == e.NetnsIno
+			ok = err != nil && !errors.Is(err, os.ErrNotExist) || ino == e.NetnsIno || findNetns(e.NetnsIno) != ""
 			alive[k] = ok
 		}
 		return !ok

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
 )
@@ -218,5 +219,37 @@ func TestReadOnlyMounts(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestApplyRestore") {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// TestMovedNetns restores into a namespace whose recorded path is gone but
+// which lives on under another (the container's first process exited).
+func TestMovedNetns(t *testing.T) {
+	ns, _ := setup(t)
+	file := filepath.Join(t.TempDir(), "journal.json")
+	j, _ := Open(file)
+	if err := j.Apply(ns, []Change{{ctrRPS, "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Keep the namespace alive through a process only, then drop its name.
+	cmd := exec.Command("ip", "netns", "exec", ns, "sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	ino, _ := NetnsIno(ns)
+	for i := 0; i < 500; i++ { // until ip has entered the namespace and exec'd sleep
+		if got, _ := NetnsIno(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); got == ino {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ip(t, "netns", "del", ns)
+	proc := fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)
+	if err := j.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, proc, ctrRPS); got != "0" {
+		t.Errorf("rps_cpus %q after restore through %s, want 0", got, proc)
 	}
 }

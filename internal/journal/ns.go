@@ -130,17 +130,38 @@ func readOnly(path string) bool {
 // inode ino; errNetnsGone if it is not there any more.
 func inNetnsIno(name string, ino uint64, sysfs bool, fn func() error) error {
 	cur, err := NetnsIno(name)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return errNetnsGone
-		}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if cur != ino {
-		if name == "" {
-			return fmt.Errorf("journal was written in another network namespace (inode %d, now %d): run this from there", ino, cur)
+	if err == nil && cur != ino && name == "" {
+		return fmt.Errorf("journal was written in another network namespace (inode %d, now %d): run this from there", ino, cur)
+	}
+	if err != nil || cur != ino {
+		// The path is gone or means another namespace now (a PID that
+		// exited and was reused); the namespace itself may live on
+		// under another path, e.g. another process of the container.
+		if name = findNetns(ino); name == "" {
+			return errNetnsGone
 		}
-		return errNetnsGone
 	}
 	return inNetns(name, sysfs, func(uint64) error { return fn() })
+}
+
+// findNetns looks for a path to the namespace with inode ino: bind mounts
+// of iproute2, CNI and Docker, then every process.
+func findNetns(ino uint64) string {
+	var paths []string
+	for _, dir := range []string{netns.Dir, "/run/docker/netns"} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*"))
+		paths = append(paths, m...)
+	}
+	m, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	paths = append(paths, m...)
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil && st.Ino == ino {
+			return p
+		}
+	}
+	return ""
 }
