@@ -187,7 +187,7 @@ func runEnable(args []string) error {
 	}
 	// Checks that need no change to the system come first, here, so that
 	// bad input never starts (or replaces) an agent.
-	if err := agent.Validate(&o); err != nil {
+	if err := agent.Check(&o); err != nil {
 		return err
 	}
 	st, err := agent.Running(o)

@@ -101,14 +101,9 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	factory, _ := lookupMode(opts.Mode)
 	h := &Host{Opts: opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)}
-	ov, err := discoverOverlay(opts)
+	mode, ov, err := check(h)
 	if err != nil {
-		return nil, err
-	}
-	mode := factory()
-	if err := mode.Check(h, ov); err != nil {
 		return nil, err
 	}
 	for _, w := range ov.Warnings {
@@ -155,6 +150,34 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	a.cancel = cancel
 	go a.follow(wctx)
 	return a, nil
+}
+
+// Check validates opts and checks the system as Start does — the overlay
+// is there, the kernel can run the mode — without changing anything. It
+// fills in opts' defaults.
+func Check(opts *Options) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return err
+	}
+	_, _, err = check(&Host{Opts: *opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)})
+	return err
+}
+
+func check(h *Host) (Mode, *discover.Overlay, error) {
+	factory, _ := lookupMode(h.Opts.Mode)
+	ov, err := discoverOverlay(h.Opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode := factory()
+	if err := mode.Check(h, ov); err != nil {
+		return nil, nil, err
+	}
+	return mode, ov, nil
 }
 
 func discoverOverlay(opts Options) (*discover.Overlay, error) {

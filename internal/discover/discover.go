@@ -128,11 +128,11 @@ func Discover(hostNS string) (*Overlay, error) {
 		}
 	}
 	if len(d.o.Role(RoleOverlay)) == 0 {
-		name := hostNS
-		if name == "" {
-			name = "the current one"
+		where := "network namespace " + hostNS
+		if hostNS == "" {
+			where = "the current network namespace"
 		}
-		return nil, fmt.Errorf("%w in network namespace %s: no VXLAN device uses it as underlay", ErrNoOverlay, name)
+		return nil, fmt.Errorf("%w in %s: no VXLAN device uses it as underlay (see 'ip -d link show type vxlan')", ErrNoOverlay, where)
 	}
 	return d.o, nil
 }
