@@ -106,8 +106,8 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 			errs = append(errs, err)
 		}
 		if o.Checkpoint != nil && i < len(plan)-1 {
-			f.Finished, f.Partial = time.Now().UTC().Truncate(time.Second), true
-			Normalize(f.Results, c.Baseline)
+			f.Partial = true
+			finish(f)
 			err := o.Checkpoint(f)
 			f.Partial = false
 			if err != nil {
@@ -115,13 +115,22 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 			}
 		}
 	}
-	f.Finished = time.Now().UTC().Truncate(time.Second)
 	if ctx.Err() != nil {
 		f.Interrupted = true
 		errs = append(errs, fmt.Errorf("interrupted; the testbeds were removed and the results so far kept"))
 	}
-	Normalize(f.Results, c.Baseline)
+	finish(f)
 	return f, errors.Join(errs...)
+}
+
+// finish brings summaries and ratios up to date, also for cases that never
+// ran (their summary is empty rather than missing).
+func finish(f *File) {
+	f.Finished = time.Now().UTC().Truncate(time.Second)
+	for i := range f.Results {
+		f.Results[i].Summarize()
+	}
+	Normalize(f.Results, f.Config.Baseline)
 }
 
 type runner struct {
@@ -185,6 +194,7 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 	}
 	clients, servers := tb.Endpoints()
 	if len(clients) == 0 || len(servers) == 0 {
+		r.caseNo += len(tp.Cases)
 		return fail(fmt.Errorf("testbed %s has no endpoints", name))
 	}
 	failed := 0
@@ -212,7 +222,6 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 			res.Runs = append(res.Runs, rec)
 			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, run, r.cfg.Runs, runLine(rec)))
 		}
-		res.Summarize()
 	}
 	if failed > 0 {
 		err = fmt.Errorf("%d run(s) on %s/%s failed (see the results)", failed, tp.Layout, tp.Mode)
