@@ -267,7 +267,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 			return Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
 		}
 		if o.done.Before(after.at) {
-			return Run{}, nil, fmt.Errorf("client %d stopped %s before the window closed: it started late or ended early; a longer --warmup may help",
+			return Run{}, nil, fmt.Errorf("client %d stopped %s before the window closed, so the window saw it stop",
 				i, after.at.Sub(o.done).Round(time.Millisecond))
 		}
 		results = append(results, o.res)
