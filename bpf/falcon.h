@@ -16,6 +16,7 @@
 enum role {
 	ROLE_NIC = 1,     /* packets are VXLAN-encapsulated; steer the VXLAN device's stage */
 	ROLE_OVERLAY = 2, /* packets are decapsulated; steer the container's stage */
+	ROLE_SPLIT = 3,   /* XDP on the NIC: choose the CPU that builds the NIC stage's skbs */
 };
 
 enum fallback {
@@ -37,6 +38,7 @@ enum counter {
 	CNT_PASS_MALFORMED,
 	CNT_PASS_NOT_VXLAN, /* NIC hook: not UDP to a configured VXLAN port */
 	CNT_PASS_DISABLED,  /* no CPU set configured or hook inactive */
+	CNT_PASS_PROTO,     /* split hook: inner protocol not split (--split-proto) */
 	CNT_MAX,
 };
 
@@ -62,12 +64,17 @@ struct config {
 	__u32 pad;
 	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */
 	__u16 pos[MAX_CPUS];     /* pos[cpu] = index in S + 1, 0 = not in S */
+	/* The split set: CPUs whose cpumap kthread may build the NIC stage's
+	 * skbs (split.c), ascending; split_n 0 = no splitting. */
+	__u32 split_n;
+	__u32 split_proto; /* inner IP protocol split; 0 = all */
+	__u32 split_cpus[MAX_CPUS];
 };
 
 struct load {
 	__u64 updated_ns; /* CLOCK_MONOTONIC of the sample, 0 = never */
 	__u32 avg;        /* average load of S, percent */
-	__u32 pad;
+	__u32 split_avg;  /* average load of the split set, percent */
 	__u32 pct[MAX_CPUS]; /* per CPU id, percent (EWMA) */
 };
 
@@ -118,7 +125,25 @@ struct debug {
 	__u32 set_hash;  /* value given to bpf_set_hash */
 	__u32 skb_hash;  /* skb->hash read back afterwards */
 	__u32 hit;       /* decided by a flowlet entry */
+	__u32 action;    /* the program's verdict */
+	__u32 pad;
 	__u64 seq;       /* packets seen with debug on */
+};
+
+/* One CPU's cpumap traffic (split.c), indexed by CPU id. The enqueue half
+ * is written by the CPUs that redirect to it, the kthread half by the CPU
+ * itself: one cache line each. */
+struct split_stats {
+	__u64 enqueued;      /* frames put on this CPU's cpumap queue */
+	__u64 enqueue_drops; /* frames its full queue refused (dropped) */
+	__u64 bulks;         /* bulk flushes into its queue */
+	__u64 redirect_fail; /* redirects that found no cpumap entry (passed) */
+	__u64 pad1[4];
+	__u64 built;         /* frames its kthread turned into skbs */
+	__u64 build_drops;   /* frames its kthread dropped (skb allocation) */
+	__u64 batches;       /* kthread rounds that found frames */
+	__u64 sleeps;        /* times the kthread slept or yielded */
+	__u64 pad2[4];
 };
 
 #endif

@@ -30,6 +30,8 @@ func (r Role) bpf() (uint32, error) {
 		return roleNIC, nil
 	case RoleOverlay:
 		return roleOverlay, nil
+	case RoleSplit:
+		return roleSplit, nil
 	}
 	return 0, fmt.Errorf("role %q: want %q or %q", r, RoleNIC, RoleOverlay)
 }
@@ -104,6 +106,9 @@ func (h Hook) validate() error {
 func (d *Datapath) Attach(h Hook) error {
 	if err := h.validate(); err != nil {
 		return err
+	}
+	if h.Role == RoleSplit {
+		return fmt.Errorf("hook %s: the split role is XDP: use AttachSplit", h)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

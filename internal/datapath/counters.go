@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -18,6 +19,7 @@ type Counters struct {
 	FlowletHits             uint64                 // packets that kept their flowlet's decision
 	Passed                  map[string]uint64      // untouched packets per reason
 	Stages                  []Stage                // the same per hook (ifindexes may repeat across namespaces)
+	CPUMap                  map[int]CPUMapStats    // split CPU -> its cpumap traffic; nil when nothing is split
 }
 
 // Stage is one hook's counters.
@@ -32,7 +34,16 @@ type Stage struct {
 
 // Counters reads this datapath's counters.
 func (d *Datapath) Counters() (Counters, error) {
-	return readCounters(d.maps.FalconHooks, d.maps.FalconCounters, d.maps.FalconSteered)
+	c, err := readCounters(d.maps.FalconHooks, d.maps.FalconCounters, d.maps.FalconSteered)
+	if err != nil {
+		return c, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.split != nil {
+		c.CPUMap, err = readCPUMapStats(d.split.stats)
+	}
+	return c, err
 }
 
 // Config returns the configuration in force.
@@ -65,7 +76,21 @@ func ReadCounters(pinDir string) (Counters, error) {
 		}
 		ms = append(ms, m)
 	}
-	return readCounters(ms[0], ms[1], ms[2])
+	c, err := readCounters(ms[0], ms[1], ms[2])
+	if err != nil {
+		return c, err
+	}
+	// Pinned only while a NIC is split.
+	m, err := ebpf.LoadPinnedMap(filepath.Join(pinDir, splitStatsPin), &ebpf.LoadPinOptions{ReadOnly: true})
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("open pinned map %s: %w", splitStatsPin, err)
+	}
+	defer m.Close()
+	c.CPUMap, err = readCPUMapStats(m)
+	return c, err
 }
 
 // ReadState reads the configuration and the last published load of the
@@ -203,8 +228,11 @@ func addTo(dst map[int]map[int]uint64, ifindex int, src map[int]uint64) {
 
 func hookFromBPF(h *falconHook) Hook {
 	role := RoleNIC
-	if h.Role == roleOverlay {
+	switch h.Role {
+	case roleOverlay:
 		role = RoleOverlay
+	case roleSplit:
+		role = RoleSplit
 	}
 	return Hook{
 		Netns:       cString(h.Netns[:]),

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/falconnet/falcon/internal/steer"
 )
 
 // Limits of the BPF program (bpf/falcon.h).
@@ -35,6 +37,7 @@ const (
 	cntPassMalformed
 	cntPassNotVXLAN
 	cntPassDisabled
+	cntPassProto
 	cntMax
 )
 
@@ -46,11 +49,13 @@ var passReasons = map[int]string{
 	cntPassMalformed: "malformed",
 	cntPassNotVXLAN:  "not_vxlan",
 	cntPassDisabled:  "disabled",
+	cntPassProto:     "not_split_proto",
 }
 
 const (
 	roleNIC     = 1
 	roleOverlay = 2
+	roleSplit   = 3
 
 	fallbackInline = 0
 	fallbackLocal  = 1
@@ -87,6 +92,11 @@ type Config struct {
 	Fallback   string        // FallbackInline or FallbackLocal; "" = inline
 	VXLANPorts []uint16      // UDP ports that carry VXLAN at NIC hooks
 	StaleAfter time.Duration // load older than this switches falcon off; 0 = never stale
+	// The split set (AttachSplit): CPUs whose cpumap kthreads may build the
+	// NIC stage's skbs; nil = CPUs. SplitProto is SplitTCP, SplitUDP or
+	// SplitAll ("" = all), the inner protocol split.
+	SplitCPUs  []int
+	SplitProto string
 }
 
 // DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports.
@@ -110,18 +120,14 @@ func (c Config) Validate() error {
 	if len(c.CPUs) == 0 {
 		return errors.New("CPU set is empty")
 	}
-	if len(c.CPUs) > MaxCPUs {
-		return fmt.Errorf("CPU set has %d CPUs, at most %d are supported", len(c.CPUs), MaxCPUs)
+	if err := checkSet(c.CPUs, "CPU"); err != nil {
+		return err
 	}
-	seen := map[int]bool{}
-	for _, cpu := range c.CPUs {
-		if cpu < 0 || cpu >= MaxCPUs {
-			return fmt.Errorf("CPU %d out of range 0..%d", cpu, MaxCPUs-1)
-		}
-		if seen[cpu] {
-			return fmt.Errorf("CPU %d listed twice", cpu)
-		}
-		seen[cpu] = true
+	if err := checkSet(c.SplitCPUs, "split CPU"); err != nil {
+		return err
+	}
+	if _, err := splitProto(c.SplitProto); err != nil {
+		return err
 	}
 	if c.Threshold < 0 || c.Threshold > 100 {
 		return fmt.Errorf("threshold %d%% outside 0..100", c.Threshold)
@@ -144,6 +150,23 @@ func (c Config) Validate() error {
 		if p == 0 {
 			return errors.New("VXLAN port 0 is not a port")
 		}
+	}
+	return nil
+}
+
+func checkSet(cpus []int, what string) error {
+	if len(cpus) > MaxCPUs {
+		return fmt.Errorf("%s set has %d CPUs, at most %d are supported", what, len(cpus), MaxCPUs)
+	}
+	seen := map[int]bool{}
+	for _, cpu := range cpus {
+		if cpu < 0 || cpu >= MaxCPUs {
+			return fmt.Errorf("%s %d out of range 0..%d", what, cpu, MaxCPUs-1)
+		}
+		if seen[cpu] {
+			return fmt.Errorf("%s %d listed twice", what, cpu)
+		}
+		seen[cpu] = true
 	}
 	return nil
 }
@@ -174,6 +197,12 @@ func (c Config) toBPF() falconConfig {
 	}
 	b.Nports = uint32(len(c.VXLANPorts))
 	copy(b.Ports[:], c.VXLANPorts)
+	split := c.SplitSet()
+	b.SplitN = uint32(len(split))
+	for i, cpu := range split {
+		b.SplitCpus[i] = uint32(cpu)
+	}
+	b.SplitProto, _ = splitProto(c.SplitProto)
 	return b
 }
 
@@ -194,6 +223,10 @@ func configFromBPF(b *falconConfig) Config {
 	for i := uint32(0); i < b.Nports && i < MaxPorts; i++ {
 		c.VXLANPorts = append(c.VXLANPorts, b.Ports[i])
 	}
+	for i := uint32(0); i < b.SplitN && i < MaxCPUs; i++ {
+		c.SplitCPUs = append(c.SplitCPUs, int(b.SplitCpus[i]))
+	}
+	c.SplitProto = protoName(b.SplitProto)
 	return c
 }
 
@@ -206,6 +239,8 @@ type Datapath struct {
 	pinned []string
 	cfg    Config
 	hooks  map[hookKey]*attachment
+	splits map[hookKey]*attachment // XDP on NICs (split.go)
+	split  *cpumapState            // the cpumap, while splits is not empty
 	ids    [MaxHooks]bool
 	debug  bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
@@ -229,7 +264,7 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}}
+	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{}}
 	if err := spec.LoadAndAssign(&d.maps, nil); err != nil {
 		return nil, fmt.Errorf("create BPF maps: %w", err)
 	}
@@ -253,13 +288,24 @@ func (d *Datapath) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.split != nil {
+		if err := checkPossible(cfg.SplitSet()); err != nil {
+			return err
+		}
+		if err := d.split.sync(cfg.SplitSet(), true); err != nil {
+			return err
+		}
+	}
 	b := cfg.toBPF()
 	if err := d.maps.FalconConfig.Put(uint32(0), &b); err != nil {
 		return fmt.Errorf("write BPF config: %w", err)
 	}
-	d.mu.Lock()
 	d.cfg = cfg
-	d.mu.Unlock()
+	if d.split != nil {
+		return d.split.sync(cfg.SplitSet(), false)
+	}
 	return nil
 }
 
@@ -272,6 +318,13 @@ func (d *Datapath) SetLoad(perCPU []uint32, avg uint32, monotonicNs uint64) erro
 	var l falconLoad
 	copy(l.Pct[:], perCPU)
 	l.Avg = avg
+	// The split set's own average switches splitting off, as S's does
+	// pipelining; the same set gets the caller's average.
+	cfg := d.Config()
+	l.SplitAvg = avg
+	if len(cfg.SplitCPUs) > 0 && !slices.Equal(cfg.SplitSet(), cfg.SortedCPUs()) {
+		l.SplitAvg = steer.AvgLoad(cfg.SplitSet(), perCPU)
+	}
 	l.UpdatedNs = monotonicNs
 	if err := d.maps.FalconLoad.Put(uint32(0), &l); err != nil {
 		return fmt.Errorf("write BPF load: %w", err)
@@ -287,7 +340,7 @@ func (d *Datapath) Close() error {
 		hooks = append(hooks, a.hook)
 	}
 	d.mu.Unlock()
-	var errs []error
+	errs := []error{d.closeSplits()}
 	for _, h := range hooks {
 		errs = append(errs, d.Detach(h))
 	}

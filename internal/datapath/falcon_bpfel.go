@@ -26,11 +26,14 @@ type falconConfig struct {
 	Pad          uint32
 	Cpus         [1024]uint32
 	Pos          [1024]uint16
+	SplitN       uint32
+	SplitProto   uint32
+	SplitCpus    [1024]uint32
 }
 
 type falconCounters struct {
 	_  structs.HostLayout
-	C  [11]uint64
+	C  [12]uint64
 	To [64]uint64
 }
 
@@ -42,6 +45,8 @@ type falconDebug struct {
 	SetHash  uint32
 	SkbHash  uint32
 	Hit      uint32
+	Action   uint32
+	Pad      uint32
 	Seq      uint64
 }
 
@@ -77,7 +82,7 @@ type falconLoad struct {
 	_         structs.HostLayout
 	UpdatedNs uint64
 	Avg       uint32
-	Pad       uint32
+	SplitAvg  uint32
 	Pct       [1024]uint32
 }
 

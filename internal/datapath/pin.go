@@ -136,7 +136,11 @@ func Cleanup(pinDir string, hooks []Hook) error {
 		if !netns.Exists(h.Netns) {
 			continue
 		}
-		err := netns.Do(h.Netns, func() error { return cleanupHook(h) })
+		clean := cleanupHook
+		if h.Role == RoleSplit {
+			clean = cleanupSplit
+		}
+		err := netns.Do(h.Netns, func() error { return clean(h) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s: %w", h, err))
 		}

@@ -26,12 +26,22 @@ func (s ProgStats) PerRun() time.Duration {
 	return s.RunTime / time.Duration(s.RunCount)
 }
 
-// ProgramStats reports each attached hook's program.
+func mapsJoin(ms ...map[hookKey]*attachment) []*attachment {
+	var out []*attachment
+	for _, m := range ms {
+		for _, a := range m {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ProgramStats reports each attached hook's program, split hooks included.
 func (d *Datapath) ProgramStats() ([]ProgStats, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []ProgStats
-	for _, a := range d.hooks {
+	for _, a := range mapsJoin(d.hooks, d.splits) {
 		s, err := progStats(a.prog)
 		if err != nil {
 			return nil, err

@@ -151,3 +151,21 @@ func RPSCPU(hash uint32, cpus []int) int {
 	}
 	return cpus[(uint64(hash)*uint64(len(cpus)))>>32]
 }
+
+// AvgLoad is the average load of a CPU set, rounded to a percent: the
+// "avg_load(S)" of Algorithm 1's off switch for a set whose average the
+// load sampler does not publish itself (the split set). load is indexed by
+// CPU id; missing CPUs count 0.
+func AvgLoad(cpus []int, load []uint32) uint32 {
+	if len(cpus) == 0 {
+		return 0
+	}
+	var sum uint64
+	for _, c := range cpus {
+		if c >= 0 && c < len(load) {
+			sum += uint64(load[c])
+		}
+	}
+	n := uint64(len(cpus))
+	return uint32((sum + n/2) / n)
+}

@@ -141,3 +141,22 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+func TestAvgLoad(t *testing.T) {
+	load := []uint32{10, 20, 31, 100}
+	for _, c := range []struct {
+		cpus []int
+		want uint32
+	}{
+		{nil, 0},
+		{[]int{0}, 10},
+		{[]int{0, 1}, 15},
+		{[]int{1, 2}, 26}, // 25.5 rounds up
+		{[]int{0, 1, 2, 3}, 40},
+		{[]int{3, 9}, 50}, // CPUs without data count 0
+	} {
+		if got := AvgLoad(c.cpus, load); got != c.want {
+			t.Errorf("AvgLoad(%v) = %d, want %d", c.cpus, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/* falcon split: FALCON's GRO splitting and MFLOW's IRQ splitting on an
+ * unmodified kernel.
+ *
+ * Attached as native XDP on the NIC, the program runs in the driver's poll,
+ * before any skb exists. For overlay (VXLAN) packets it chooses a CPU of the
+ * split set by the same rule as the tc program (Algorithm 1 with flowlets,
+ * salted with the NIC's ifindex) and redirects the frame into that CPU's
+ * cpumap entry: the CPU's cpumap kthread builds the skb and, from Linux
+ * 6.15, runs GRO on it, then IP, UDP and VXLAN decapsulation. The interrupt
+ * CPU keeps only the driver poll and this program. Everything else passes.
+ *
+ * The skb cpumap builds carries no hash, so the tc program on the NIC, which
+ * runs in that kthread, still steers the VXLAN device's stage: splitting and
+ * pipelining compose. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "falcon.h"
+#include "maps.h"
+#include "parse.h"
+#include "choose.h"
+
+/* The id of falcon_cpumap below, set at load: the tracepoints fire for
+ * every cpumap on the machine and count only ours. */
+const volatile __u32 cpumap_id = 0;
+
+/* Keyed by CPU id; the loader sizes it to the possible CPUs and creates
+ * entries (with their kthreads) only for the split set. The value is the
+ * queue size alone: no program runs on the entries. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CPUMAP);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, __u32);
+} falcon_cpumap SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct split_stats);
+} falcon_split_stats SEC(".maps");
+
+SEC("xdp")
+int falcon_split(struct xdp_md *ctx)
+{
+	__u32 zero = 0, hid = hook_id, fh, cur, dest, action = XDP_PASS;
+	struct pkt p = {
+		.ctx = ctx,
+		.data = (void *)(long)ctx->data,
+		.end = (void *)(long)ctx->data_end,
+		.xdp = 1,
+	};
+	struct split_stats *st;
+	struct decision dc;
+	struct counters *cnt;
+	struct config *cfg;
+	struct cpuset s;
+	struct hook *hk;
+	struct load *ld;
+	struct flow fl = {};
+	int why;
+
+	cnt = bpf_map_lookup_elem(&falcon_counters, &hid);
+	hk = bpf_map_lookup_elem(&falcon_hooks, &hid);
+	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+	ld = bpf_map_lookup_elem(&falcon_load, &zero);
+	if (!cnt || !hk || !cfg || !ld)
+		return XDP_PASS;
+
+	if (!hk->active || cfg->split_n == 0 || cfg->split_n > MAX_CPUS) {
+		cnt->c[CNT_PASS_DISABLED]++;
+		record(0, KIND_NONE, 0, 0, 0, 0, XDP_PASS);
+		return XDP_PASS;
+	}
+	p.len = bpf_xdp_get_buff_len(ctx);
+	why = parse(&p, 1, cfg, &fl);
+	if (!why && cfg->split_proto && fl.proto != cfg->split_proto)
+		why = CNT_PASS_PROTO;
+	if (why) {
+		count(cnt, why);
+		record(0, KIND_NONE, 0, 0, 0, 0, XDP_PASS);
+		return XDP_PASS;
+	}
+
+	fh = flow_hash(&fl);
+	cur = bpf_get_smp_processor_id();
+	s.cpus = cfg->split_cpus;
+	s.n = cfg->split_n;
+	s.avg = ld->split_avg;
+	decide(cfg, ld, &s, hid, hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
+	count(cnt, dc.why);
+
+	/* Fallback: the skb is built here, as without falcon. So is it when
+	 * the choice is this CPU: its own kthread would only add a switch. */
+	dest = cur;
+	if (dc.target != TARGET_FALLBACK) {
+		dest = cfg->split_cpus[cpu_idx(dc.target)];
+		if (dest != cur) {
+			action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
+			if (action != XDP_REDIRECT) {
+				st = bpf_map_lookup_elem(&falcon_split_stats, &dest);
+				if (st)
+					__sync_fetch_and_add(&st->redirect_fail, 1);
+			}
+		}
+	}
+	count_steered(cnt, hid, action == XDP_REDIRECT ? dest : cur);
+	record(fh, dc.kind, dest, dc.hit, 0, 0, action);
+	return action;
+}
+
+/* xdp_cpumap_enqueue(int map_id, unsigned int processed, unsigned int drops,
+ * int to_cpu): one bulk of frames flushed into to_cpu's queue, on the CPU
+ * that redirected them; drops of them found the queue full. */
+SEC("raw_tracepoint/xdp_cpumap_enqueue")
+int falcon_cpumap_enqueue(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 map_id = ctx->args[0], processed = ctx->args[1], drops = ctx->args[2], to = ctx->args[3];
+	struct split_stats *st;
+
+	if (map_id != cpumap_id)
+		return 0;
+	st = bpf_map_lookup_elem(&falcon_split_stats, &to);
+	if (!st)
+		return 0;
+	__sync_fetch_and_add(&st->enqueued, processed - drops);
+	__sync_fetch_and_add(&st->enqueue_drops, drops);
+	__sync_fetch_and_add(&st->bulks, 1);
+	return 0;
+}
+
+/* xdp_cpumap_kthread(int map_id, unsigned int processed, unsigned int drops,
+ * int sched, ...): one round of a cpumap kthread, on its own CPU; only that
+ * kthread writes this half of the CPU's entry. */
+SEC("raw_tracepoint/xdp_cpumap_kthread")
+int falcon_cpumap_kthread(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 map_id = ctx->args[0], processed = ctx->args[1], drops = ctx->args[2];
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct split_stats *st;
+
+	if (map_id != cpumap_id)
+		return 0;
+	st = bpf_map_lookup_elem(&falcon_split_stats, &cpu);
+	if (!st)
+		return 0;
+	st->built += processed - drops;
+	st->build_drops += drops;
+	if (processed)
+		st->batches++;
+	if (ctx->args[3])
+		st->sleeps++;
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

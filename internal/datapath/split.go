@@ -1,0 +1,499 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// Splitting the NIC stage (bpf/split.c): native XDP on the NIC redirects
+// overlay frames into a cpumap, whose kthread on the chosen CPU builds the
+// skb (and from 6.15 runs GRO), so the interrupt CPU keeps only the driver
+// poll. The choice is the tc program's own (bpf/choose.h) over the split
+// set, salted with the NIC's ifindex.
+
+// RoleSplit is the XDP program on a NIC (see AttachSplit).
+const RoleSplit Role = "split"
+
+// Inner protocols --split-proto takes.
+const (
+	SplitAll = "all"
+	SplitTCP = "tcp"
+	SplitUDP = "udp"
+)
+
+// CPUMapQueue is the size of each split CPU's cpumap queue, in frames.
+// The queue must hold what arrives while the CPU's kthread is not running:
+// after a wake-up from a deep C-state (about 133 µs on the Xeons the kernel's
+// samples/bpf/xdp_redirect_cpu measured) a 10 Gbit/s port delivers up to
+// 14.88 Mpps × 133 µs ≈ 1979 minimum-size frames, hence 2048, the default
+// of that sample and of xdp-tools' xdp-bench. Larger queues only add
+// latency and pin memory (a frame holds its page until its skb is built:
+// 2048 × 4 KiB = 8 MiB per CPU at worst); full queues show as enqueue drops
+// in falcon status.
+const CPUMapQueue = 2048
+
+const (
+	splitProgName = "falcon_split"
+	splitStatsPin = "falcon_split_stats"
+)
+
+// SplitHook is a NIC whose stage is split.
+type SplitHook struct {
+	Netns   string // network namespace name or path; "" = current
+	Ifindex int
+	Name    string // device name, checked against Ifindex when set
+}
+
+// Hook is the split hook as the hooks map and Cleanup know it: role split,
+// salted with the NIC's own ifindex.
+func (s SplitHook) Hook() Hook {
+	return Hook{Netns: s.Netns, Ifindex: s.Ifindex, Name: s.Name, Role: RoleSplit, NextIfindex: s.Ifindex}
+}
+
+func splitProto(p string) (uint32, error) {
+	switch p {
+	case "", SplitAll:
+		return 0, nil
+	case SplitTCP:
+		return 6, nil
+	case SplitUDP:
+		return 17, nil
+	}
+	return 0, fmt.Errorf("split protocol %q: want %s, %s or %s", p, SplitTCP, SplitUDP, SplitAll)
+}
+
+func protoName(n uint32) string {
+	switch n {
+	case 6:
+		return SplitTCP
+	case 17:
+		return SplitUDP
+	}
+	return SplitAll
+}
+
+// SplitSet is the split CPU set in ascending order: SplitCPUs, or the Falcon
+// set when none are given.
+func (c Config) SplitSet() []int {
+	if len(c.SplitCPUs) > 0 {
+		s := slices.Clone(c.SplitCPUs)
+		slices.Sort(s)
+		return s
+	}
+	return c.SortedCPUs()
+}
+
+// cpumapState exists while at least one split hook is attached.
+type cpumapState struct {
+	spec    *ebpf.CollectionSpec
+	cpumap  *ebpf.Map
+	stats   *ebpf.Map
+	progs   []*ebpf.Program // tracepoint programs
+	links   []link.Link
+	entries map[int]bool
+	pin     string
+}
+
+func (s *cpumapState) close() error {
+	var errs []error
+	for _, l := range s.links {
+		errs = append(errs, l.Close())
+	}
+	for _, p := range s.progs {
+		errs = append(errs, p.Close())
+	}
+	if s.pin != "" {
+		if err := os.Remove(s.pin); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if s.stats != nil {
+		errs = append(errs, s.stats.Close())
+	}
+	if s.cpumap != nil {
+		errs = append(errs, s.cpumap.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// checkPossible: cpumap entries exist only for possible CPUs.
+func checkPossible(cpus []int) error {
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	for _, c := range cpus {
+		if c >= n {
+			return fmt.Errorf("split CPU %d does not exist: this machine has CPUs 0-%d", c, n-1)
+		}
+	}
+	return nil
+}
+
+// AttachSplit attaches the split program to a NIC in native XDP mode. It
+// checks first, changing nothing, that the driver has native XDP with
+// redirect and that no other XDP program is there; generic (skb) XDP is
+// refused, as it runs after skb allocation and splits nothing. The first
+// split hook creates the cpumap (entries only for the split set) and the
+// tracepoints that count its traffic; the last one's detach removes them.
+// Attaching an attached NIC again is no error.
+func (d *Datapath) AttachSplit(s SplitHook) error {
+	h := s.Hook()
+	if err := h.validate(); err != nil {
+		return err
+	}
+	if err := checkPossible(d.Config().SplitSet()); err != nil {
+		return err
+	}
+	if _, err := CheckSplit(s.Netns, s.Ifindex, s.Name); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.splits[h.key()]; ok {
+		return nil
+	}
+	if err := d.openSplit(); err != nil {
+		return err
+	}
+	id, err := d.allocID()
+	if err == nil {
+		a := &attachment{hook: h, id: id}
+		if err = d.attachXDP(a); err == nil {
+			d.splits[h.key()] = a
+			return nil
+		}
+		d.ids[id] = false
+	}
+	if len(d.splits) == 0 {
+		d.split.close()
+		d.split = nil
+	}
+	return err
+}
+
+// openSplit creates the cpumap, its counters and tracepoints (d.mu held).
+func (d *Datapath) openSplit() (err error) {
+	if d.split != nil {
+		return nil
+	}
+	spec, err := loadSplit()
+	if err != nil {
+		return err
+	}
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	s := &cpumapState{spec: spec, entries: map[int]bool{}}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	newMap := func(name string) (*ebpf.Map, error) {
+		// In the spec itself: the programs loaded from it must agree.
+		spec.Maps[name].MaxEntries = uint32(n)
+		m, err := ebpf.NewMap(spec.Maps[name])
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", name, err)
+		}
+		return m, nil
+	}
+	if s.cpumap, err = newMap("falcon_cpumap"); err != nil {
+		return err
+	}
+	if s.stats, err = newMap("falcon_split_stats"); err != nil {
+		return err
+	}
+	info, err := s.cpumap.Info()
+	if err != nil {
+		return err
+	}
+	id, ok := info.ID()
+	if !ok {
+		return errors.New("the kernel did not report the cpumap's id")
+	}
+	if err := spec.Variables["cpumap_id"].Set(uint32(id)); err != nil {
+		return err
+	}
+	var objs struct {
+		Enqueue *ebpf.Program `ebpf:"falcon_cpumap_enqueue"`
+		Kthread *ebpf.Program `ebpf:"falcon_cpumap_kthread"`
+	}
+	err = spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		"falcon_split_stats": s.stats,
+	}})
+	if err != nil {
+		return fmt.Errorf("load cpumap tracepoint programs: %w", err)
+	}
+	s.progs = []*ebpf.Program{objs.Enqueue, objs.Kthread}
+	for tp, p := range map[string]*ebpf.Program{"xdp_cpumap_enqueue": objs.Enqueue, "xdp_cpumap_kthread": objs.Kthread} {
+		l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: tp, Program: p})
+		if err != nil {
+			return fmt.Errorf("attach raw tracepoint %s: %w", tp, err)
+		}
+		s.links = append(s.links, l)
+	}
+	if err := s.sync(d.cfg.SplitSet(), true); err != nil {
+		return err
+	}
+	if d.pinDir != "" {
+		p := filepath.Join(d.pinDir, splitStatsPin)
+		if err := s.stats.Pin(p); err != nil {
+			return fmt.Errorf("pin %s: %w", splitStatsPin, err)
+		}
+		s.pin = p
+	}
+	d.split = s
+	return nil
+}
+
+// sync adds cpumap entries for set (add) or removes those not in it: a
+// changed set is added before the program may choose its CPUs and removed
+// after it no longer does. Each entry starts a kthread on its CPU.
+func (s *cpumapState) sync(set []int, add bool) error {
+	for _, c := range set {
+		if add && !s.entries[c] {
+			if err := s.cpumap.Put(uint32(c), uint32(CPUMapQueue)); err != nil {
+				return fmt.Errorf("cpumap entry for CPU %d: %w", c, err)
+			}
+			s.entries[c] = true
+		}
+	}
+	if add {
+		return nil
+	}
+	for c := range s.entries {
+		if !slices.Contains(set, c) {
+			if err := s.cpumap.Delete(uint32(c)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("remove cpumap entry for CPU %d: %w", c, err)
+			}
+			delete(s.entries, c)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) splitProgram(id uint32) (*ebpf.Program, error) {
+	spec := d.split.spec.Copy()
+	if err := spec.Variables["hook_id"].Set(id); err != nil {
+		return nil, err
+	}
+	if d.debug {
+		if err := spec.Variables["debug_on"].Set(uint32(1)); err != nil {
+			return nil, err
+		}
+	}
+	repl := d.mapsByName()
+	repl["falcon_cpumap"] = d.split.cpumap
+	repl["falcon_split_stats"] = d.split.stats
+	var objs struct {
+		Prog *ebpf.Program `ebpf:"falcon_split"`
+	}
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF split program: %+v", ve)
+		}
+		return nil, fmt.Errorf("load BPF split program: %w", err)
+	}
+	return objs.Prog, nil
+}
+
+func (d *Datapath) attachXDP(a *attachment) (err error) {
+	if err := d.resetSlot(a.id); err != nil {
+		return err
+	}
+	if err := d.writeHook(a.id, a.hook, true); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			d.writeHook(a.id, a.hook, false)
+			if a.prog != nil {
+				a.prog.Close()
+			}
+		}
+	}()
+	if a.prog, err = d.splitProgram(a.id); err != nil {
+		return err
+	}
+	return netns.Do(a.hook.Netns, func() error {
+		l, err := netlink.LinkByIndex(a.hook.Ifindex)
+		if err != nil {
+			return fmt.Errorf("split %s: %w", a.hook, err)
+		}
+		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
+			return fmt.Errorf("split %s: ifindex %d is %s now", a.hook, a.hook.Ifindex, l.Attrs().Name)
+		}
+		name := l.Attrs().Name
+		a.link, err = link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.hook.Ifindex, Flags: link.XDPDriverMode})
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("NIC %s has no native XDP: --split needs it, and generic XDP runs after skb allocation and splits nothing (%w)", name, err)
+		case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST):
+			return fmt.Errorf("NIC %s already runs another XDP program; a device takes one (%w)", name, err)
+		}
+		return fmt.Errorf("attach XDP to %s in native mode: %w", name, err)
+	})
+}
+
+// DetachSplit removes the split program from a NIC; the last one removes
+// the cpumap (its kthreads stop) and the tracepoints. A NIC not split is no
+// error.
+func (d *Datapath) DetachSplit(s SplitHook) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.detachSplit(s.Hook().key())
+}
+
+func (d *Datapath) detachSplit(k hookKey) error {
+	a, ok := d.splits[k]
+	if !ok {
+		return nil
+	}
+	delete(d.splits, k)
+	var errs []error
+	if a.link != nil {
+		errs = append(errs, a.link.Close())
+	}
+	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
+	d.ids[a.id] = false
+	if len(d.splits) == 0 && d.split != nil {
+		errs = append(errs, d.split.close())
+		d.split = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach split %s: %w", a.hook, err)
+	}
+	return nil
+}
+
+func (d *Datapath) closeSplits() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for k := range d.splits {
+		errs = append(errs, d.detachSplit(k))
+	}
+	return errors.Join(errs...)
+}
+
+// Splits lists the attached split hooks.
+func (d *Datapath) Splits() []SplitHook {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []SplitHook
+	for _, a := range d.splits {
+		out = append(out, SplitHook{Netns: a.hook.Netns, Ifindex: a.hook.Ifindex, Name: a.hook.Name})
+	}
+	return out
+}
+
+// XDPProgramID is the id of the split program attached to s, for tests and
+// status; 0 when s is not split.
+func (d *Datapath) XDPProgramID(s SplitHook) ebpf.ProgramID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.splits[s.Hook().key()]
+	if !ok {
+		return 0
+	}
+	info, err := a.prog.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
+}
+
+// CPUMapID is the id of the cpumap while a split hook is attached, else 0.
+func (d *Datapath) CPUMapID() ebpf.MapID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.split == nil {
+		return 0
+	}
+	info, err := d.split.cpumap.Info()
+	if err != nil {
+		return 0
+	}
+	id, _ := info.ID()
+	return id
+}
+
+// cleanupSplit detaches falcon's XDP link from h's device, left by an agent
+// that hangs (links die with the process that holds them).
+func cleanupSplit(h Hook) error {
+	l, err := netlink.LinkByIndex(h.Ifindex)
+	if err != nil {
+		if gone(err) {
+			return nil
+		}
+		return err
+	}
+	if h.Name != "" && l.Attrs().Name != h.Name {
+		return nil
+	}
+	x := l.Attrs().Xdp
+	if x == nil || !x.Attached || x.ProgId == 0 || !isOurs(x.ProgId) {
+		return nil
+	}
+	it := new(link.Iterator)
+	defer it.Close()
+	var errs []error
+	for it.Next() {
+		info, err := it.Link.Info()
+		if err != nil || info.Type != link.XDPType || uint32(info.Program) != x.ProgId {
+			continue
+		}
+		if xi := info.XDP(); xi != nil && int(xi.Ifindex) != h.Ifindex {
+			continue
+		}
+		errs = append(errs, it.Link.Detach())
+	}
+	return errors.Join(append(errs, it.Err())...)
+}
+
+// CPUMapStats is one split CPU's cpumap traffic, from the tracepoints
+// xdp:xdp_cpumap_enqueue and xdp:xdp_cpumap_kthread.
+type CPUMapStats struct {
+	Enqueued     uint64 `json:"enqueued"`        // frames put on its queue
+	EnqueueDrops uint64 `json:"enqueue_drops"`   // frames its full queue refused: dropped
+	RedirectFail uint64 `json:"redirect_failed"` // redirects that found no entry: built on the interrupt CPU
+	Built        uint64 `json:"built"`           // frames its kthread turned into skbs
+	BuildDrops   uint64 `json:"build_drops"`     // frames its kthread dropped (skb allocation failed)
+	Batches      uint64 `json:"batches"`         // kthread rounds that found frames
+	Sleeps       uint64 `json:"sleeps"`          // times the kthread slept or yielded the CPU
+}
+
+func readCPUMapStats(m *ebpf.Map) (map[int]CPUMapStats, error) {
+	out := map[int]CPUMapStats{}
+	var k uint32
+	var v splitSplitStats
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		s := CPUMapStats{Enqueued: v.Enqueued, EnqueueDrops: v.EnqueueDrops, RedirectFail: v.RedirectFail,
+			Built: v.Built, BuildDrops: v.BuildDrops, Batches: v.Batches, Sleeps: v.Sleeps}
+		if s != (CPUMapStats{}) {
+			out[int(k)] = s
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read cpumap statistics: %w", err)
+	}
+	return out, nil
+}
