@@ -132,6 +132,9 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, err
 	}
 	h.state = State{Pid: os.Getpid(), Options: opts, PinDir: h.PinDir, Started: time.Now(), Devices: ov.Devices}
+	if _, static := mode.(StaticMode); static {
+		h.state.PinDir = "" // no BPF: nothing for status or cleanup to look for
+	}
 	if err := h.update(func(*State) {}); err != nil {
 		h.lock.release()
 		return nil, fmt.Errorf("write state: %w", err)
@@ -145,7 +148,11 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		a.teardown()
 		return nil, fmt.Errorf("write state: %w", err)
 	}
-	h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), FormatCPUList(opts.CPUs))
+	if h.state.PinDir == "" {
+		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, nsName(opts.Netns))
+	} else {
+		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), FormatCPUList(opts.CPUs))
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go a.follow(wctx)

@@ -104,7 +104,11 @@ func cleanupDead(dir, pinDir string, logf func(string, ...any)) error {
 		if st.PinDir != "" {
 			pinDir = st.PinDir
 		}
-		logf("cleaning up after agent pid %d, which did not stop cleanly", st.Pid)
+		if st.Static {
+			logf("restoring the values mode %s set", st.Options.Mode)
+		} else {
+			logf("cleaning up after agent pid %d, which did not stop cleanly", st.Pid)
+		}
 	}
 	var errs []error
 	if err := datapath.Cleanup(pinDir, hooks); err != nil {

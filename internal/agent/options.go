@@ -159,7 +159,7 @@ func (o *Options) validate() error {
 	if o.FlowEntries < 0 {
 		return fmt.Errorf("flow entries %d is negative", o.FlowEntries)
 	}
-	return nil
+	return checkModeOptions(o)
 }
 
 // sameSettings reports whether two validated option sets configure the

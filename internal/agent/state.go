@@ -33,6 +33,22 @@ type State struct {
 	Started time.Time         `json:"started"`
 	Ready   bool              `json:"ready"`
 	Devices []discover.Device `json:"devices,omitempty"` // the overlay as last seen
+	// Static: a mode that only sets values (rps, rfs) was applied by
+	// Apply, and no agent runs; the journal holds what to restore.
+	Static bool `json:"static,omitempty"`
+	// Values are what the rps and rfs modes set, as last applied.
+	Values []Value `json:"values,omitempty"`
+}
+
+// Value is one sysfs or procfs value a mode set. Netns is the device's
+// namespace as discovery names it; a global value (Device "") lives in the
+// agent's own, initial namespace.
+type Value struct {
+	Netns  string `json:"netns,omitempty"`
+	Device string `json:"device,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Path   string `json:"path"`
+	Value  string `json:"value"`
 }
 
 func readState(dir string) (*State, error) {

@@ -32,6 +32,10 @@ type Report struct {
 	Stages     []StageReport     `json:"stages,omitempty"`
 	Totals     *Decisions        `json:"totals,omitempty"`
 	Devices    []discover.Device `json:"devices,omitempty"`
+	// Static: a mode that only sets values (rps, rfs) is applied and no
+	// agent runs, nor needs to; Values are what it set.
+	Static bool    `json:"static,omitempty"`
+	Values []Value `json:"values,omitempty"`
 }
 
 // LoadReport is the load the datapath decides with.
@@ -99,14 +103,20 @@ func Status(opts Options) (*Report, error) {
 		r.Order = "per-packet"
 	}
 	r.Devices = st.Devices
+	r.Static, r.Values = st.Static, st.Values
 	switch {
+	case st.Static && !st.Ready && r.Running:
+		r.Problem = fmt.Sprintf("mode %s is being applied", st.Options.Mode)
+	case st.Static && !st.Ready:
+		r.Problem = fmt.Sprintf("applying mode %s was interrupted half-way: run 'falcon disable%s' to restore, then enable again", st.Options.Mode, nsFlag(opts.Netns))
+	case st.Static:
 	case !r.Running:
 		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, nsFlag(opts.Netns))
 	case !st.Ready:
 		r.Problem = "the agent is starting, or failed to undo its changes: see " + dir + "/" + LogFile
 	}
 	if st.PinDir == "" {
-		r.Ready = r.Running && st.Ready
+		r.Ready = (r.Running || st.Static) && st.Ready
 		return r, nil
 	}
 	cfg, perCPU, avg, updated, err := datapath.ReadState(st.PinDir)
