@@ -385,7 +385,7 @@ func TestStudyModesBadInput(t *testing.T) {
 		{"rps-cpus", func(o *Options) { o.Mode, o.RPSCPUs = ModeRPS, []int{0, 4095} }, "--rps-cpus: CPU 4095 does not exist"},
 		{"rfs-cpus", func(o *Options) { o.Mode, o.RPSCPUs = ModeRFS, []int{4095} }, "--rps-cpus: CPU 4095 does not exist"},
 		{"entries", func(o *Options) { o.Mode, o.FlowEntries = ModeRFS, 1000 }, "not a power of two"},
-		{"entries-limit", func(o *Options) { o.Mode, o.FlowEntries = ModeRFS, 1 << 30 }, "limit"},
+		{"entries-limit", func(o *Options) { o.Mode, o.FlowEntries = ModeRFS, 1<<30 }, "limit"},
 		{"entries-rps", func(o *Options) { o.Mode, o.FlowEntries = ModeRPS, 4096 }, "use --mode rfs"},
 		{"falcon-level", func(o *Options) { o.Mode, o.ContainerLevel = ModeFalcon, true }, "--container-level"},
 		{"falcon-rps-cpus", func(o *Options) { o.Mode, o.RPSCPUs = ModeFalcon, []int{0} }, "--rps-cpus"},
