@@ -18,11 +18,11 @@ import (
 )
 
 func init() {
-	register(command{name: "enable", summary: "accelerate a host's overlay (starts a background agent)", run: runEnable})
+	register(command{name: "enable", summary: "accelerate a host's overlay (falcon: starts a background agent; rps, rfs: sets values, nothing runs)", run: runEnable})
 }
 
 const agentSynopsis = "[--netns HOSTNS] [--mode falcon|rps|rfs] [--cpus LIST] [--threshold PCT] [--interval DUR] " +
-	"[--flowlet-gap DUR] [--order flowlet|per-packet] [--devices auto|LIST]"
+	"[--flowlet-gap DUR] [--order flowlet|per-packet] [--devices auto|LIST] [--container-level] [--rps-cpus LIST] [--flow-entries N]"
 
 // agentFlags are the settings enable and agent share. They are strings so
 // that an empty value means the default: the Kubernetes DaemonSet passes
@@ -42,13 +42,31 @@ func addAgentFlags(fs *flag.FlagSet) *agentFlags {
 	fs.StringVar(&f.flowletGap, "flowlet-gap", "", "idle time after which a flow may move to another CPU without reordering (default 1ms)")
 	fs.StringVar(&f.order, "order", "", "flowlet: keep each flow in order (default); per-packet: choose per packet as the paper did (may reorder)")
 	fs.StringVar(&f.devices, "devices", "", "auto (default), or the VXLAN devices to accelerate, comma-separated, optionally with the NIC")
-	fs.StringVar(&f.containerLevel, "container-level", "", "rps/rfs modes: also set the containers' eth0 (true/false)")
-	fs.StringVar(&f.rpsCPUs, "rps-cpus", "", "rps/rfs modes: the RPS CPU list (default: all online)")
-	fs.StringVar(&f.flowEntries, "flow-entries", "", "rfs mode: rps_sock_flow_entries (default 32768)")
-	fs.StringVar(&f.split, "split", "", "move the NIC stage off the interrupt CPU with XDP and a cpumap (true/false; not available yet)")
+	fs.Var(optBool{&f.containerLevel}, "container-level", "rps/rfs modes: also set the containers' eth0, from the host side (the study's RPS+ and RFS+; true/false)")
+	fs.StringVar(&f.rpsCPUs, "rps-cpus", "", "rps mode: the CPUs written to rps_cpus (default: all online, as the study); "+
+		"rfs mode: also set rps_cpus, so that flows with no socket CPU yet get plain RPS (default: left alone, as the study)")
+	fs.StringVar(&f.flowEntries, "flow-entries", "", "rfs mode: net.core.rps_sock_flow_entries, a power of two; each receive queue's "+
+		"rps_flow_cnt gets this divided by its device's queue count (default 32768, as the study and the kernel's scaling.rst)")
+	fs.Var(optBool{&f.split}, "split", "move the NIC stage off the interrupt CPU with XDP and a cpumap (true/false; not available yet)")
 	fs.StringVar(&f.splitCPUs, "split-cpus", "", "CPUs for the split-off NIC stage")
 	return f
 }
+
+// optBool is a string flag that may also stand alone, as a boolean does:
+// --container-level means true, --container-level=false false, and
+// --container-level= (an empty ConfigMap key) the default.
+type optBool struct{ s *string }
+
+func (b optBool) String() string {
+	if b.s == nil {
+		return ""
+	}
+	return *b.s
+}
+
+func (b optBool) Set(v string) error { *b.s = v; return nil }
+
+func (b optBool) IsBoolFlag() bool { return true }
 
 // options turns the flags into agent options; bad syntax is a usage error.
 func (f *agentFlags) options() (agent.Options, error) {
@@ -137,8 +155,9 @@ func (f *agentFlags) options() (agent.Options, error) {
 	}
 	if f.flowEntries != "" {
 		n, err := strconv.Atoi(f.flowEntries)
-		if err != nil || n < 0 {
-			return o, usagef("--flow-entries %q: want a count", f.flowEntries)
+		if err != nil || n < 1 {
+			return o, usagef("--flow-entries %q: want a power of two from 1 to %d (default %d; 0 would switch RFS off, which is 'falcon disable')",
+				f.flowEntries, agent.MaxFlowEntries, agent.DefaultFlowEntries)
 		}
 		o.FlowEntries = n
 	}
@@ -189,6 +208,9 @@ func runEnable(args []string) error {
 	// bad input never starts (or replaces) an agent.
 	if err := agent.Check(&o); err != nil {
 		return err
+	}
+	if agent.IsStatic(o.Mode) {
+		return applyStatic(o)
 	}
 	st, err := agent.Running(o)
 	if err != nil {

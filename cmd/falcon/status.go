@@ -55,7 +55,11 @@ func runStatus(args []string) error {
 		return fmt.Errorf("%w: %s", errNotReady, why)
 	}
 	if *ready && !*asJSON {
-		fmt.Fprintf(statusOut, "ready: agent pid %d\n", r.Pid)
+		if r.Static {
+			fmt.Fprintf(statusOut, "ready: mode %s applied (no agent needed)\n", r.Mode)
+		} else {
+			fmt.Fprintf(statusOut, "ready: agent pid %d\n", r.Pid)
+		}
 	}
 	return nil
 }
@@ -77,12 +81,23 @@ func writeStatus(w io.Writer, r *agent.Report) {
 	if r.Started != nil && !r.Started.IsZero() {
 		up = ", up " + time.Since(*r.Started).Round(time.Second).String()
 	}
-	fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, r.Mode, up)
-	order := r.Order
-	if order == "flowlet" {
-		order += " (gap " + r.FlowletGap + ")"
+	if r.Static {
+		ago := ""
+		if r.Started != nil && !r.Started.IsZero() {
+			ago = ", set " + time.Since(*r.Started).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "  agent      none needed (mode %s only sets values%s)\n", r.Mode, ago)
+	} else {
+		fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, r.Mode, up)
 	}
-	fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   order %s   load sampled every %s\n", r.CPUs, r.Threshold, order, r.Interval)
+	if r.Mode == agent.ModeFalcon {
+		order := r.Order
+		if order == "flowlet" {
+			order += " (gap " + r.FlowletGap + ")"
+		}
+		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   order %s   load sampled every %s\n", r.CPUs, r.Threshold, order, r.Interval)
+	}
+	writeValues(w, r.Values)
 	if l := r.Load; l != nil {
 		fmt.Fprintf(w, "  load       %s   average %d%%", perCPU(l.PerCPU, "%d%%"), l.Avg)
 		if l.Stale {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// queueValue reads one attribute of a device's first receive queue.
+func queueValue(t *testing.T, ns, dev, attr string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+dev+"/queues/rx-0/"+attr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func sockFlowEntries(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(agent.SockFlowPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// studyDevs are the server host's devices the study configures: NIC,
+// VXLAN device, host-side veths (host namespace), and the containers' eth0.
+func studyDevs(h testbed.Host) (host []string, containers [][2]string) {
+	host = []string{h.NIC, h.Overlay}
+	for _, c := range h.Containers {
+		host = append(host, c.HostVeth)
+		containers = append(containers, [2]string{c.Netns, c.Dev})
+	}
+	return host, containers
+}
+
+// TestStaticModesCLI: 'falcon enable --mode rfs --container-level' sets the
+// study's RFS+ values and leaves no process running, status lists them,
+// disable restores them; 'falcon agent --mode rps' holds the study's RPS
+// until SIGTERM and then restores; bad input changes nothing.
+func TestStaticModesCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := os.Stat(agent.SockFlowPath); err != nil {
+		t.Skip(err)
+	}
+	bin := buildFalcon(t)
+	name := fmt.Sprintf("cli%ds", os.Getpid())
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "calico", Containers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tb.Hosts[1]
+	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
+	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)
+	hostDevs, ctrs := studyDevs(h)
+	snap := func() map[string]string {
+		m := map[string]string{"global": sockFlowEntries(t)}
+		for _, d := range hostDevs {
+			for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
+				m[h.Netns+" "+d+" "+a] = queueValue(t, h.Netns, d, a)
+			}
+		}
+		for _, c := range ctrs {
+			for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
+				m[c[0]+" "+c[1]+" "+a] = queueValue(t, c[0], c[1], a)
+			}
+		}
+		return m
+	}
+	same := func(what string, want, got map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", what, k, got[k], v)
+			}
+		}
+	}
+	before := snap()
+
+	for _, bad := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--mode", "rps", "--rps-cpus", "4095"}, 1, "--rps-cpus: CPU 4095 does not exist"},
+		{[]string{"--mode", "rfs", "--rps-cpus", "0-4095"}, 1, "--rps-cpus: CPU 2"},
+		{[]string{"--mode", "rps", "--rps-cpus", "x"}, 2, "--rps-cpus"},
+		{[]string{"--mode", "rfs", "--flow-entries", "0"}, 2, "0 would switch RFS off"},
+		{[]string{"--mode", "rfs", "--flow-entries", "1000"}, 1, "not a power of two"},
+		{[]string{"--mode", "rps", "--flow-entries", "4096"}, 1, "use --mode rfs"},
+		{[]string{"--mode", "falcon", "--container-level"}, 1, "only for --mode rps or rfs"},
+		{[]string{"--container-level"}, 1, "only for --mode rps or rfs"},
+		{[]string{"--mode", "rps+"}, 1, `mode "rps+": want one of falcon, rfs, rps`},
+		{[]string{"--mode", "rfs", "--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},
+	} {
+		args := append([]string{"enable", "--netns", h.Netns}, bad.args...)
+		out, code := falcon(t, bin, args...)
+		if code != bad.code || !strings.Contains(out, bad.msg) {
+			t.Errorf("falcon %v: exit %d, %q; want exit %d and %q", args, code, out, bad.code, bad.msg)
+		}
+		if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("falcon %v left %s", args, stateDir)
+		}
+	}
+	same("after bad input", before, snap())
+
+	// RFS+: the study's 32768 everywhere, rps_cpus left alone.
+	out, code := falcon(t, bin, "enable", "--netns", h.Netns, "--mode", "rfs", "--container-level")
+	if code != 0 || !strings.Contains(out, "no agent runs") {
+		t.Fatalf("enable: exit %d\n%s", code, out)
+	}
+	want := map[string]string{}
+	for k, v := range before {
+		want[k] = v
+		if strings.HasSuffix(k, "rps_flow_cnt") || k == "global" {
+			want[k] = "32768"
+		}
+	}
+	same("rfs+", want, snap())
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 || !strings.Contains(out, "mode rfs applied") {
+		t.Errorf("status --ready: exit %d\n%s", code, out)
+	}
+	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
+	var r agent.Report
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	if !r.Static || r.Running || r.Mode != "rfs" || len(r.Values) != 1+len(hostDevs)+len(ctrs) {
+		t.Errorf("status: static %v, running %v, mode %s, %d values; want static rfs with %d values",
+			r.Static, r.Running, r.Mode, len(r.Values), 1+len(hostDevs)+len(ctrs))
+	}
+	out, _ = falcon(t, bin, "status", "--netns", h.Netns)
+	for _, s := range append([]string{"none needed", "rps_sock_flow_entries = 32768", "values set"}, hostDevs...) {
+		if !strings.Contains(out, s) {
+			t.Errorf("status does not say %q:\n%s", s, out)
+		}
+	}
+	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
+		t.Fatalf("disable: exit %d\n%s", code, out)
+	}
+	same("disabled", before, snap())
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("disable left %s", stateDir)
+	}
+
+	// RPS in the foreground, as the DaemonSet runs it.
+	cmd := exec.Command(bin, "agent", "--netns", h.Netns, "--mode", "rps", "--threshold=85", "--split=")
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code == 0 {
+			if !strings.Contains(out, "agent pid") {
+				t.Errorf("status --ready of a running agent: %s", out)
+			}
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("agent exited: %v\n%s", err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready:\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mask := agent.CPUMask(mustOnline(t))
+	for k, v := range before {
+		want[k] = v
+		if strings.HasSuffix(k, "rps_cpus") && strings.HasPrefix(k, h.Netns+" ") {
+			want[k] = mask
+		}
+	}
+	same("rps agent", want, snap())
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("agent after SIGTERM: %v\n%s", err, log.String())
+	}
+	same("after SIGTERM", before, snap())
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("agent left %s", stateDir)
+	}
+}
