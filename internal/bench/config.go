@@ -36,6 +36,12 @@ type Config struct {
 	Baseline     string   `json:"baseline"` // "auto" or "layout/mode"
 	JSON         string   `json:"json,omitempty"`
 	Quiet        bool     `json:"quiet"`
+
+	// ContainersPerFlow ("--containers flows") gives each flow count a
+	// testbed of its own with that many containers per host, one client and
+	// one server container per flow, as the Kubernetes RPS/RFS study's
+	// replicas; Containers is 0 then.
+	ContainersPerFlow bool `json:"containers_per_flow,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "4s" in JSON.

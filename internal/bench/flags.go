@@ -4,9 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/falconnet/falcon/internal/testbed"
 )
 
 // Flags holds the raw command-line values; Resolve turns them into a
@@ -16,8 +20,9 @@ type Flags struct {
 	layouts, modes, workloads, sizes string
 	flows, senderCPUs, receiverCPUs  string
 	preset, baseline, json           string
+	containers                       string
 	duration, warmup                 time.Duration
-	runs, clients, rate, containers  int
+	runs, clients, rate              int
 	quiet                            bool
 }
 
@@ -36,7 +41,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.senderCPUs, "sender-cpus", "auto", "CPUs the clients are pinned to, round robin (auto: 0 on ≤7 CPUs, 0-2 on more)")
 	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
-	fs.IntVar(&f.containers, "containers", 1, "containers per host (container layouts)")
+	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
 	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"); flags given override it")
 	fs.StringVar(&f.baseline, "baseline", "auto", "what normalisation divides by: LAYOUT/MODE, or auto (host/vanilla of the same workload and size, else vanilla of the same layout)")
@@ -76,6 +81,8 @@ var presets = map[string]preset{
 		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
 			"workloads": "multi-flow:16,multi-flow-tcp:4K", "flows": "1,2,4,8"}
 	}},
+	"k8s-rps-rfs": {"the Kubernetes RPS/RFS study: 1-16 iperf3 TCP client/server container pairs (128 KiB writes) on calico, " +
+		"baseline vs RPS, RPS+, RFS, RFS+ (vs falcon); 5 runs of 5 s (the study: 30 s)", studyPreset},
 	"layouts": {"every layout, vanilla: what each overlay costs (HotCloud '19)", func() map[string]string {
 		return map[string]string{"layouts": strings.Join(Layouts, ","), "modes": "vanilla",
 			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"}
@@ -121,7 +128,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 	}
 	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
-		Clients: f.clients, Rate: f.rate, Containers: f.containers, JSON: f.json, Quiet: f.quiet}
+		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err
@@ -151,8 +158,16 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	case c.Rate < 200:
 		// Slower traffic is too sparse for the start-of-traffic detection.
 		return c, configErrorf("--rate %d: at least 200 messages/s", c.Rate)
-	case c.Containers < 1:
-		return c, configErrorf("--containers %d: at least 1", c.Containers)
+	}
+	if f.containers == "flows" {
+		c.ContainersPerFlow = true
+		if n := slices.Max(c.Flows); n > testbed.MaxContainers {
+			return c, configErrorf("--containers flows: %d flows need %d containers per host, more than a testbed has (%d)", n, n, testbed.MaxContainers)
+		}
+	} else if n, err := strconv.Atoi(f.containers); err != nil || n < 1 || n > testbed.MaxContainers {
+		return c, configErrorf("--containers %q: want 1 .. %d, or flows", f.containers, testbed.MaxContainers)
+	} else {
+		c.Containers = n
 	}
 	def := defaultCPUs(online)
 	if c.SenderCPUs, err = cpus("--sender-cpus", f.senderCPUs, def.sender, online); err != nil {

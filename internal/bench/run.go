@@ -166,7 +166,7 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 	}
 
 	r.p.Stage("%s/%s: testbed %s up", tp.Layout, tp.Mode, name)
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: tp.Layout, Containers: r.cfg.Containers})
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: tp.Layout, Containers: tp.Containers})
 	if err != nil {
 		r.caseNo += len(tp.Cases)
 		return fail(err)

@@ -32,17 +32,18 @@ var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us
 // file, so a re-read file renders byte for byte the same.
 func WriteTable(w io.Writer, f *File) error {
 	cpus := cpusOf(f.Results)
-	cpuHdr := "softirq % per CPU"
+	softHdr, idleHdr := "softirq % per CPU", "idle % per CPU"
 	if len(cpus) > 0 {
 		var ids []string
 		for _, c := range cpus {
 			ids = append(ids, fmt.Sprint(c))
 		}
-		cpuHdr = "softirq % (CPU " + strings.Join(ids, "/") + ")"
+		softHdr = "softirq % (CPU " + strings.Join(ids, "/") + ")"
+		idleHdr = "idle % (CPU " + strings.Join(ids, "/") + ")"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| layout | mode | workload | size | flows | packets/s | Gbit/s | loss %% | p99 µs | vs baseline | baseline | %s |\n", cpuHdr)
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(&b, "| layout | mode | workload | size | flows | packets/s | Gbit/s | loss %% | p99 µs | vs baseline | baseline | %s | %s |\n", softHdr, idleHdr)
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
 	var problems []string
 	for _, r := range f.Results {
 		s := r.Summary
@@ -58,24 +59,26 @@ func WriteTable(w io.Writer, f *File) error {
 		if x, ok := r.Normalized[headline(r.Workload)]; ok {
 			norm, base = pm(x, 2, "")+headlineNote[headline(r.Workload)], r.Baseline
 		}
-		var soft []string
-		for _, c := range cpus {
-			if x, ok := s[fmt.Sprintf("cpu%d_soft", c)]; ok {
-				soft = append(soft, fmt.Sprintf("%.0f", x.Mean))
-			} else {
-				soft = append(soft, "—")
+		perCPU := func(metric string) string {
+			var v []string
+			for _, c := range cpus {
+				if x, ok := s[fmt.Sprintf("cpu%d_%s", c, metric)]; ok {
+					v = append(v, fmt.Sprintf("%.0f", x.Mean))
+				} else {
+					v = append(v, "—")
+				}
 			}
+			if len(r.Runs) == 0 || len(v) == 0 {
+				return "—"
+			}
+			return strings.Join(v, "/")
 		}
 		pps, gbps, loss := "—", "—", "—"
 		if len(r.Runs) > 0 {
 			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
 		}
-		softs := strings.Join(soft, "/")
-		if len(r.Runs) == 0 || softs == "" {
-			softs = "—"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, softs)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, perCPU("soft"), perCPU("idle"))
 		for _, e := range r.Errors {
 			problems = append(problems, fmt.Sprintf("%s/%s %s %s: %s", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e))
 		}

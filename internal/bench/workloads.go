@@ -93,9 +93,11 @@ func (c Case) String() string {
 	return s
 }
 
-// Testbed is the cases that share one fresh testbed (one layout × mode).
+// TestbedPlan is the cases that share one fresh testbed (one layout ×
+// mode, and with ContainersPerFlow one flow count) of Containers per host.
 type TestbedPlan struct {
 	Layout, Mode string
+	Containers   int
 	Cases        []Case
 }
 
@@ -109,7 +111,7 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 				skipped = append(skipped, fmt.Sprintf("%s × %s skipped: %s", layout, mode, why))
 				continue
 			}
-			tp := TestbedPlan{Layout: layout, Mode: mode}
+			tp := TestbedPlan{Layout: layout, Mode: mode, Containers: c.Containers}
 			seen := map[Case]bool{}
 			for _, entry := range c.Workloads {
 				w, sizes, err := workloadSizes(entry, c.Sizes)
@@ -130,13 +132,34 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 					}
 				}
 			}
-			plan = append(plan, tp)
+			if c.ContainersPerFlow {
+				plan = append(plan, byFlows(tp)...)
+			} else {
+				plan = append(plan, tp)
+			}
 		}
 	}
 	if len(plan) == 0 {
 		return nil, skipped, configErrorf("nothing to run: %s", strings.Join(skipped, "; "))
 	}
 	return plan, skipped, nil
+}
+
+// byFlows splits a testbed's cases by flow count, each onto a testbed with
+// as many containers per host as it has flows.
+func byFlows(tp TestbedPlan) []TestbedPlan {
+	var out []TestbedPlan
+	idx := map[int]int{}
+	for _, cs := range tp.Cases {
+		i, ok := idx[cs.Flows]
+		if !ok {
+			i = len(out)
+			idx[cs.Flows] = i
+			out = append(out, TestbedPlan{Layout: tp.Layout, Mode: tp.Mode, Containers: cs.Flows})
+		}
+		out[i].Cases = append(out[i].Cases, cs)
+	}
+	return out
 }
 
 // CountRuns returns how many runs a plan makes.
