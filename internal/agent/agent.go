@@ -277,6 +277,9 @@ func (a *Agent) teardown() error {
 	if err := h.journal.Restore(); err != nil {
 		errs = append(errs, fmt.Errorf("restore values: %w", err))
 	}
+	if err := releaseGlobal(h.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("restore kernel-wide values: %w", err))
+	}
 	err := errors.Join(errs...)
 	if err == nil {
 		removeState(h.Dir)

@@ -61,7 +61,7 @@ func Apply(opts Options) (*State, error) {
 		return nil, fmt.Errorf("write state: %w", err)
 	}
 	undo := func(cause error) (*State, error) {
-		if rerr := h.journal.Restore(); rerr != nil {
+		if rerr := errors.Join(h.journal.Restore(), releaseGlobal(h.Dir)); rerr != nil {
 			return nil, fmt.Errorf("%w; restoring the values set so far failed too: %v (run 'falcon disable%s')", cause, rerr, nsFlag(opts.Netns))
 		}
 		removeState(h.Dir)

@@ -117,6 +117,9 @@ func cleanupDead(dir, pinDir string, logf func(string, ...any)) error {
 	if err := journal.Restore(jf); err != nil {
 		errs = append(errs, fmt.Errorf("restore values: %w", err))
 	}
+	if err := releaseGlobal(dir); err != nil {
+		errs = append(errs, fmt.Errorf("restore kernel-wide values: %w", err))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -231,9 +231,10 @@ func (m *rpsMode) Start(h *Host, ov *discover.Overlay) error {
 	m.applied = map[string][]Value{}
 	if m.rfs {
 		v := strconv.Itoa(h.Opts.FlowEntries)
-		// The global table lives in the initial namespace, which is the
-		// agent's own (Check made sure): journal it there, under "".
-		if err := h.Apply("", []journal.Change{{Path: SockFlowPath, Value: v}}); err != nil {
+		// The table is the kernel's, shared with any other agent's RFS
+		// (see holdGlobal); it lives in the initial namespace, the agent's
+		// own (Check made sure).
+		if err := holdGlobal(h.Dir, SockFlowPath, v); err != nil {
 			return fmt.Errorf("set %s: %w", SockFlowPath, err)
 		}
 		m.global = []Value{{Path: SockFlowPath, Value: v}}

@@ -137,10 +137,10 @@ type studyMode struct {
 var studyModes = []studyMode{{"RPS", ModeRPS, false}, {"RPS+", ModeRPS, true}, {"RFS", ModeRFS, false}, {"RFS+", ModeRFS, true}}
 
 // studyExpect is what the study's configuration m makes of the values
-// before on the server host h2 of tb.
-func studyExpect(t *testing.T, tb *testbed.Testbed, m studyMode, before map[string]string) map[string]string {
+// before on host hi of tb (1: h2, the server host).
+func studyExpect(t *testing.T, tb *testbed.Testbed, m studyMode, before map[string]string, hi int) map[string]string {
 	t.Helper()
-	h := tb.Hosts[1]
+	h := tb.Hosts[hi]
 	type dev struct{ ns, name string }
 	devs := []dev{{h.Netns, h.NIC}, {h.Netns, h.Overlay}}
 	for _, c := range h.Containers {
@@ -237,7 +237,7 @@ func TestStudyModes(t *testing.T) {
 			plant(t, tb)
 			before := rxValues(t, tb)
 			for _, m := range studyModes {
-				want := studyExpect(t, tb, m, before)
+				want := studyExpect(t, tb, m, before, 1)
 				t.Run(m.label+"/agent", func(t *testing.T) {
 					o := rpsOptions(t, tb.Hosts[1].Netns, m)
 					a, err := Start(context.Background(), o)
@@ -415,4 +415,49 @@ func TestStudyModesBadInput(t *testing.T) {
 		}
 	}
 	sameRx(t, "after bad input", before, rxValues(t, tb))
+}
+
+// TestSharedSockFlowTable: rps_sock_flow_entries is the kernel's, not a
+// namespace's. Two agents with RFS (one per host of a testbed) share it:
+// the first to stop leaves it to the other, the last restores it, and an
+// agent asking for another size while it is held is refused.
+func TestSharedSockFlowTable(t *testing.T) {
+	needRootRPS(t)
+	tb := rpsBed(t, "share", "calico", 1)
+	before := rxValues(t, tb)
+	rfs := studyMode{"RFS", ModeRFS, false}
+	o1, o2 := rpsOptions(t, tb.Hosts[0].Netns, rfs), rpsOptions(t, tb.Hosts[1].Netns, rfs)
+	a1, err := Start(context.Background(), o1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a1.Stop()
+	bad := o2
+	bad.FlowEntries = 4096
+	if _, err := Apply(bad); err == nil || !strings.Contains(err.Error(), "is 32768 for another falcon agent") {
+		t.Errorf("a second size: %v", err)
+	}
+	sameRx(t, "refused", studyExpect(t, tb, rfs, before, 0), rxValues(t, tb))
+	if _, err := Apply(o2); err != nil {
+		t.Fatal(err)
+	}
+	if err := a1.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rxValues(t, tb)["global"]; got != "32768" {
+		t.Errorf("rps_sock_flow_entries = %s while the second agent runs, want 32768", got)
+	}
+	if _, err := Disable(o2); err != nil {
+		t.Fatal(err)
+	}
+	sameRx(t, "both stopped", before, rxValues(t, tb))
+	noPath(t, globalFile)
+	noPath(t, globalLock)
+}
+
+func noPath(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind (%v)", p, err)
+	}
 }
