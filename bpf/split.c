@@ -92,18 +92,19 @@ int falcon_split(struct xdp_md *ctx)
 	decide(cfg, ld, &s, hid, hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
 	count(cnt, dc.why);
 
-	/* Fallback: the skb is built here, as without falcon. So is it when
-	 * the choice is this CPU: its own kthread would only add a switch. */
+	/* Fallback: the skb is built here, as without falcon. A choice of this
+	 * very CPU still goes through its kthread: one flow's interrupts may
+	 * move between CPUs (TCP sends from the softirq that took an ACK), and
+	 * frames built inline would overtake those still queued for the
+	 * kthread (seen on the testbed as TCP reordering). */
 	dest = cur;
 	if (dc.target != TARGET_FALLBACK) {
 		dest = cfg->split_cpus[cpu_idx(dc.target)];
-		if (dest != cur) {
-			action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
-			if (action != XDP_REDIRECT) {
-				st = bpf_map_lookup_elem(&falcon_split_stats, &dest);
-				if (st)
-					__sync_fetch_and_add(&st->redirect_fail, 1);
-			}
+		action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
+		if (action != XDP_REDIRECT) {
+			st = bpf_map_lookup_elem(&falcon_split_stats, &dest);
+			if (st)
+				__sync_fetch_and_add(&st->redirect_fail, 1);
 		}
 	}
 	count_steered(cnt, hid, action == XDP_REDIRECT ? dest : cur);

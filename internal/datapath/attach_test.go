@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeAgent attaches as "netns,ifindex,pinDir,clsact" says, reports ready
+// fakeAgent attaches as "netns,ifindex,pinDir,clsact[,split]" says, reports ready
 // and waits to be killed.
 func fakeAgent(spec string) int {
 	f := strings.Split(spec, ",")
@@ -43,6 +43,12 @@ func fakeAgent(spec string) int {
 	if err := d.Attach(Hook{Netns: f[0], Ifindex: idx, Role: RoleNIC, NextIfindex: 1}); err != nil {
 		fmt.Println(err)
 		return 1
+	}
+	if len(f) > 4 && f[4] == "split" {
+		if err := d.AttachSplit(SplitHook{Netns: f[0], Ifindex: idx}); err != nil {
+			fmt.Println(err)
+			return 1
+		}
 	}
 	fmt.Println("ready")
 	time.Sleep(time.Minute)

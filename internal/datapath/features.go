@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -182,7 +184,7 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 	err := netns.Do(ns, func() error {
 		l, err := netlink.LinkByIndex(ifindex)
 		if err != nil {
-			return fmt.Errorf("NIC %s (ifindex %d): %w", name, ifindex, err)
+			return fmt.Errorf("NIC %s: %w", strings.TrimSpace(name+" (ifindex "+strconv.Itoa(ifindex)+")"), err)
 		}
 		if name == "" {
 			name = l.Attrs().Name

@@ -1,0 +1,347 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// xdpProg is the id of the XDP program on a device, 0 when none.
+func xdpProg(t *testing.T, ns string, ifindex int) uint32 {
+	t.Helper()
+	var id uint32
+	err := netns.Do(ns, func() error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			id = x.ProgId
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// waitMapGone waits for the kernel to free a map: a cpumap is freed after
+// an RCU grace period, once its kthreads stopped.
+func waitMapGone(t *testing.T, id ebpf.MapID) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m, err := ebpf.NewMapFromID(id)
+		if err != nil {
+			return
+		}
+		m.Close()
+		if time.Now().After(deadline) {
+			t.Errorf("map %d still exists", id)
+			return
+		}
+	}
+}
+
+// ping resolves the neighbours on the way first: packets that wait for an
+// ARP answer leave on the CPU that got the answer, not the sender's.
+func ping(t *testing.T, ns, addr string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "2", addr).CombinedOutput(); err != nil {
+		t.Fatalf("ping %s from %s: %v: %s", addr, ns, err, out)
+	}
+}
+
+// mainCPU is the CPU that ran most of a stage, if it ran >= 95 % there.
+func mainCPU(per map[int]uint64) (int, bool) {
+	best, total := -1, stagetrace.Total(per)
+	for c, n := range per {
+		if best < 0 || n > per[best] {
+			best = c
+		}
+	}
+	return best, total > 0 && per[best]*100 >= total*95
+}
+
+func splitStage(t *testing.T, d *Datapath) Stage {
+	t.Helper()
+	c, err := d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.Stages {
+		if s.Hook.Role == RoleSplit {
+			return s
+		}
+	}
+	t.Fatal("no split stage in the counters")
+	return Stage{}
+}
+
+// TestSplitOnTestbed: on a Docker-style overlay with the sender on CPU 0 and
+// the split set {1}, the receiving NIC's stage (net:netif_receive_skb on h2's
+// eth0) runs on CPU 1, in the cpumap kthread; the tc program on that NIC,
+// which runs there too, still steers the VXLAN stage where the twin says
+// (pipelining and splitting compose); UDP and TCP arrive in order; Close
+// removes the XDP program and the cpumap.
+func TestSplitOnTestbed(t *testing.T) {
+	requireRoot(t)
+	if testing.Short() {
+		t.Skip("builds a testbed")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("sp%d", os.Getpid())
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testbed.Down(name); err != nil {
+			t.Error(err)
+		}
+	})
+	h2 := tb.Hosts[1]
+	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
+	nicIdx, ovlIdx, devIdx := ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)
+	setRPS(t, h2.Netns, h2.Overlay, "3")
+	setRPS(t, sv.Netns, sv.Dev, "3")
+	ping(t, cl.Netns, sv.Addr)
+
+	cpus := []int{0, 1}
+	cfg := DefaultConfig()
+	cfg.CPUs = cpus
+	cfg.SplitCPUs = []int{1}
+	cfg.StaleAfter = 0
+	d, err := Load(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	load := make([]uint32, 2)
+	if err := d.SetLoad(load, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []Hook{
+		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: RoleNIC, NextIfindex: ovlIdx},
+		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: RoleOverlay, NextIfindex: devIdx},
+	} {
+		if err := d.Attach(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC}
+	if err := d.AttachSplit(nic); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AttachSplit(nic); err != nil {
+		t.Fatalf("attaching again: %v", err)
+	}
+	progID, mapID := d.XDPProgramID(nic), d.CPUMapID()
+	if progID == 0 || mapID == 0 || xdpProg(t, h2.Netns, nicIdx) != uint32(progID) {
+		t.Fatalf("split program %d, cpumap %d, XDP on %s: %d", progID, mapID, h2.NIC, xdpProg(t, h2.Netns, nicIdx))
+	}
+	var ents int
+	var k, v uint32
+	cm, err := ebpf.NewMapFromID(mapID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it := cm.Iterate(); it.Next(&k, &v); {
+		if k != 1 || v != CPUMapQueue {
+			t.Errorf("cpumap entry %d (queue %d): want only CPU 1 with queue %d", k, v, CPUMapQueue)
+		}
+		ents++
+	}
+	cm.Close()
+	if ents != 1 {
+		t.Errorf("cpumap has %d entries, want 1 (CPU 1)", ents)
+	}
+
+	nicStage, ovlStage, devStage := h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
+
+	t.Run("udp", func(t *testing.T) {
+		const port = 40124
+		dst := netip.MustParseAddr(sv.Addr)
+		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns, sv.Netns}, Proto: 17, PortMin: port, PortMax: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		before := splitStage(t, d)
+		r, err := seqcheck.Listen(sv.Netns, dst, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		err = seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats, err := r.Wait(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for from, s := range stats {
+			if s.Reordered != 0 {
+				t.Errorf("flow from %s: %d of %d packets reordered", from, s.Reordered, s.Received)
+			}
+			if s.Lost != 0 {
+				t.Logf("flow from %s: %d of %d packets lost", from, s.Lost, s.Total)
+			}
+		}
+		recs, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows := stagetrace.StagesByFlow(recs)
+		if len(flows) != 8 {
+			t.Fatalf("saw %d flows, want 8", len(flows))
+		}
+		for f, st := range flows {
+			t.Logf("%s: nic %s | vxlan %s | container %s", f,
+				stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]), stagetrace.FormatCPUs(st[devStage]))
+			if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
+				t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", f, stagetrace.FormatCPUs(st[nicStage]))
+			}
+			fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
+			wantOvl, _ := steer.Choose(fh, uint32(ovlIdx), cpus, load, 85, 0, false)
+			if c, ok := mainCPU(st[ovlStage]); !ok || c != wantOvl {
+				t.Errorf("%s: VXLAN stage on %s, the twin predicts CPU %d", f, stagetrace.FormatCPUs(st[ovlStage]), wantOvl)
+			}
+		}
+
+		after := splitStage(t, d)
+		c, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		redirected := after.SteeredTo[1] - before.SteeredTo[1]
+		cs := c.CPUMap[1]
+		t.Logf("split: ran on %v, redirected to CPU 1: %d; cpumap CPU 1: %+v", after.RanOn, redirected, cs)
+		if redirected < 8*500 {
+			t.Errorf("%d packets redirected to CPU 1, want at least the %d sent", redirected, 8*500)
+		}
+		// Every redirected frame is dropped at the full queue or reaches
+		// the kthread, which builds it or drops it.
+		if cs.Built+cs.BuildDrops+cs.EnqueueDrops != after.SteeredTo[1] || cs.Batches == 0 {
+			t.Errorf("cpumap CPU 1: kthread built %d + dropped %d in %d batches, queue dropped %d, but the program redirected %d",
+				cs.Built, cs.BuildDrops, cs.Batches, cs.EnqueueDrops, after.SteeredTo[1])
+		}
+		if cs.Enqueued > after.SteeredTo[1] {
+			t.Errorf("cpumap CPU 1: %d enqueued, more than the %d redirected", cs.Enqueued, after.SteeredTo[1])
+		}
+		if cs.RedirectFail != 0 {
+			t.Errorf("%d redirects failed", cs.RedirectFail)
+		}
+	})
+
+	t.Run("tcp", func(t *testing.T) {
+		const port = 40125
+		// A TCP sender also transmits from the softirq that takes an ACK,
+		// and its container's veth queues each segment on the backlog of
+		// the CPU that sent it (netif_rx): segments sent from two CPUs
+		// leave h1 out of order before any receive path sees them (vanilla
+		// showed TcpExt TCPOFOQueue > 0 here). RPS on h1's NIC takes every
+		// ACK to CPU 0, so all of h1's sending happens there and the wire
+		// order is the send order.
+		setRPS(t, tb.Hosts[0].Netns, tb.Hosts[0].NIC, "1")
+		srv, err := workload.StartIperf3Server(ctx, sv.Netns, port, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Stop()
+		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 6, PortMin: port, PortMax: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tcpExt := func(ns string) map[string]int64 {
+			s, err := procfs.ReadSNMP(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s["TcpExt"]
+		}
+		rx0, tx0 := tcpExt(sv.Netns), tcpExt(cl.Netns)
+		c0, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: cl.Netns, Addr: sv.Addr, Port: port,
+			Duration: 2 * time.Second, CPUs: []int{0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rx1, tx1 := tcpExt(sv.Netns), tcpExt(cl.Netns)
+		c1, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		drops := c1.CPUMap[1].EnqueueDrops - c0.CPUMap[1].EnqueueDrops
+		t.Logf("iperf3: %.0f Mbit/s, %d retransmits; cpumap CPU 1: %d enqueued, %d dropped", res.BitsPerSecond/1e6,
+			res.Retransmits, c1.CPUMap[1].Enqueued-c0.CPUMap[1].Enqueued, drops)
+		// The sender detects reordering itself (SACK, timestamps), loss
+		// or not; the receiver's out-of-order queue also fills on loss.
+		for _, k := range []string{"TCPSACKReorder", "TCPTSReorder", "TCPRenoReorder"} {
+			if n := tx1[k] - tx0[k]; n != 0 {
+				t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
+			}
+		}
+		switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
+		case n != 0 && drops == 0:
+			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with no cpumap drop: segments arrived out of order", n)
+		case n != 0:
+			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops (the machine is busy): loss, not reordering", n, drops)
+		}
+		recs, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data stagetrace.Flow
+		var most uint64
+		for f, st := range stagetrace.StagesByFlow(recs) {
+			if n := stagetrace.Total(st[nicStage]); f.Dport == port && n > most {
+				data, most = f, n
+			}
+		}
+		st := stagetrace.StagesByFlow(recs)[data]
+		t.Logf("%s: nic %s | vxlan %s", data, stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]))
+		if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
+			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))
+		}
+	})
+
+	// Close removes the XDP program, the cpumap and the tracepoints.
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id := xdpProg(t, h2.Netns, nicIdx); id != 0 {
+		t.Errorf("XDP program %d still on %s", id, h2.NIC)
+	}
+	checkProgsGone(t, []ebpf.ProgramID{progID})
+	waitMapGone(t, mapID)
+	if err := d.DetachSplit(nic); err != nil && !errors.Is(err, os.ErrClosed) {
+		t.Errorf("DetachSplit after Close: %v", err)
+	}
+}
