@@ -43,9 +43,15 @@ func (e *env) receiverCPU(i int) []int { return []int{e.cfg.ReceiverCPUs[i%len(e
 
 // clientTime is how long clients run: warm-up, window and a tail, so the
 // traffic is steady from before the window opens until after it closes.
+// The window opens once all clients send, and many clients take longer to
+// get going (16 iperf3 pairs on 2 CPUs overran the plain tail), so the tail
+// grows with them.
 func (e *env) clientTime() time.Duration {
-	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail
+	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail + time.Duration(len(e.describe())-1)*tailPerClient
 }
+
+// tailPerClient is the tail's allowance for each client after the first.
+const tailPerClient = 100 * time.Millisecond
 
 // describe lists the client -> server pairs a run of the case uses, in the
 // same round robin as the workloads below.
