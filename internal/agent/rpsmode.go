@@ -111,6 +111,9 @@ func checkModeOptions(o *Options) error {
 			return fmt.Errorf("%v: only for --mode rps or rfs, not %s%s", set, o.Mode, why)
 		}
 	}
+	if (o.Mode == ModeRPS || o.Mode == ModeRFS) && (o.Split || o.SplitCPUs != nil) {
+		return fmt.Errorf("--split moves the NIC stage with falcon's XDP program: only for --mode falcon, not %s", o.Mode)
+	}
 	if len(o.RPSCPUs) == 0 && o.RPSCPUs != nil {
 		return errors.New("--rps-cpus: empty CPU list")
 	}

@@ -69,6 +69,7 @@ func TestCheckModeOptions(t *testing.T) {
 		{Options{Mode: ModeRPS, FlowEntries: 64}, "use --mode rfs"},
 		{Options{Mode: ModeRFS, FlowEntries: 3}, "not a power of two"},
 		{Options{Mode: ModeRPS, RPSCPUs: []int{}}, "empty CPU list"},
+		{Options{Mode: ModeRFS, Split: true}, "--split"},
 	} {
 		err := checkModeOptions(&c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
