@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,11 @@ type SendOptions struct {
 	// CPU pins the sending thread (and so the sender's softirqs) to one
 	// CPU when ≥ 0; -1 leaves it to the scheduler.
 	CPU int
+	// Pause, when positive, stops sending for at least that long after
+	// every PauseEvery rounds (a round is one datagram of each flow; 0
+	// means 1), so that every flow has idle gaps, as paced senders have.
+	Pause      time.Duration
+	PauseEvery int
 }
 
 func (o SendOptions) validate() error {
@@ -39,6 +45,8 @@ func (o SendOptions) validate() error {
 		return fmt.Errorf("%d packets per flow: want 1..%d", o.PktsPerFlow, maxPerFlow)
 	case o.Size < HeaderLen || o.Size > 65507:
 		return fmt.Errorf("size %d: want %d..65507 bytes", o.Size, HeaderLen)
+	case o.Pause < 0 || o.PauseEvery < 0:
+		return fmt.Errorf("pause %v every %d rounds: want non-negative values", o.Pause, o.PauseEvery)
 	case o.CPU >= runtime.NumCPU():
 		return fmt.Errorf("CPU %d: this machine has %d", o.CPU, runtime.NumCPU())
 	}
@@ -112,9 +120,13 @@ func Send(ctx context.Context, o SendOptions) error {
 func send(ctx context.Context, conns []*net.UDPConn, o SendOptions) error {
 	buf := make([]byte, o.Size)
 	h := header{total: uint64(o.PktsPerFlow), flows: uint32(o.Flows)}
+	every := max(o.PauseEvery, 1)
 	for seq := range o.PktsPerFlow {
 		if seq%256 == 0 && ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if o.Pause > 0 && seq > 0 && seq%every == 0 {
+			time.Sleep(o.Pause)
 		}
 		h.seq = uint64(seq)
 		for i, c := range conns {

@@ -107,3 +107,32 @@ func TestWaitNothingArrived(t *testing.T) {
 		t.Fatal("Wait without any datagram returned no error")
 	}
 }
+
+// A paced sender still delivers every flow whole and in order.
+func TestSendPaced(t *testing.T) {
+	r, err := Listen("", lo, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := SendOptions{Dst: lo, Port: r.Addr().Port(), Flows: 2, PktsPerFlow: 40, Size: HeaderLen,
+		CPU: -1, Pause: time.Millisecond, PauseEvery: 10}
+	if err := Send(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for a, s := range got {
+		if s.Received != 40 || s.Reordered != 0 {
+			t.Errorf("flow %s: %+v", a, s)
+		}
+	}
+	o.Pause = -time.Millisecond
+	if err := Send(ctx, o); err == nil {
+		t.Error("a negative pause was accepted")
+	}
+}
