@@ -22,14 +22,15 @@ func init() {
 }
 
 const agentSynopsis = "[--netns HOSTNS] [--mode falcon|rps|rfs] [--cpus LIST] [--threshold PCT] [--interval DUR] " +
-	"[--flowlet-gap DUR] [--order flowlet|per-packet] [--devices auto|LIST] [--container-level] [--rps-cpus LIST] [--flow-entries N]"
+	"[--flowlet-gap DUR] [--order flowlet|per-packet] [--devices auto|LIST] [--container-level] [--rps-cpus LIST] [--flow-entries N] " +
+	"[--split] [--split-cpus LIST] [--split-proto tcp|udp|all]"
 
 // agentFlags are the settings enable and agent share. They are strings so
 // that an empty value means the default: the Kubernetes DaemonSet passes
 // every ConfigMap key, set or not.
 type agentFlags struct {
 	netns, mode, cpus, threshold, interval, flowletGap, order, devices string
-	containerLevel, rpsCPUs, flowEntries, split, splitCPUs             string
+	containerLevel, rpsCPUs, flowEntries, split, splitCPUs, splitProto string
 }
 
 func addAgentFlags(fs *flag.FlagSet) *agentFlags {
@@ -47,8 +48,10 @@ func addAgentFlags(fs *flag.FlagSet) *agentFlags {
 		"rfs mode: also set rps_cpus, so that flows with no socket CPU yet get plain RPS (default: left alone, as the study)")
 	fs.StringVar(&f.flowEntries, "flow-entries", "", "rfs mode: net.core.rps_sock_flow_entries, a power of two; each receive queue's "+
 		"rps_flow_cnt gets this divided by its device's queue count (default 32768, as the study and the kernel's scaling.rst)")
-	fs.Var(optBool{&f.split}, "split", "move the NIC stage off the interrupt CPU with XDP and a cpumap (true/false; not available yet)")
-	fs.StringVar(&f.splitCPUs, "split-cpus", "", "CPUs for the split-off NIC stage")
+	fs.Var(optBool{&f.split}, "split", "falcon mode: move the NIC stage (skb allocation, GRO from Linux 6.15, IP, UDP, VXLAN) off "+
+		"the interrupt CPU with native XDP and a cpumap (true/false)")
+	fs.StringVar(&f.splitCPUs, "split-cpus", "", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)")
+	fs.StringVar(&f.splitProto, "split-proto", "", "--split: split only inner tcp or udp flows, or all (default)")
 	return f
 }
 
@@ -153,6 +156,12 @@ func (f *agentFlags) options() (agent.Options, error) {
 	if err := boolean("split", f.split, &o.Split); err != nil {
 		return o, err
 	}
+	switch f.splitProto {
+	case "", "tcp", "udp", "all":
+		o.SplitProto = f.splitProto
+	default:
+		return o, usagef("--split-proto %q: want tcp, udp or all", f.splitProto)
+	}
 	if f.flowEntries != "" {
 		n, err := strconv.Atoi(f.flowEntries)
 		if err != nil || n < 1 {
@@ -187,6 +196,15 @@ func agentArgs(o agent.Options) []string {
 	}
 	if o.FlowEntries != 0 {
 		a = append(a, "--flow-entries="+strconv.Itoa(o.FlowEntries))
+	}
+	if o.Split {
+		a = append(a, "--split=true")
+	}
+	if o.SplitCPUs != nil {
+		a = append(a, "--split-cpus="+agent.FormatCPUList(o.SplitCPUs))
+	}
+	if o.SplitProto != "" {
+		a = append(a, "--split-proto="+o.SplitProto)
 	}
 	return a
 }

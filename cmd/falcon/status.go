@@ -120,6 +120,7 @@ func writeStatus(w io.Writer, r *agent.Report) {
 		}
 		tw.Flush()
 	}
+	writeSplit(w, r.Split)
 	if len(r.Devices) > 0 {
 		fmt.Fprintln(w, "\noverlay:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -165,4 +166,27 @@ func passed(m map[string]uint64) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return ", passed untouched: " + strings.Join(parts, ", ")
+}
+
+// writeSplit shows each split CPU's cpumap: frames queued to it, dropped
+// at its full queue, turned into skbs by its kthread, and how often that
+// kthread ran and slept.
+func writeSplit(w io.Writer, sp *agent.SplitReport) {
+	if sp == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nsplit NIC stage (XDP redirects into a cpumap), CPUs %s, inner protocol %s:\n", sp.CPUs, sp.Proto)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")
+	cpus := make([]int, 0, len(sp.PerCPU))
+	for c := range sp.PerCPU {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	for _, c := range cpus {
+		s := sp.PerCPU[c]
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c, s.Enqueued, s.EnqueueDrops, s.Built, s.BuildDrops,
+			s.Batches, s.Sleeps, s.RedirectFail)
+	}
+	tw.Flush()
 }

@@ -27,8 +27,9 @@ const overlaySalt = 1 << 30
 type falconMode struct {
 	dp      *datapath.Datapath
 	cfg     datapath.Config
-	hooks   map[string]datapath.Hook // attached, by device key
-	applied map[string]bool          // devices whose RPS is set, by device key and name
+	hooks   map[string]datapath.Hook      // attached, by device key
+	splits  map[string]datapath.SplitHook // NICs whose stage is split (split.go)
+	applied map[string]bool               // devices whose RPS is set, by device key and name
 	cancel  context.CancelFunc
 	done    chan error
 	running atomic.Bool
@@ -49,7 +50,10 @@ func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	cfg := m.config(h, ov)
-	return cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	return m.checkSplit(h, ov)
 }
 
 // config is the datapath configuration for the options and overlay.
@@ -71,6 +75,8 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	if len(ports) > 0 {
 		cfg.VXLANPorts = ports[:min(len(ports), datapath.MaxPorts)]
 	}
+	cfg.SplitCPUs = slices.Clone(h.Opts.SplitCPUs)
+	cfg.SplitProto = h.Opts.SplitProto
 	return cfg
 }
 
@@ -158,6 +164,7 @@ func (m *falconMode) Stop(h *Host) error {
 			hs = append(hs, hk)
 		}
 		h.RemoveHooks(hs...)
+		m.forgetSplits(h)
 	}
 	m.dp, m.hooks = nil, nil
 	return err
@@ -281,6 +288,12 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 		}
 		m.hooks[k] = hk
 		h.Logf("attached %s as %s hook", hk, hk.Role)
+	}
+	if err := m.syncSplits(h, want, strict); err != nil {
+		if strict {
+			return err
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -43,10 +43,12 @@ type Options struct {
 	RPSCPUs        []int `json:"rps_cpus,omitempty"`
 	FlowEntries    int   `json:"flow_entries,omitempty"`
 
-	// Split moves the NIC stage's skb allocation and GRO to SplitCPUs with
-	// XDP and a cpumap (issue 4); not available yet.
-	Split     bool  `json:"split,omitempty"`
-	SplitCPUs []int `json:"split_cpus,omitempty"`
+	// Split moves the NIC stage's skb allocation and GRO to SplitCPUs
+	// (nil = CPUs) with XDP and a cpumap (split.go); SplitProto limits it
+	// to inner tcp or udp ("" = all).
+	Split      bool   `json:"split,omitempty"`
+	SplitCPUs  []int  `json:"split_cpus,omitempty"`
+	SplitProto string `json:"split_proto,omitempty"`
 
 	// StateRoot and PinRoot default to DefaultStateRoot and DefaultPinRoot;
 	// tests move them.
@@ -153,8 +155,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("--rps-cpus: %w", err)
 		}
 	}
-	if o.Split || o.SplitCPUs != nil {
-		return errors.New("--split (moving the NIC stage off the interrupt CPU with XDP and a cpumap) is not available in this build yet")
+	if err := o.validateSplit(); err != nil {
+		return err
 	}
 	if o.FlowEntries < 0 {
 		return fmt.Errorf("flow entries %d is negative", o.FlowEntries)
@@ -169,7 +171,8 @@ func sameSettings(a, b Options) bool {
 		a.Threshold == b.Threshold && a.Interval == b.Interval && a.FlowletGap == b.FlowletGap &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && FormatCPUList(a.RPSCPUs) == FormatCPUList(b.RPSCPUs) &&
-		a.FlowEntries == b.FlowEntries && a.Split == b.Split && FormatCPUList(a.SplitCPUs) == FormatCPUList(b.SplitCPUs)
+		a.FlowEntries == b.FlowEntries && a.Split == b.Split && FormatCPUList(a.SplitCPUs) == FormatCPUList(b.SplitCPUs) &&
+		a.SplitProto == b.SplitProto
 }
 
 // Validate checks opts as Start would, without changing anything, and fills

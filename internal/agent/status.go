@@ -31,6 +31,7 @@ type Report struct {
 	Load       *LoadReport       `json:"load,omitempty"`
 	Stages     []StageReport     `json:"stages,omitempty"`
 	Totals     *Decisions        `json:"totals,omitempty"`
+	Split      *SplitReport      `json:"split,omitempty"`
 	Devices    []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
@@ -154,8 +155,16 @@ func Status(opts Options) (*Report, error) {
 				FallbackStale: s.FallbackStale, FlowletHits: s.FlowletHits, Passed: s.Passed},
 		})
 	}
-	// In packet order: the NIC's hook, then the VXLAN devices'.
-	sort.SliceStable(r.Stages, func(i, j int) bool { return r.Stages[i].Role == "nic" && r.Stages[j].Role != "nic" })
+	// In packet order: XDP on the NIC, the NIC's tc hook, the VXLAN devices'.
+	order := map[string]int{string(datapath.RoleSplit): 0, string(datapath.RoleNIC): 1}
+	rank := func(role string) int {
+		if o, ok := order[role]; ok {
+			return o
+		}
+		return 2
+	}
+	sort.SliceStable(r.Stages, func(i, j int) bool { return rank(r.Stages[i].Role) < rank(r.Stages[j].Role) })
+	r.Split = splitReport(st.Options, c)
 	if r.Load.Stale && r.Problem == "" {
 		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
 	}
@@ -174,6 +183,9 @@ func nsLabel(ns string) string {
 func steersWhat(h datapath.Hook, devs []discover.Device) string {
 	if h.Role == datapath.RoleOverlay {
 		return "containers"
+	}
+	if h.Role == datapath.RoleSplit {
+		return h.Name + " (cpumap)"
 	}
 	for _, d := range devs {
 		if d.Role == discover.RoleOverlay && d.Ifindex == h.NextIfindex {

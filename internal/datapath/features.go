@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -165,6 +167,10 @@ type SplitSupport struct {
 	CPUMapGRO bool   `json:"cpumap_gro"`
 	TCX       bool   `json:"tcx"`
 	Veth      bool   `json:"veth"`
+	// PeerTxChecksum: the veth's sending end offloads tx checksums (its
+	// packets are then lost to splitting); PeerKnown says falcon found it.
+	PeerTxChecksum bool `json:"peer_tx_checksum,omitempty"`
+	PeerKnown      bool `json:"peer_known,omitempty"`
 	// Notes say plainly what is lost where a feature is missing.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -181,6 +187,8 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 	if err := netns.Check(ns); err != nil {
 		return s, err
 	}
+	var peerNS string
+	peerIdx := 0
 	err := netns.Do(ns, func() error {
 		l, err := netlink.LinkByIndex(ifindex)
 		if err != nil {
@@ -193,6 +201,9 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 			return fmt.Errorf("NIC %s: ifindex %d is %s now", name, ifindex, l.Attrs().Name)
 		}
 		s.Veth = l.Type() == "veth"
+		if s.Veth {
+			peerNS, peerIdx = vethPeer(ns, l)
+		}
 		if x := l.Attrs().Xdp; x != nil && x.Attached && x.ProgId != 0 && !isOurs(x.ProgId) {
 			s.OtherXDP = x.ProgId
 		}
@@ -238,10 +249,16 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 		s.Notes = append(s.Notes, "no tcx (Linux 6.6): the tc programs attach through a clsact qdisc and cls_bpf; "+
 			"steering works the same, but whoever deletes that qdisc removes them silently")
 	}
-	if s.Veth {
-		s.Notes = append(s.Notes, fmt.Sprintf("NIC %s is a veth: its sending end must run with tx checksum offload off "+
-			"(ethtool -K <peer> tx off); partially checksummed packets lose the kernel's trust when cpumap rebuilds "+
-			"them, and are dropped", name))
+	if peerIdx > 0 {
+		s.PeerTxChecksum, s.PeerKnown = txChecksum(peerNS, peerIdx)
+	}
+	if s.Veth && (!s.PeerKnown || s.PeerTxChecksum) {
+		what := "its sending end (not found)"
+		if s.PeerKnown {
+			what = fmt.Sprintf("its sending end (ifindex %d in network namespace %s) offloads tx checksums", peerIdx, nsLabel(peerNS))
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("NIC %s is a veth and %s: veth passes partially checksummed packets, "+
+			"which lose the kernel's trust when cpumap rebuilds them and are dropped; run 'ethtool -K <peer> tx off' there", name, what))
 	}
 	return s, nil
 }
@@ -255,4 +272,62 @@ func isOurs(id uint32) bool {
 	defer p.Close()
 	info, err := p.Info()
 	return err == nil && info.Name == splitProgName
+}
+
+// vethPeer finds the other end of veth l (in namespace ns): its namespace,
+// as a name under /run/netns when it is not ns itself, and its ifindex; 0
+// when it cannot be found. Runs inside ns.
+func vethPeer(ns string, l netlink.Link) (string, int) {
+	a := l.Attrs()
+	if a.ParentIndex == 0 {
+		return "", 0
+	}
+	if a.NetNsID < 0 {
+		return ns, a.ParentIndex
+	}
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		f, err := os.Open(filepath.Join("/run/netns", e.Name()))
+		if err != nil {
+			continue
+		}
+		id, err := netlink.GetNetNsIdByFd(int(f.Fd()))
+		f.Close()
+		if err == nil && id == a.NetNsID {
+			return e.Name(), a.ParentIndex
+		}
+	}
+	return "", 0
+}
+
+// txChecksum reports whether device ifindex in ns offloads tx checksums.
+func txChecksum(ns string, ifindex int) (on, known bool) {
+	netns.Do(ns, func() error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		et, err := ethtool.NewEthtool()
+		if err != nil {
+			return err
+		}
+		defer et.Close()
+		fs, err := et.Features(l.Attrs().Name)
+		if err != nil {
+			return err
+		}
+		for _, f := range []string{"tx-checksum-ip-generic", "tx-checksum-ipv4", "tx-checksum-ipv6", "tx-checksum-sctp"} {
+			on = on || fs[f]
+		}
+		known = true
+		return nil
+	})
+	return on, known
+}
+
+func nsLabel(ns string) string {
+	if ns == "" {
+		return "(current)"
+	}
+	return ns
 }

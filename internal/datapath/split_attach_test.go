@@ -242,3 +242,26 @@ func TestSplitCleanup(t *testing.T) {
 		t.Errorf("Close after Cleanup: %v", err)
 	}
 }
+
+// TestCheckSplitVethPeer: a veth NIC whose sending end offloads tx
+// checksums is named in a note; with the offload off, nothing is said.
+func TestCheckSplitVethPeer(t *testing.T) {
+	ns, a, _ := testNetns(t)
+	s, err := CheckSplit(ns, a, "fva")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Veth || !s.PeerKnown || !s.PeerTxChecksum || !s.NativeXDP || !strings.Contains(strings.Join(s.Notes, "\n"), "ethtool -K <peer> tx off") {
+		t.Errorf("veth with checksum offload on its peer: %+v", s)
+	}
+	if out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", "fvb", "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v: %s", err, out)
+	}
+	s, err = CheckSplit(ns, a, "fva")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.PeerKnown || s.PeerTxChecksum || strings.Contains(strings.Join(s.Notes, "\n"), "veth") {
+		t.Errorf("veth with checksum offload off on its peer: %+v", s)
+	}
+}

@@ -151,6 +151,10 @@ func TestSplitOnTestbed(t *testing.T) {
 		}
 	}
 	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC}
+	// The wire's sending end, in h1, runs with tx checksum offload off.
+	if s, err := CheckSplit(h2.Netns, nicIdx, h2.NIC); err != nil || !s.PeerKnown || s.PeerTxChecksum {
+		t.Errorf("CheckSplit: %+v, %v; want the peer in h1 found, without checksum offload", s, err)
+	}
 	if err := d.AttachSplit(nic); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+// Splitting the NIC stage (--split, issue 4): the falcon mode also attaches
+// the datapath's XDP program to every NIC it hooks, so that the NIC stage's
+// skbs are built (and, from Linux 6.15, GRO'd) by cpumap kthreads on the
+// split CPUs while the tc program on the NIC, which runs in those kthreads,
+// keeps steering the VXLAN stage.
+
+// validateSplit checks the split options without touching the system.
+func (o *Options) validateSplit() error {
+	if !o.Split {
+		if o.SplitCPUs != nil || o.SplitProto != "" {
+			return errors.New("--split-cpus and --split-proto need --split")
+		}
+		return nil
+	}
+	if o.Mode != ModeFalcon {
+		return fmt.Errorf("--split needs mode %s: splitting hands the NIC stage to other CPUs, and only falcon's tc program on the NIC "+
+			"then steers the stage after it (mode %s has none)", ModeFalcon, o.Mode)
+	}
+	if o.SplitCPUs != nil {
+		if len(o.SplitCPUs) == 0 {
+			return errors.New("--split-cpus: empty CPU set")
+		}
+		if err := checkCPUs(o.SplitCPUs); err != nil {
+			return fmt.Errorf("--split-cpus: %w", err)
+		}
+	}
+	switch o.SplitProto {
+	case "", datapath.SplitAll, datapath.SplitTCP, datapath.SplitUDP:
+	default:
+		return fmt.Errorf("--split-proto %q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
+	}
+	return nil
+}
+
+// splitSet is the split CPU set: --split-cpus, else the Falcon set.
+func (o *Options) splitSet() []int {
+	if o.SplitCPUs != nil {
+		return o.SplitCPUs
+	}
+	return o.CPUs
+}
+
+// checkSplit asks each NIC's driver for native XDP before anything
+// changes, and logs what the kernel lacks.
+func (m *falconMode) checkSplit(h *Host, ov *discover.Overlay) error {
+	if !h.Opts.Split {
+		return nil
+	}
+	for _, nic := range ov.Role(discover.RoleNIC) {
+		s, err := datapath.CheckSplit(nic.Netns, nic.Ifindex, nic.Name)
+		if err != nil {
+			return err
+		}
+		for _, n := range s.Notes {
+			h.Logf("split: %s", n)
+		}
+	}
+	return nil
+}
+
+// syncSplits attaches the XDP program to the NICs among want and detaches
+// it from NICs no longer there. Each is recorded in the state before it is
+// attached, so that Disable finds it after a crash.
+func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict bool) error {
+	if !h.Opts.Split {
+		return nil
+	}
+	if m.splits == nil {
+		m.splits = map[string]datapath.SplitHook{}
+	}
+	nics := map[string]datapath.SplitHook{}
+	for k, hk := range want {
+		if hk.Role == datapath.RoleNIC {
+			nics[k] = datapath.SplitHook{Netns: hk.Netns, Ifindex: hk.Ifindex, Name: hk.Name}
+		}
+	}
+	var errs []error
+	for k, old := range m.splits {
+		if nw, ok := nics[k]; ok && nw == old {
+			continue
+		}
+		if err := m.dp.DetachSplit(old); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(m.splits, k)
+		h.RemoveHooks(old.Hook())
+	}
+	for k, s := range nics {
+		if _, ok := m.splits[k]; ok {
+			continue
+		}
+		if err := h.AddHooks(s.Hook()); err != nil {
+			return err
+		}
+		if err := m.dp.AttachSplit(s); err != nil {
+			h.RemoveHooks(s.Hook())
+			if strict {
+				return err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		m.splits[k] = s
+		h.Logf("split the NIC stage of %s over CPUs %s (XDP, cpumap)", s.Name, FormatCPUList(h.Opts.splitSet()))
+	}
+	return errors.Join(errs...)
+}
+
+// forgetSplits drops the split hooks from the state once the datapath,
+// and with it their XDP programs, is closed.
+func (m *falconMode) forgetSplits(h *Host) {
+	for _, s := range m.splits {
+		h.RemoveHooks(s.Hook())
+	}
+	m.splits = nil
+}
+
+// SplitReport is what falcon status shows of splitting.
+type SplitReport struct {
+	CPUs  string `json:"cpus"`
+	Proto string `json:"proto"`
+	// PerCPU is each split CPU's cpumap traffic; CPUs without any yet
+	// show zeros.
+	PerCPU map[int]datapath.CPUMapStats `json:"per_cpu"`
+}
+
+func splitReport(o Options, c datapath.Counters) *SplitReport {
+	if !o.Split {
+		return nil
+	}
+	proto := o.SplitProto
+	if proto == "" {
+		proto = datapath.SplitAll
+	}
+	r := &SplitReport{CPUs: FormatCPUList(o.splitSet()), Proto: proto, PerCPU: map[int]datapath.CPUMapStats{}}
+	for _, cpu := range o.splitSet() {
+		r.PerCPU[cpu] = c.CPUMap[cpu]
+	}
+	for cpu, s := range c.CPUMap {
+		r.PerCPU[cpu] = s
+	}
+	return r
+}

@@ -1,0 +1,243 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/seqcheck"
+)
+
+// xdpOn names the XDP program attached to dev in ns, "" when none.
+func xdpOn(t *testing.T, ns, dev string) string {
+	t.Helper()
+	name := ""
+	err := netns.Do(ns, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err != nil {
+			return err
+		}
+		x := l.Attrs().Xdp
+		if x == nil || !x.Attached || x.ProgId == 0 {
+			return nil
+		}
+		p, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		info, err := p.Info()
+		if err != nil {
+			return err
+		}
+		name = info.Name
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func cpumaps(t *testing.T) int {
+	t.Helper()
+	n := 0
+	var id ebpf.MapID
+	for {
+		var err error
+		if id, err = ebpf.MapGetNextID(id); err != nil {
+			return n
+		}
+		if m, err := ebpf.NewMapFromID(id); err == nil {
+			if info, err := m.Info(); err == nil && info.Type == ebpf.CPUMap {
+				n++
+			}
+			m.Close()
+		}
+	}
+}
+
+// TestSplitEnableStatusDisable: with --split --split-cpus 1 the agent puts
+// XDP on the NIC, status shows the split CPU's cpumap building the NIC
+// stage's skbs, and stopping removes the XDP program and the cpumap.
+func TestSplitEnableStatusDisable(t *testing.T) {
+	needRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	tb := bed(t, "docker", 1)
+	h := tb.Hosts[1]
+	cl, sv := tb.Hosts[0].Containers[0], h.Containers[0]
+	maps := cpumaps(t)
+	o := testOptions(t, h.Netns)
+	o.CPUs, o.Split, o.SplitCPUs = []int{0, 1}, true, []int{1}
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.Stop()
+		}
+	}()
+	if got := xdpOn(t, h.Netns, h.NIC); got != "falcon_split" {
+		t.Errorf("XDP on %s: %q, want falcon_split", h.NIC, got)
+	}
+	st, err := readState(a.Host().Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := false
+	for _, hk := range st.Hooks {
+		recorded = recorded || (hk.Role == datapath.RoleSplit && hk.Name == h.NIC)
+	}
+	if !recorded {
+		t.Errorf("state hooks %+v: the split hook is not recorded for disable after a crash", st.Hooks)
+	}
+
+	// Neighbours first: a packet waiting for ARP leaves on the CPU that
+	// got the answer.
+	if out, err := exec.Command("ip", "netns", "exec", cl.Netns, "ping", "-c", "1", "-W", "2", sv.Addr).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v: %s", err, out)
+	}
+	dst := netip.MustParseAddr(sv.Addr)
+	rcv, err := seqcheck.Listen(sv.Netns, dst, 40126)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	ctx := context.Background()
+	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: 40126, Flows: 4, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := rcv.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, s := range stats {
+		if s.Reordered != 0 {
+			t.Errorf("flow from %s: %d reordered", from, s.Reordered)
+		}
+	}
+
+	r, err := Status(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready || r.Split == nil {
+		t.Fatalf("status: ready %v, problem %q, split %+v", r.Ready, r.Problem, r.Split)
+	}
+	if r.Split.CPUs != "1" || r.Split.Proto != datapath.SplitAll {
+		t.Errorf("split CPUs %q proto %q, want 1 and all", r.Split.CPUs, r.Split.Proto)
+	}
+	if s := r.Split.PerCPU[1]; s.Built < 4*300 || s.EnqueueDrops != 0 {
+		t.Errorf("cpumap CPU 1: %+v, want >= %d skbs built and no drops", s, 4*300)
+	}
+	if len(r.Stages) == 0 || r.Stages[0].Role != string(datapath.RoleSplit) || r.Stages[0].SteeredTo[1] < 4*300 {
+		t.Errorf("stages %+v: want the split stage first, sending >= %d packets to CPU 1", r.Stages, 4*300)
+	}
+
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := xdpOn(t, h.Netns, h.NIC); got != "" {
+		t.Errorf("XDP program %q left on %s", got, h.NIC)
+	}
+	noTrace(t, tb, o)
+	// The cpumap goes after an RCU grace period and its kthreads' stop.
+	for i := 0; cpumaps(t) > maps && i < 500; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := cpumaps(t); n > maps {
+		t.Errorf("%d cpumaps, %d before: the agent's is left", n, maps)
+	}
+}
+
+// TestSplitBadInput: split CPUs the machine lacks, unknown protocols, split
+// settings without --split or outside the falcon mode, and a NIC without
+// native XDP are refused before anything changes.
+func TestSplitBadInput(t *testing.T) {
+	needRoot(t)
+	// An overlay whose underlay is a bridge: no native XDP there.
+	ns := "fct" + strings.TrimPrefix(t.Name(), "Test") + strconv.Itoa(os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run("-n", ns, "link", "add", "fbr0", "type", "bridge")
+	run("-n", ns, "addr", "add", "192.0.2.1/24", "dev", "fbr0")
+	run("-n", ns, "link", "set", "fbr0", "up")
+	run("-n", ns, "link", "add", "fvx0", "type", "vxlan", "id", "42", "dstport", "4789", "local", "192.0.2.1", "dev", "fbr0")
+	run("-n", ns, "link", "set", "fvx0", "up")
+	ov, err := discover.Discover(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ov)
+
+	cases := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"split cpu", func(o *Options) { o.Split, o.SplitCPUs = true, []int{4095} }, "--split-cpus: CPU 4095 does not exist"},
+		{"empty split cpus", func(o *Options) { o.Split, o.SplitCPUs = true, []int{} }, "--split-cpus: empty"},
+		{"proto", func(o *Options) { o.Split, o.SplitProto = true, "sctp" }, "--split-proto \"sctp\""},
+		{"cpus without split", func(o *Options) { o.SplitCPUs = []int{0} }, "need --split"},
+		{"rps mode", func(o *Options) { o.Split, o.Mode = true, ModeRPS }, "--split needs mode falcon"},
+		{"no native XDP", func(o *Options) { o.Split = true }, "no native XDP"},
+	}
+	maps := cpumaps(t)
+	for _, c := range cases {
+		o := testOptions(t, ns)
+		c.mod(&o)
+		a, err := Start(context.Background(), o)
+		if err == nil {
+			a.Stop()
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q, want it to say %q", c.name, err, c.want)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+		if _, err := os.Stat(o.stateRoot()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: state directory created", c.name)
+		}
+	}
+	if got := xdpOn(t, ns, "fbr0"); got != "" {
+		t.Errorf("XDP program %q on fbr0", got)
+	}
+	if out := attached(t, ns); strings.Contains(out, "falcon") {
+		t.Errorf("BPF programs attached:\n%s", out)
+	}
+	if n := cpumaps(t); n > maps {
+		t.Errorf("%d cpumaps, %d before", n, maps)
+	}
+	after := snapshot(t, ov)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s changed to %q, was %q", k, after[k], v)
+		}
+	}
+}
