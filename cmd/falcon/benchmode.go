@@ -10,14 +10,21 @@ import (
 )
 
 // falconBench is bench's "falcon" mode: an in-process agent with the
-// default settings on the receiving host (h2) of each testbed.
-type falconBench struct{}
+// default settings on the receiving host (h2) of each testbed; with split,
+// "falcon+split" (benchsplit.go), the same with --split.
+type falconBench struct{ split bool }
 
-func (falconBench) Name() string { return agent.ModeFalcon }
+func (b falconBench) Name() string {
+	if b.split {
+		return agent.ModeFalcon + "+split"
+	}
+	return agent.ModeFalcon
+}
 
-func (falconBench) Setup(ctx context.Context, tb *testbed.Testbed) (func() error, error) {
+func (b falconBench) Setup(ctx context.Context, tb *testbed.Testbed) (func() error, error) {
 	o := agent.DefaultOptions()
 	o.Netns = tb.Hosts[1].Netns
+	o.Split = b.split
 	o.Logf = func(string, ...any) {} // the bench's progress bar owns the terminal
 	a, err := agent.Start(ctx, o)
 	if err != nil {
@@ -33,6 +40,11 @@ func (falconBench) Unsupported(layout string) string {
 	return ""
 }
 
-func (falconBench) Preflight() error { return datapath.Supported() }
+func (b falconBench) Preflight() error {
+	if b.split {
+		return datapath.SplitSupported()
+	}
+	return datapath.Supported()
+}
 
 func init() { bench.RegisterMode(falconBench{}) }
