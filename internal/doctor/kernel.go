@@ -1,20 +1,13 @@
 package doctor
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
-	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/datapath"
@@ -78,18 +71,22 @@ func checkKernel(st *state, k kernel) []Finding {
 	} else {
 		add(CheckBTF, OK, "kernel BTF present")
 	}
-	if err := haveTCX(); err != nil {
+	if err := datapath.HaveTCX(); err != nil {
 		add(CheckTCX, Info, fmt.Sprintf("no tcx (kernel %s; needs 6.6): tc programs attach through a clsact qdisc instead (%v)", k, err))
 	} else {
 		add(CheckTCX, OK, "tcx available")
 	}
 	xdpErr := features.HaveProgramType(ebpf.XDP)
+	gro, groErr := datapath.CPUMapGRO() // the kernel's BTF knows backports
+	if groErr != nil {
+		gro = k.atLeast(6, 15)
+	}
 	switch err := features.HaveMapType(ebpf.CPUMap); {
 	case xdpErr != nil:
 		add(CheckCPUMapGRO, Info, fmt.Sprintf("no XDP programs (%v): the NIC stage cannot be split", xdpErr))
 	case err != nil:
 		add(CheckCPUMapGRO, Info, fmt.Sprintf("no cpumap (%v): the NIC stage cannot be split", err))
-	case !k.atLeast(6, 15):
+	case !gro:
 		add(CheckCPUMapGRO, Info, fmt.Sprintf("cpumap without GRO (kernel %s; GRO in cpumap needs 6.15): splitting the NIC "+
 			"stage moves skb allocation but not GRO", k))
 	default:
@@ -121,7 +118,7 @@ func checkXDP(d *devState) Finding {
 	if d.xdp != nil && d.xdp.Attached {
 		attached = fmt.Sprintf("; an XDP program (id %d) is attached in mode %d", d.xdp.ProgId, d.xdp.AttachMode)
 	}
-	need := uint64(xdpActBasic | xdpActRedirect)
+	need := uint64(datapath.XDPActBasic | datapath.XDPActRedirect)
 	switch {
 	case d.xdpErr != nil:
 		f.Severity = Info
@@ -142,73 +139,7 @@ func checkXDP(d *devState) Finding {
 	return f
 }
 
-// From include/uapi/linux/netdev.h.
-const (
-	netdevCmdDevGet        = 1
-	netdevAttrIfindex      = 1
-	netdevAttrXDPFeatures  = 3
-	xdpActBasic            = 1
-	xdpActRedirect         = 2
-	netdevGenlVersion      = 1
-	netdevGenlFamilyName   = "netdev"
-	tracefsDir, debugTrace = "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"
-)
-
-// xdpFeatures returns the NETDEV_XDP_ACT_* bits of ifindex in the current
-// namespace.
-func xdpFeatures(ifindex int) (uint64, error) {
-	fam, err := netlink.GenlFamilyGet(netdevGenlFamilyName)
-	if err != nil {
-		return 0, fmt.Errorf("no netdev netlink family (kernel older than 6.3?): %w", err)
-	}
-	req := nl.NewNetlinkRequest(int(fam.ID), 0)
-	// nl.Genlmsg serializes 4 bytes from a 2-byte struct, so its reserved
-	// field is whatever follows in memory; strict families reject that.
-	req.AddRawData([]byte{netdevCmdDevGet, netdevGenlVersion, 0, 0})
-	req.AddRawData(nl.NewRtAttr(netdevAttrIfindex, nl.Uint32Attr(uint32(ifindex))).Serialize())
-	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
-	if err != nil {
-		return 0, err
-	}
-	for _, m := range msgs {
-		if len(m) < nl.SizeofGenlmsg {
-			continue
-		}
-		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
-		if err != nil {
-			return 0, err
-		}
-		for _, a := range attrs {
-			if a.Attr.Type == netdevAttrXDPFeatures && len(a.Value) == 8 {
-				return binary.NativeEndian.Uint64(a.Value), nil
-			}
-		}
-	}
-	return 0, errors.New("the kernel did not report XDP features")
-}
-
-// haveTCX probes tcx the way cilium/ebpf does internally: a tcx link on an
-// ifindex that cannot exist fails with ENODEV only where tcx exists.
-func haveTCX() error {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type:         ebpf.SchedCLS,
-		License:      "GPL",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
-	})
-	if err != nil {
-		return err
-	}
-	defer prog.Close()
-	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: prog, Attach: ebpf.AttachTCXIngress})
-	if err == nil {
-		l.Close()
-		return nil
-	}
-	if errors.Is(err, unix.ENODEV) {
-		return nil
-	}
-	return err
-}
+const tracefsDir, debugTrace = "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"
 
 func tracefsMounted() bool {
 	for _, p := range []string{tracefsDir, debugTrace} {

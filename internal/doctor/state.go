@@ -12,6 +12,7 @@ import (
 	"github.com/safchain/ethtool"
 	"github.com/vishvananda/netlink"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
 )
@@ -150,7 +151,7 @@ func gatherLinks(devs []*devState) error {
 		d.feat, d.featErr = et.FeaturesWithState(d.Name)
 		d.driver, _ = et.DriverName(d.Name)
 		if d.Role == discover.RoleNIC {
-			d.xdpFeatures, d.xdpErr = xdpFeatures(d.Ifindex)
+			d.xdpFeatures, d.xdpErr = datapath.XDPFeatures("", d.Ifindex) // in this namespace already
 			addrs, _ := h.AddrList(l, netlink.FAMILY_ALL)
 			for _, ad := range addrs {
 				if ad.IP.IsLinkLocalUnicast() {
