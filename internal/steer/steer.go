@@ -2,7 +2,9 @@
 // the flow hash, FALCON's two-choice CPU selection (Algorithm 1) and the
 // hash that makes the kernel's RPS pick a given CPU. It is the one Go copy
 // of the policy; the simulator and the tests use it, and a test checks that
-// it agrees with the BPF program packet by packet.
+// it agrees with the BPF program packet by packet. The XDP program that
+// splits the NIC stage (bpf/split.c) makes the same choice over the split
+// CPU set, salted with the NIC's own ifindex.
 package steer
 
 import (
