@@ -13,6 +13,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
@@ -182,6 +183,9 @@ func TestSplitOnTestbed(t *testing.T) {
 		t.Errorf("cpumap has %d entries, want 1 (CPU 1)", ents)
 	}
 
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
 	nicStage, ovlStage, devStage := h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
 
 	t.Run("udp", func(t *testing.T) {
@@ -335,6 +339,12 @@ func TestSplitOnTestbed(t *testing.T) {
 			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))
 		}
 	})
+
+	if ps, err := d.ProgramStats(); err == nil {
+		for _, s := range ps {
+			t.Logf("cost at %s (%s): %d runs, %v per packet", s.Hook, s.Hook.Role, s.RunCount, s.PerRun())
+		}
+	}
 
 	// Close removes the XDP program, the cpumap and the tracepoints.
 	if err := d.Close(); err != nil {
