@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -126,7 +127,9 @@ func (s *cpumapState) close() error {
 	return errors.Join(errs...)
 }
 
-// checkPossible: cpumap entries exist only for possible CPUs.
+// checkPossible: cpumap entries exist only for possible CPUs, and one for
+// an offline CPU would hang its creation (the kernel waits for the entry's
+// kthread to start on that CPU).
 func checkPossible(cpus []int) error {
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -135,6 +138,11 @@ func checkPossible(cpus []int) error {
 	for _, c := range cpus {
 		if c >= n {
 			return fmt.Errorf("split CPU %d does not exist: this machine has CPUs 0-%d", c, n-1)
+		}
+		// Absent for CPUs that cannot go offline.
+		b, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/cpu/cpu%d/online", c))
+		if err == nil && strings.TrimSpace(string(b)) == "0" {
+			return fmt.Errorf("split CPU %d is offline", c)
 		}
 	}
 	return nil
