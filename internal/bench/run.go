@@ -177,6 +177,10 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon testbed down --name %s')", name, derr, name))
 		}
 	}()
+	if err := keepSenderHostOnSenderCPUs(tb, r.cfg.SenderCPUs); err != nil {
+		r.caseNo += len(tp.Cases)
+		return fail(fmt.Errorf("sender host RPS: %w", err))
+	}
 	m, _ := LookupMode(tp.Mode)
 	r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
 	undo, err := m.Setup(ctx, tb)
