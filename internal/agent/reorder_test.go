@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// TestNoReorderingUnderLoadChanges runs traffic through falcon while the
+// load under it changes, on each container layout, and counts what arrives
+// out of order:
+//   - UDP: 16 sequenced flows per container pair, paced so that every flow
+//     idles 2 ms (longer than the 1 ms flowlet gap) between bursts and so
+//     gets fresh decisions all along, while a busy loop is pinned to CPU 1,
+//     then to CPU 0. With the threshold at 60 % the hooks move flows to
+//     their second choice and switch themselves off and on again: the
+//     datapath's counters must show both first choices and second choices
+//     or fallbacks, and no datagram may arrive out of order;
+//   - TCP: iperf3 under the same load changes, counted by TcpExt
+//     TCPOFOQueue in the receiving container. The same run without falcon
+//     comes first: only if that one queues nothing out of order is falcon
+//     held to zero.
+func TestNoReorderingUnderLoadChanges(t *testing.T) {
+	needTestbed(t)
+	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
+		t.Skip(err)
+	}
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		t.Run(layout, func(t *testing.T) { reorderOn(t, layout) })
+	}
+}
+
+func reorderOn(t *testing.T, layout string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := ibed(t, "r"+layout[:3], layout, 2)
+	h2 := tb.Hosts[1]
+	warm(t, tb)
+
+	// TCP sends from wherever h1 processes ACKs, which arrive on the CPU
+	// that sent them on h2: two CPUs of h1 would then send one flow at once
+	// and reorder it before it reaches h2, falcon or not. RPS on h1's NIC
+	// takes the ACKs to CPU 0, where the client runs, as the UDP sender
+	// does.
+	write(t, tb.Hosts[0].Netns, "/sys/class/net/"+tb.Hosts[0].NIC+"/queues/rx-0/rps_cpus", "1")
+	vanilla := tcpOFO(ctx, t, tb)
+	o := testOptions(t, h2.Netns)
+	o.CPUs, o.Threshold = []int{0, 1}, 60
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Stop() }()
+
+	const port = 41235
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: hostSide(h2), Proto: 17, PortMin: port, PortMax: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	// Start below the threshold, so that the load changes switch falcon
+	// off and on again.
+	calmed := calm(t, o, uint32(o.Threshold)-10)
+	r0 := status(t, o)
+	var runs map[stagetrace.Flow]flowRun
+	loadChanges(ctx, t, func() {
+		runs = sendPairs(ctx, t, tb, port, seqcheck.SendOptions{Flows: 16, PktsPerFlow: 3000, Size: 64,
+			Pause: 2 * time.Millisecond, PauseEvery: 12})
+	})
+	r1 := status(t, o)
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost uint64
+	for _, f := range sortedFlows(runs) {
+		s := runs[f].stats
+		lost += s.Lost
+		if s.Reordered != 0 || s.Duplicates != 0 {
+			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated)", f, s.Reordered, s.Received, s.Duplicates)
+		}
+	}
+	moved := 0
+	for _, st := range stagetrace.StagesByFlow(recs) {
+		for _, per := range st {
+			if len(per) > 1 {
+				moved++
+			}
+		}
+	}
+	nic, ovl := hookDelta(t, r0, r1, "nic"), hookDelta(t, r0, r1, "overlay")
+	t.Logf("UDP: %d flows, %d datagrams lost; %d (flow, device) stages ran on both CPUs over the run; decisions: nic %+v, overlay %+v",
+		len(runs), lost, moved, nic.Decisions, ovl.Decisions)
+	for _, h := range []StageReport{nic, ovl} {
+		d := h.Decisions
+		switch {
+		case d.Second+d.Fallback == 0:
+			t.Errorf("%s hook: %+v: a CPU at 100 %% did not change its decisions", h.Role, d)
+		case d.First == 0 && calmed:
+			t.Errorf("%s hook: %+v: no first choice, although the run started below the threshold", h.Role, d)
+		case d.First == 0:
+			t.Logf("%s hook: the machine was busy throughout: falcon stayed off, and only that was tested", h.Role)
+		}
+	}
+
+	withFalcon := tcpOFO(ctx, t, tb)
+	t.Logf("TCP: TCPOFOQueue %d without falcon, %d with falcon under the same load changes", vanilla, withFalcon)
+	if vanilla == 0 && withFalcon != 0 {
+		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
+	}
+
+	a = toggle(ctx, t, tb, a, o)
+}
+
+// toggle disables falcon under a stream of unpaced flows, which never give
+// a flowlet gap, enables it again, and stops the stream once packets went
+// through the new datapath: none may arrive out of order. It returns the
+// new agent.
+func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a *Agent, o Options) *Agent {
+	t.Helper()
+	sendCtx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	var (
+		wg       sync.WaitGroup
+		through  uint64 // packets the new datapath's NIC hook saw while the stream ran
+		startErr error
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer stopSending()
+		time.Sleep(150 * time.Millisecond)
+		if err := a.Stop(); err != nil {
+			t.Errorf("disable under traffic: %v", err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+		if a, startErr = Start(ctx, o); startErr != nil {
+			return
+		}
+		r0 := status(t, o)
+		time.Sleep(200 * time.Millisecond)
+		d := hookDelta(t, r0, status(t, o), "nic")
+		for _, n := range d.RanOn {
+			through += n
+		}
+	}()
+	runs := streamPairs(ctx, sendCtx, t, tb, 41236, seqcheck.SendOptions{Flows: 16, PktsPerFlow: 1 << 24, Size: 64},
+		300*time.Millisecond)
+	wg.Wait()
+	if startErr != nil {
+		t.Fatalf("enable under traffic: %v", startErr)
+	}
+	var received uint64
+	for _, f := range sortedFlows(runs) {
+		s := runs[f].stats
+		received += s.Received
+		if s.Reordered != 0 || s.Duplicates != 0 {
+			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated) across disable and enable", f, s.Reordered, s.Received, s.Duplicates)
+		}
+	}
+	t.Logf("disable and enable under %d flows: %d datagrams received, %d of them through the re-enabled datapath", len(runs), received, through)
+	if through == 0 {
+		t.Error("the stream ended before the re-enabled datapath saw it: enable under traffic was not tested")
+	}
+	return a
+}
+
+// loadChanges runs fn while a busy loop comes and goes on CPU 1, then on
+// CPU 0; it returns when fn does.
+func loadChanges(ctx context.Context, t *testing.T, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for _, step := range []struct {
+			cpu         int
+			after, for_ time.Duration
+		}{{1, 150 * time.Millisecond, 400 * time.Millisecond}, {0, 250 * time.Millisecond, 250 * time.Millisecond}} {
+			select {
+			case <-done:
+				return
+			case <-time.After(step.after):
+			}
+			stop := burn(t, step.cpu)
+			select {
+			case <-done:
+			case <-time.After(step.for_):
+			}
+			stop()
+		}
+	}()
+	fn()
+	close(done)
+	wg.Wait()
+}
+
+// burn starts a busy loop pinned to cpu and returns what stops it; the
+// test's end stops it too.
+func burn(t *testing.T, cpu int) (stop func()) {
+	t.Helper()
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// tcpOFO runs one iperf3 TCP stream from h1's first container to h2's
+// under loadChanges and returns how many segments the receiver queued out
+// of order (TcpExt TCPOFOQueue).
+func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
+	t.Helper()
+	clients, servers := tb.Endpoints()
+	const port = 5301
+	srv, err := workload.StartIperf3Server(ctx, servers[0].Netns, port, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	ofo := func() int64 {
+		s, err := procfs.ReadSNMP(servers[0].Netns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s["TcpExt"]["TCPOFOQueue"]
+	}
+	before := ofo()
+	var res workload.Iperf3Result
+	loadChanges(ctx, t, func() {
+		res, err = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
+			Port: port, Duration: time.Second, CPUs: []int{0}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ofo() - before
+	t.Logf("TCP: %.0f Mbit/s, %d retransmits, TCPOFOQueue +%d", res.BitsPerSecond/1e6, res.Retransmits, n)
+	return n
+}
