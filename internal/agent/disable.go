@@ -10,6 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/journal"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // StopTimeout is how long Disable waits for a running agent to undo its
@@ -30,7 +31,8 @@ func Disable(opts Options) (bool, error) {
 		// Nothing recorded; pins alone would be a bug's leftovers.
 		pins, _ := filepath.Glob(filepath.Join(pinDir, "falcon_*"))
 		if len(pins) == 0 {
-			return false, nil
+			// A name that is no namespace is a typo, not "nothing to do".
+			return false, netns.Check(opts.Netns)
 		}
 		err := datapath.Cleanup(pinDir, nil)
 		removeRoots(opts)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Report is what falcon status shows.
@@ -86,6 +87,11 @@ func Status(opts Options) (*Report, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		if running(dir) {
 			r.Enabled, r.Running, r.Problem = true, true, "an agent is starting"
+			return r, nil
+		}
+		// A name that is no namespace is a typo, not "not enabled".
+		if err := netns.Check(opts.Netns); err != nil {
+			return nil, err
 		}
 		return r, nil
 	}
