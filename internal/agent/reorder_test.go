@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -118,47 +120,66 @@ func reorderOn(t *testing.T, layout string) {
 		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
 	}
 
-	a = toggle(ctx, t, tb, a, o)
+	toggle(ctx, t, tb, &a, o)
 }
 
 // toggle disables falcon under a stream of unpaced flows, which never give
 // a flowlet gap, enables it again, and stops the stream once packets went
-// through the new datapath: none may arrive out of order. It returns the
-// new agent.
-func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a *Agent, o Options) *Agent {
+// through the new datapath: none may arrive out of order. *a is the agent,
+// and then the new one, so that the caller's deferred Stop always stops the
+// one running, however the test ends.
+func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a **Agent, o Options) {
 	t.Helper()
 	sendCtx, stopSending := context.WithCancel(ctx)
 	defer stopSending()
 	var (
-		wg       sync.WaitGroup
-		through  uint64 // packets the new datapath's NIC hook saw while the stream ran
-		startErr error
+		wg      sync.WaitGroup
+		through uint64 // packets the new datapath's NIC hook saw while the stream ran
+		errs    []error
 	)
+	// Also when the stream fails the test: the agent the goroutine starts
+	// must be in *a before the caller's deferred Stop runs.
+	defer wg.Wait()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer stopSending()
 		time.Sleep(150 * time.Millisecond)
-		if err := a.Stop(); err != nil {
-			t.Errorf("disable under traffic: %v", err)
+		if err := (*a).Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("disable under traffic: %w", err))
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
-		if a, startErr = Start(ctx, o); startErr != nil {
+		next, err := Start(ctx, o)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("enable under traffic: %w", err))
 			return
 		}
-		r0 := status(t, o)
+		*a = next
+		r0, err := Status(o)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
 		time.Sleep(200 * time.Millisecond)
-		d := hookDelta(t, r0, status(t, o), "nic")
-		for _, n := range d.RanOn {
-			through += n
+		r1, err := Status(o)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for _, s := range r1.Stages {
+			if s.Role == "nic" {
+				for c, n := range s.RanOn {
+					through += n - ranOn(r0, "nic", c)
+				}
+			}
 		}
 	}()
 	runs := streamPairs(ctx, sendCtx, t, tb, 41236, seqcheck.SendOptions{Flows: 16, PktsPerFlow: 1 << 24, Size: 64},
 		300*time.Millisecond)
 	wg.Wait()
-	if startErr != nil {
-		t.Fatalf("enable under traffic: %v", startErr)
+	if len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
 	}
 	var received uint64
 	for _, f := range sortedFlows(runs) {
@@ -172,15 +193,28 @@ func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a *Agent, o 
 	if through == 0 {
 		t.Error("the stream ended before the re-enabled datapath saw it: enable under traffic was not tested")
 	}
-	return a
+}
+
+// ranOn is what the hook of a role counted on cpu in a report.
+func ranOn(r *Report, role string, cpu int) uint64 {
+	for _, s := range r.Stages {
+		if s.Role == role {
+			return s.RanOn[cpu]
+		}
+	}
+	return 0
 }
 
 // loadChanges runs fn while a busy loop comes and goes on CPU 1, then on
-// CPU 0; it returns when fn does.
+// CPU 0; it returns when fn does, with no busy loop left, also when fn
+// fails the test.
 func loadChanges(ctx context.Context, t *testing.T, fn func()) {
 	t.Helper()
 	done := make(chan struct{})
-	var wg sync.WaitGroup
+	var (
+		wg  sync.WaitGroup
+		err error
+	)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -193,7 +227,10 @@ func loadChanges(ctx context.Context, t *testing.T, fn func()) {
 				return
 			case <-time.After(step.after):
 			}
-			stop := burn(t, step.cpu)
+			var stop func()
+			if stop, err = burn(step.cpu); err != nil {
+				return
+			}
 			select {
 			case <-done:
 			case <-time.After(step.for_):
@@ -201,28 +238,28 @@ func loadChanges(ctx context.Context, t *testing.T, fn func()) {
 			stop()
 		}
 	}()
-	fn()
-	close(done)
-	wg.Wait()
-}
-
-// burn starts a busy loop pinned to cpu and returns what stops it; the
-// test's end stops it too.
-func burn(t *testing.T, cpu int) (stop func()) {
-	t.Helper()
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
-	if err := cmd.Start(); err != nil {
+	func() {
+		defer func() {
+			close(done)
+			wg.Wait()
+		}()
+		fn()
+	}()
+	if err != nil {
 		t.Fatal(err)
 	}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-		})
+}
+
+// burn starts a busy loop pinned to cpu and returns what stops it.
+func burn(cpu int) (stop func(), err error) {
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("busy loop on CPU %d: %w", cpu, err)
 	}
-	t.Cleanup(stop)
-	return stop
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}, nil
 }
 
 // tcpOFO runs one iperf3 TCP stream from h1's first container to h2's
