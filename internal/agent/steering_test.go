@@ -33,13 +33,14 @@ import (
 //     state behind.
 //
 // The threshold is 100, so a CPU counts as overloaded only when its
-// smoothed load reaches 100 % and falcon steps aside only when both do: on
-// this test's short bursts that takes a machine already saturated by
-// others. The flowlet gap is long, so each (flow, hook) decides once and a
-// flow can't move when the sender is descheduled mid-run. Should the
-// datapath's counters show a second choice or a fallback anyway, the
-// placement is checked against those choices and the exact check is
-// repeated with fresh flows.
+// smoothed load reaches 100 % and falcon steps aside only when both do;
+// each run starts once the load is below 90 % and its flows decide in its
+// first milliseconds, so that takes a machine saturated by others. The
+// flowlet gap is long, so each (flow, hook) decides once and a flow can't
+// move when the sender is descheduled mid-run. Should the datapath's
+// counters show a second choice or a fallback anyway, the placement can't
+// be predicted: the run is repeated with fresh flows, and after three such
+// runs the test is skipped (order and cleanup still checked).
 func TestSteeringLayouts(t *testing.T) {
 	needTestbed(t)
 	for _, layout := range []string{"docker", "flannel", "calico"} {
