@@ -36,6 +36,11 @@ type Config struct {
 	Baseline     string   `json:"baseline"` // "auto" or "layout/mode"
 	JSON         string   `json:"json,omitempty"`
 	Quiet        bool     `json:"quiet"`
+	// BPFStats turns the kernel's BPF run-time statistics on for the whole
+	// bench and records each falcon program's runs and time per run. Off by
+	// default: the kernel then reads the clock twice around every program
+	// run, which the figures of the falcon modes would pay for.
+	BPFStats bool `json:"bpf_stats,omitempty"`
 
 	// ContainersPerFlow ("--containers flows") gives each flow count a
 	// testbed of its own with that many containers per host, one client and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/falconnet/falcon/internal/datapath"
 	"sort"
 	"sync"
 	"time"
@@ -294,6 +295,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	for k, v := range after.counters {
 		run.Counters[k] = v - before.counters[k]
 	}
+	run.BPF = bpfCosts(before.bpf, after.bpf)
 	// An application sharing its namespace with a VXLAN device (the vxlan
 	// layout) sees that device's encapsulated datagrams counted in Udp
 	// InDatagrams too: the tunnel socket counts every packet it decaps.
@@ -373,6 +375,7 @@ type sample struct {
 	at       time.Time
 	cpu      procfs.Snapshot
 	counters map[string]int64
+	bpf      map[string]datapath.ProgStats // with --bpf-stats
 }
 
 // counterKeys are the SNMP and netstat counters kept per run, for the
@@ -388,6 +391,11 @@ func (e *env) sample(t traffic) (sample, error) {
 	var err error
 	if s.cpu, err = procfs.TakeSnapshot(); err != nil {
 		return s, err
+	}
+	if e.cfg.BPFStats {
+		if s.bpf, err = datapath.ReadProgramStats(); err != nil {
+			return s, err
+		}
 	}
 	for role, nss := range map[string][]string{"rx": t.rx, "tx": t.tx} {
 		for _, ns := range nss {
@@ -422,5 +430,22 @@ func sortedCPUs(m map[int]procfs.CPUWindow) []int {
 		out = append(out, c)
 	}
 	sort.Ints(out)
+	return out
+}
+
+// bpfCosts is what each falcon program did over the window.
+func bpfCosts(before, after map[string]datapath.ProgStats) map[string]BPFCost {
+	if len(after) == 0 {
+		return nil
+	}
+	out := map[string]BPFCost{}
+	for name, a := range after {
+		b := before[name]
+		c := BPFCost{Runs: a.RunCount - b.RunCount, TimeNs: uint64(a.RunTime - b.RunTime)}
+		if c.Runs > 0 {
+			c.NsPerRun = float64(c.TimeNs) / float64(c.Runs)
+		}
+		out[name] = c
+	}
 	return out
 }

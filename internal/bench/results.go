@@ -72,8 +72,19 @@ type Run struct {
 	// Counters are SNMP/netstat deltas over the window, keyed
 	// "rx.Udp.InDatagrams", "tx.Udp.OutDatagrams", ….
 	Counters map[string]int64 `json:"counters,omitempty"`
+	// BPF is each falcon program's work over the window (--bpf-stats), by
+	// program name: falcon_steer (tc hooks), falcon_split (XDP).
+	BPF map[string]BPFCost `json:"bpf,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`
+}
+
+// BPFCost is one program's runs and run time over a window, summed over
+// its attachments.
+type BPFCost struct {
+	Runs     uint64  `json:"runs"`
+	TimeNs   uint64  `json:"time_ns"`
+	NsPerRun float64 `json:"ns_per_run"`
 }
 
 // Latency in microseconds.

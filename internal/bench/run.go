@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +92,15 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []Result{}}
 	for _, s := range skipped {
 		o.Progress.Note("falcon bench: %s", s)
+	}
+	if c.BPFStats {
+		// Held by fd: the statistics switch off again when the bench ends,
+		// however it ends, and kernel.bpf_stats_enabled is never touched.
+		st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+		if err != nil {
+			return nil, fmt.Errorf("--bpf-stats: enable BPF run-time statistics: %w", err)
+		}
+		defer st.Close()
 	}
 	r := &runner{cfg: c, p: o.Progress, totalCases: 0}
 	for _, tp := range plan {

@@ -24,6 +24,11 @@ func Metrics(r Run) map[string]float64 {
 		m["lat_avg_us"], m["lat_p50_us"], m["lat_p90_us"] = l.AvgUs, l.P50Us, l.P90Us
 		m["lat_p99_us"], m["lat_p999_us"], m["lat_max_us"] = l.P99Us, l.P999Us, l.MaxUs
 	}
+	for name, c := range r.BPF {
+		if c.Runs > 0 {
+			m["bpf_"+name+"_ns_per_run"] = c.NsPerRun
+		}
+	}
 	perS := func(n uint64) float64 {
 		if r.WindowS <= 0 {
 			return 0

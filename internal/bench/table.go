@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/stats"
@@ -84,6 +85,7 @@ func WriteTable(w io.Writer, f *File) error {
 		}
 	}
 	b.WriteString("\n")
+	writeBPFCosts(&b, f)
 	m := f.Machine
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
 	c := f.Config
@@ -162,4 +164,32 @@ func memString(b uint64) string {
 		return "memory unknown"
 	}
 	return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+}
+
+// writeBPFCosts lists each falcon program's cost per run (--bpf-stats).
+func writeBPFCosts(b *strings.Builder, f *File) {
+	var rows []string
+	for _, r := range f.Results {
+		var names []string
+		for k := range r.Summary {
+			if strings.HasPrefix(k, "bpf_") && strings.HasSuffix(k, "_ns_per_run") {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			prog := strings.TrimSuffix(strings.TrimPrefix(k, "bpf_"), "_ns_per_run")
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n",
+				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), prog, pm(r.Summary[k], 0, "")))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("BPF program cost (kernel BPF statistics: run time / run count, over the window):\n\n")
+	b.WriteString("| layout | mode | workload | size | program | ns per run |\n|---|---|---|---:|---|---:|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
+	b.WriteString("\n")
 }

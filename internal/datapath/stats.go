@@ -61,27 +61,31 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 }
 
 // ReadProgramStats sums the statistics of every falcon program loaded on
-// the machine, whichever process loaded them (falcon status, falcon bench).
-func ReadProgramStats() (total ProgStats, programs int, err error) {
+// the machine, whichever process loaded them (falcon status, falcon bench),
+// by program name: "falcon_steer" (tc hooks) and "falcon_split" (XDP).
+func ReadProgramStats() (map[string]ProgStats, error) {
+	out := map[string]ProgStats{}
 	var id ebpf.ProgramID
 	for {
+		var err error
 		id, err = ebpf.ProgramGetNextID(id)
 		if errors.Is(err, os.ErrNotExist) {
-			return total, programs, nil
+			return out, nil
 		}
 		if err != nil {
-			return total, programs, fmt.Errorf("list BPF programs: %w", err)
+			return out, fmt.Errorf("list BPF programs: %w", err)
 		}
 		p, err := ebpf.NewProgramFromID(id)
 		if err != nil {
 			continue // gone meanwhile
 		}
 		info, ierr := p.Info()
-		if ierr == nil && info.Name == progName {
+		if ierr == nil && (info.Name == progName || info.Name == splitProgName) {
 			if s, serr := progStats(p); serr == nil {
-				total.RunCount += s.RunCount
-				total.RunTime += s.RunTime
-				programs++
+				t := out[info.Name]
+				t.RunCount += s.RunCount
+				t.RunTime += s.RunTime
+				out[info.Name] = t
 			}
 		}
 		p.Close()
