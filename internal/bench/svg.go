@@ -117,8 +117,11 @@ func WriteSVG(w io.Writer, f *File) error {
 				x, y(m), barW, y(0)-y(m), color[b.config], esc(b.config), esc(g.label), esc(g.sub), m, ci)
 			if ci > 0 {
 				cx := x + barW/2
+				// A ratio is never negative: a wide interval stops at the axis
+				// instead of running into the labels below it.
+				lo := math.Max(m-ci, 0)
 				fmt.Fprintf(&s, `<path d="M%.1f %.1fV%.1fM%.1f %.1fh10M%.1f %.1fh10" stroke="black" fill="none"/>`+"\n",
-					cx, y(m-ci), y(m+ci), cx-5, y(m-ci), cx-5, y(m+ci))
+					cx, y(lo), y(m+ci), cx-5, y(lo), cx-5, y(m+ci))
 			}
 			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.2f</text>`+"\n", x+barW/2, y(m+ci)-4, m)
 			x += barW + barGap
