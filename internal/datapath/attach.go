@@ -352,7 +352,7 @@ func deleteClsactIfEmpty(ifindex int) error {
 func netnsIno(name string) uint64 {
 	p := netns.Path(name)
 	if p == "" {
-		p = "/proc/self/ns/net"
+		p = "/proc/thread-self/ns/net" // not self: that is the main thread, which WithSysfs may have left elsewhere
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(p, &st); err != nil {

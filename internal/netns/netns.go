@@ -91,7 +91,10 @@ func Do(name string, fn func() error) error {
 // devices of the namespace that mounted it, so for another namespace the
 // thread gets a private mount namespace and mounts a fresh sysfs over /sys
 // there, as 'ip netns exec' does; the thread is thrown away afterwards, so
-// nothing outside it ever sees the mount.
+// nothing outside it ever sees the mount. Should the Go runtime have run
+// fn on the main thread, that thread cannot exit and is parked for good in
+// namespace name instead: code that means "this thread" must therefore
+// read /proc/thread-self, never /proc/self (the main thread).
 func WithSysfs(name string, fn func(root string) error) error {
 	if name == "" {
 		return fn("/sys")

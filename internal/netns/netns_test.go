@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -69,7 +70,11 @@ func TestDoAndReadProcNet(t *testing.T) {
 	if !bytes.Contains(dev, []byte("fctdummy0")) {
 		t.Fatalf("/proc/net/dev of %s lacks its device:\n%s", name, dev)
 	}
-	own, err := os.ReadFile("/proc/self/net/dev")
+	// thread-self, not self: self is the main thread, which an earlier
+	// WithSysfs may have wedged in its namespace (see WithSysfs).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	own, err := os.ReadFile("/proc/thread-self/net/dev")
 	if err != nil {
 		t.Fatal(err)
 	}
