@@ -103,7 +103,7 @@ func Key(ns string) (string, error) {
 		}
 		return ns, nil
 	}
-	ino, err := nsIno(ns)
+	ino, err := netns.Inode(ns)
 	if err != nil {
 		return "", err
 	}

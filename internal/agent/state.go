@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
-	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Files in an agent's state directory (/run/falcon/<key>/).
@@ -132,18 +130,6 @@ func running(dir string) bool {
 	}
 	l.release()
 	return false
-}
-
-func nsIno(name string) (uint64, error) {
-	p := netns.Path(name)
-	if name == "" {
-		p = "/proc/thread-self/ns/net"
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		return 0, fmt.Errorf("network namespace %q: %w", name, err)
-	}
-	return st.Ino, nil
 }
 
 // Running returns the state of the agent that runs for opts.Netns, or nil

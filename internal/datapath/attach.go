@@ -348,29 +348,19 @@ func deleteClsactIfEmpty(ifindex int) error {
 	return err
 }
 
-// netnsIno identifies the namespace for display in another process.
-func netnsIno(name string) uint64 {
-	p := netns.Path(name)
-	if p == "" {
-		p = "/proc/thread-self/ns/net" // not self: that is the main thread, which WithSysfs may have left elsewhere
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err != nil {
-		return 0
-	}
-	return st.Ino
-}
-
 func (d *Datapath) writeHook(id uint32, h Hook, active bool) error {
 	role, err := h.Role.bpf()
 	if err != nil {
 		return err
 	}
+	// The inode identifies the namespace for display in another process;
+	// 0 (unknown) is harmless there.
+	ino, _ := netns.Inode(h.Netns)
 	b := falconHook{
 		Ifindex:     uint32(h.Ifindex),
 		NextIfindex: uint32(h.NextIfindex),
 		Role:        role,
-		NetnsIno:    netnsIno(h.Netns),
+		NetnsIno:    ino,
 	}
 	if active {
 		b.Active = 1

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Entry is one value falcon changed. Netns is "" for the namespace the
@@ -276,7 +278,7 @@ func (j *Journal) Prune() error {
 		k := fmt.Sprintf("%s\x00%d", e.Netns, e.NetnsIno)
 		ok, seen := alive[k]
 		if !seen {
-			ino, err := NetnsIno(e.Netns)
+			ino, err := netns.Inode(e.Netns)
 			ok = err != nil && !errors.Is(err, os.ErrNotExist) || ino == e.NetnsIno || findNetns(e.NetnsIno) != ""
 			alive[k] = ok
 		}

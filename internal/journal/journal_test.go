@@ -141,7 +141,7 @@ func TestCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The crash: the old value was recorded, the new one never written.
-	ino, err := NetnsIno(ns)
+	ino, err := netns.Inode(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,9 +237,9 @@ func TestMovedNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	ino, _ := NetnsIno(ns)
+	ino, _ := netns.Inode(ns)
 	for i := 0; i < 500; i++ { // until ip has entered the namespace and exec'd sleep
-		if got, _ := NetnsIno(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); got == ino {
+		if got, _ := netns.Inode(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)); got == ino {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -18,26 +18,12 @@ var (
 	errNetnsGone = errors.New("network namespace gone")
 )
 
-// NetnsIno returns the inode that identifies namespace name ("" = the
-// current one).
-func NetnsIno(name string) (uint64, error) {
-	p := netns.Path(name)
-	if name == "" {
-		p = "/proc/thread-self/ns/net"
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		return 0, fmt.Errorf("network namespace %q: %w", name, err)
-	}
-	return st.Ino, nil
-}
-
 // inNetns runs fn inside namespace name; with sysfs, /sys there shows that
 // namespace's devices. Where /sys or /proc/sys is mounted read-only, as in
 // an unprivileged Kubernetes pod, fn runs in a private mount namespace where
 // they are writable; that namespace never leaves fn's thread.
 func inNetns(name string, sysfs bool, fn func(ino uint64) error) error {
-	ino, err := NetnsIno(name)
+	ino, err := netns.Inode(name)
 	if err != nil {
 		return err
 	}
@@ -129,7 +115,7 @@ func readOnly(path string) bool {
 // inNetnsIno is inNetns for a namespace that must still be the one with
 // inode ino; errNetnsGone if it is not there any more.
 func inNetnsIno(name string, ino uint64, sysfs bool, fn func() error) error {
-	cur, err := NetnsIno(name)
+	cur, err := netns.Inode(name)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -158,8 +144,7 @@ func findNetns(ino uint64) string {
 	m, _ := filepath.Glob("/proc/[0-9]*/ns/net")
 	paths = append(paths, m...)
 	for _, p := range paths {
-		var st syscall.Stat_t
-		if syscall.Stat(p, &st) == nil && st.Ino == ino {
+		if i, err := netns.Inode(p); err == nil && i == ino {
 			return p
 		}
 	}

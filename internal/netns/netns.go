@@ -48,6 +48,26 @@ func Check(name string) error {
 	return nil
 }
 
+// Inode returns the inode that identifies namespace name, the number the
+// kernel's struct net carries (net->ns.inum): unlike a path such as
+// /proc/PID/ns/net, it names the namespace for as long as it lives. ""
+// is the calling thread's namespace, read from /proc/thread-self (see
+// WithSysfs for why never /proc/self).
+func Inode(name string) (uint64, error) {
+	p := Path(name)
+	if p == "" {
+		p = "/proc/thread-self/ns/net"
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		if name != "" && errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("network namespace %q not found (see 'ip netns list'): %w", name, err)
+		}
+		return 0, fmt.Errorf("network namespace %q: %w", name, err)
+	}
+	return st.Ino, nil
+}
+
 // Do runs fn on a locked OS thread inside namespace name ("" = current).
 // The thread returns to its namespace afterwards; if it cannot, it is left
 // locked so the Go runtime discards it instead of reusing it.

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -80,5 +81,40 @@ func TestDoAndReadProcNet(t *testing.T) {
 	}
 	if bytes.Contains(own, []byte("fctdummy0")) {
 		t.Fatal("caller left in the test namespace")
+	}
+}
+
+func TestInode(t *testing.T) {
+	runtime.LockOSThread() // "" is this thread's namespace
+	defer runtime.UnlockOSThread()
+	self, err := Inode("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := os.Readlink("/proc/thread-self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("net:[%d]", self); link != want {
+		t.Errorf("Inode(\"\") = %d, /proc says %s", self, link)
+	}
+	if _, err := Inode("fct-does-not-exist"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Inode of a missing namespace: %v, want a not-exist error", err)
+	}
+
+	name := testNS(t)
+	other, err := Inode(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other == self {
+		t.Fatalf("namespace %s has the caller's inode %d", name, self)
+	}
+	var inside uint64
+	if err := Do(name, func() (err error) { inside, err = Inode(""); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if inside != other {
+		t.Errorf("Inode(\"\") inside %s = %d, Inode(%q) = %d", name, inside, name, other)
 	}
 }

@@ -7,32 +7,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// NetnsInode returns the inode number of a network namespace, the
-// identifier the kernel's struct net carries (net->ns.inum). name is a
-// name under /run/netns, a path (/proc/PID/ns/net), or "" for the
-// namespace of the calling thread.
-func NetnsInode(name string) (uint32, error) {
-	p := netns.Path(name)
-	if p == "" {
-		p = "/proc/thread-self/ns/net"
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(p, &st); err != nil {
-		if name != "" && !netns.Exists(name) {
-			return 0, netns.Check(name)
-		}
-		return 0, fmt.Errorf("network namespace %q: %w", name, err)
-	}
-	return uint32(st.Ino), nil
+// netnsInode is netns.Inode in the width of the BPF side, where the
+// kernel's net->ns.inum is an unsigned int.
+func netnsInode(name string) (uint32, error) {
+	ino, err := netns.Inode(name)
+	return uint32(ino), err
 }
 
 var initNetnsInode = sync.OnceValue(func() uint32 {
-	ino, _ := NetnsInode("/proc/1/ns/net")
+	ino, _ := netnsInode("/proc/1/ns/net")
 	return ino
 })
 
@@ -51,7 +38,7 @@ func newResolver() *resolver {
 		devs: map[uint32]map[int]string{}}
 	ents, _ := os.ReadDir(netns.Dir)
 	for _, e := range ents {
-		if ino, err := NetnsInode(e.Name()); err == nil {
+		if ino, err := netnsInode(e.Name()); err == nil {
 			r.names[ino] = e.Name()
 			r.paths[ino] = netns.Path(e.Name())
 		}
@@ -75,7 +62,7 @@ func (r *resolver) path(ino uint32) string {
 			continue
 		}
 		p := filepath.Join("/proc", e.Name(), "ns/net")
-		if i, err := NetnsInode(p); err == nil {
+		if i, err := netnsInode(p); err == nil {
 			if _, ok := r.paths[i]; !ok {
 				r.paths[i] = p
 			}

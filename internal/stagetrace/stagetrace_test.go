@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -289,19 +287,5 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
-	}
-}
-
-func TestNetnsInode(t *testing.T) {
-	self, err := NetnsInode("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := os.Readlink("/proc/thread-self/ns/net") // net:[INODE]
-	if want != "net:["+strconv.FormatUint(uint64(self), 10)+"]" {
-		t.Errorf("NetnsInode(\"\") = %d, /proc says %s", self, want)
-	}
-	if _, err := NetnsInode("fct-no-such-netns"); err == nil {
-		t.Error("no error for a missing namespace")
 	}
 }

@@ -115,7 +115,7 @@ func (o Options) validate() (cfg, error) {
 		c.vxlan[i] = p
 	}
 	for _, ns := range o.Netns {
-		ino, err := NetnsInode(ns)
+		ino, err := netnsInode(ns)
 		if err != nil {
 			return c, err
 		}
@@ -126,7 +126,7 @@ func (o Options) validate() (cfg, error) {
 		return c, errors.New("SeqNetns given without SeqDev")
 	}
 	if o.SeqDev != "" {
-		ino, err := NetnsInode(o.SeqNetns)
+		ino, err := netnsInode(o.SeqNetns)
 		if err != nil {
 			return c, err
 		}
