@@ -12,6 +12,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/journal"
 )
 
@@ -74,7 +75,7 @@ func (h *Host) update(f func(s *State)) error {
 }
 
 func (h *Host) saveLocked() error {
-	return writeFile(filepath.Join(h.Dir, stateFile), h.state)
+	return fileutil.WriteJSON(filepath.Join(h.Dir, stateFile), h.state, 0o600)
 }
 
 // Agent is a running agent.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/journal"
 )
 
@@ -129,7 +130,7 @@ func withGlobal(fn func(hs *[]globalHold, save func() error) error) error {
 			os.Remove(globalLock) // under the lock: see flockPath
 			return nil
 		}
-		return writeFile(globalFile, hs)
+		return fileutil.WriteJSON(globalFile, hs, 0o600)
 	}
 	return fn(&hs, save)
 }

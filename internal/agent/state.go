@@ -61,31 +61,6 @@ func readState(dir string) (*State, error) {
 	return &s, nil
 }
 
-// writeFile replaces a file atomically and durably.
-func writeFile(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
 // lock is the agent's claim on a host namespace: an exclusive flock held
 // for the agent's life. The kernel drops it when the agent dies, however it
 // dies, so a free lock with state left behind means a killed agent.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
 )
@@ -100,15 +101,7 @@ type Latency struct {
 // WriteFile writes f as indented JSON, atomically (a reader never sees half
 // a file, and an interrupted write keeps the previous one).
 func WriteFile(path string, f *File) error {
-	b, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fileutil.WriteJSON(path, f, 0o644)
 }
 
 // ReadFile reads a results file.

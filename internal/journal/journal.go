@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -85,38 +86,10 @@ func (j *Journal) save() error {
 		}
 		return err
 	}
-	b, err := json.MarshalIndent(fileFormat{Version: 1, Entries: j.entries}, "", "  ")
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(j.file), 0o700); err != nil {
 		return err
 	}
-	dir := filepath.Dir(j.file)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".journal-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), j.file); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return fileutil.WriteJSON(j.file, fileFormat{Version: 1, Entries: j.entries}, 0o600)
 }
 
 func (j *Journal) find(ino uint64, path string) int {

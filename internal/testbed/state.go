@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -26,22 +27,17 @@ func writeState(t *Testbed) error {
 	if err := os.MkdirAll(StateDir, 0o755); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := statePath(t.Name) + ".tmp"
-	err = os.WriteFile(tmp, append(b, '\n'), 0o644)
+	err := fileutil.WriteJSON(statePath(t.Name), t, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A Down of another testbed removed the directory, now empty.
 		if err = os.MkdirAll(StateDir, 0o755); err == nil {
-			err = os.WriteFile(tmp, append(b, '\n'), 0o644)
+			err = fileutil.WriteJSON(statePath(t.Name), t, 0o644)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("state file: %w", err)
 	}
-	return os.Rename(tmp, statePath(t.Name))
+	return nil
 }
 
 func readState(name string) (*Testbed, error) {
