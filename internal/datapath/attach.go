@@ -139,7 +139,23 @@ func (d *Datapath) allocID() (uint32, error) {
 	return 0, fmt.Errorf("all %d hook slots in use", MaxHooks)
 }
 
-func (d *Datapath) attach(a *attachment) (err error) {
+func (d *Datapath) attach(a *attachment) error {
+	return d.attachWith(a, "hook", d.program, func(netlink.Link) error {
+		if !d.forceClsact {
+			err := d.attachTCX(a)
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return err
+			}
+		}
+		return d.attachClsact(a)
+	})
+}
+
+// attachWith fills a's hook slot, loads a's program with load and runs fn
+// in the hook's namespace with its device, checked to be still the one
+// named; kind names the hook in errors. On failure the slot is marked
+// inactive and the program closed.
+func (d *Datapath) attachWith(a *attachment, kind string, load func(id uint32) (*ebpf.Program, error), fn func(netlink.Link) error) (err error) {
 	if err := d.resetSlot(a.id); err != nil {
 		return err
 	}
@@ -154,24 +170,18 @@ func (d *Datapath) attach(a *attachment) (err error) {
 			}
 		}
 	}()
-	if a.prog, err = d.program(a.id); err != nil {
+	if a.prog, err = load(a.id); err != nil {
 		return err
 	}
 	return netns.Do(a.hook.Netns, func() error {
 		l, err := netlink.LinkByIndex(a.hook.Ifindex)
 		if err != nil {
-			return fmt.Errorf("hook %s: %w", a.hook, err)
+			return fmt.Errorf("%s %s: %w", kind, a.hook, err)
 		}
 		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
-			return fmt.Errorf("hook %s: ifindex %d is %s now", a.hook, a.hook.Ifindex, l.Attrs().Name)
+			return fmt.Errorf("%s %s: ifindex %d is %s now", kind, a.hook, a.hook.Ifindex, l.Attrs().Name)
 		}
-		if !d.forceClsact {
-			err = d.attachTCX(a)
-			if !errors.Is(err, ebpf.ErrNotSupported) {
-				return err
-			}
-		}
-		return d.attachClsact(a)
+		return fn(l)
 	})
 }
 

@@ -148,16 +148,27 @@ func Cleanup(pinDir string, hooks []Hook) error {
 	return errors.Join(errs...)
 }
 
-func cleanupHook(h Hook) error {
+// hookLink returns h's device, or nil when there is nothing of falcon's
+// left to clean up on it: the device is gone, or its ifindex belongs to
+// another device now.
+func hookLink(h Hook) (netlink.Link, error) {
 	l, err := netlink.LinkByIndex(h.Ifindex)
 	if err != nil {
 		if gone(err) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
 	if h.Name != "" && l.Attrs().Name != h.Name {
-		return nil // the ifindex belongs to another device now
+		return nil, nil
+	}
+	return l, nil
+}
+
+func cleanupHook(h Hook) error {
+	l, err := hookLink(h)
+	if l == nil {
+		return err
 	}
 	var errs []error
 	removed := false

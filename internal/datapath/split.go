@@ -12,8 +12,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Splitting the NIC stage (bpf/split.c): native XDP on the NIC redirects
@@ -319,33 +317,10 @@ func (d *Datapath) splitProgram(id uint32) (*ebpf.Program, error) {
 	return objs.Prog, nil
 }
 
-func (d *Datapath) attachXDP(a *attachment) (err error) {
-	if err := d.resetSlot(a.id); err != nil {
-		return err
-	}
-	if err := d.writeHook(a.id, a.hook, true); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			d.writeHook(a.id, a.hook, false)
-			if a.prog != nil {
-				a.prog.Close()
-			}
-		}
-	}()
-	if a.prog, err = d.splitProgram(a.id); err != nil {
-		return err
-	}
-	return netns.Do(a.hook.Netns, func() error {
-		l, err := netlink.LinkByIndex(a.hook.Ifindex)
-		if err != nil {
-			return fmt.Errorf("split %s: %w", a.hook, err)
-		}
-		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
-			return fmt.Errorf("split %s: ifindex %d is %s now", a.hook, a.hook.Ifindex, l.Attrs().Name)
-		}
+func (d *Datapath) attachXDP(a *attachment) error {
+	return d.attachWith(a, "split", d.splitProgram, func(l netlink.Link) error {
 		name := l.Attrs().Name
+		var err error
 		a.link, err = link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.hook.Ifindex, Flags: link.XDPDriverMode})
 		switch {
 		case err == nil:
@@ -446,15 +421,9 @@ func (d *Datapath) CPUMapID() ebpf.MapID {
 // cleanupSplit detaches falcon's XDP link from h's device, left by an agent
 // that hangs (links die with the process that holds them).
 func cleanupSplit(h Hook) error {
-	l, err := netlink.LinkByIndex(h.Ifindex)
-	if err != nil {
-		if gone(err) {
-			return nil
-		}
+	l, err := hookLink(h)
+	if l == nil {
 		return err
-	}
-	if h.Name != "" && l.Attrs().Name != h.Name {
-		return nil
 	}
 	x := l.Attrs().Xdp
 	if x == nil || !x.Attached || x.ProgId == 0 || !isOurs(x.ProgId) {
