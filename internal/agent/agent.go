@@ -98,17 +98,9 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	key, err := Key(opts.Netns)
+	h, mode, ov, err := newHost(opts)
 	if err != nil {
 		return nil, err
-	}
-	h := &Host{Opts: opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)}
-	mode, ov, err := check(h)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range ov.Warnings {
-		h.Logf("warning: %s", w)
 	}
 
 	// From here on the system changes.
@@ -173,6 +165,24 @@ func Check(opts *Options) error {
 	}
 	_, _, err = check(&Host{Opts: *opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)})
 	return err
+}
+
+// newHost checks opts against the system (see check), logging what
+// discovery warns about, and returns the host they describe.
+func newHost(opts Options) (*Host, Mode, *discover.Overlay, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h := &Host{Opts: opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)}
+	mode, ov, err := check(h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, w := range ov.Warnings {
+		h.Logf("warning: %s", w)
+	}
+	return h, mode, ov, nil
 }
 
 func check(h *Host) (Mode, *discover.Overlay, error) {

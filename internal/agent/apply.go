@@ -24,17 +24,9 @@ func Apply(opts Options) (*State, error) {
 	if !IsStatic(opts.Mode) {
 		return nil, fmt.Errorf("mode %s needs a running agent ('falcon enable' starts one)", opts.Mode)
 	}
-	key, err := Key(opts.Netns)
+	h, mode, ov, err := newHost(opts)
 	if err != nil {
 		return nil, err
-	}
-	h := &Host{Opts: opts, Key: key, Dir: opts.stateDir(key), PinDir: opts.pinDir(key)}
-	mode, ov, err := check(h)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range ov.Warnings {
-		h.Logf("warning: %s", w)
 	}
 
 	// From here on the system changes.

@@ -39,14 +39,7 @@ func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
 	if err := datapath.Supported(); err != nil {
 		return err
 	}
-	vxs := ov.Role(discover.RoleOverlay)
-	if len(vxs) == 0 {
-		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, nsName(h.Opts.Netns))
-	}
-	if len(ov.Role(discover.RoleNIC)) == 0 {
-		return fmt.Errorf("no NIC found under the VXLAN devices (%s); name it with --devices", ov.Warnings)
-	}
-	if err := checkRPS(vxs[0]); err != nil {
+	if err := checkOverlay(h, ov); err != nil {
 		return err
 	}
 	cfg := m.config(h, ov)

@@ -67,3 +67,19 @@ func checkRPS(d discover.Device) error {
 	}
 	return nil
 }
+
+// checkOverlay checks what both steering modes need: a VXLAN device, a NIC
+// under it, and RPS in the kernel.
+func checkOverlay(h *Host, ov *discover.Overlay) error {
+	vxs := ov.Role(discover.RoleOverlay)
+	if len(vxs) == 0 {
+		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, nsName(h.Opts.Netns))
+	}
+	if len(ov.Role(discover.RoleNIC)) == 0 {
+		return fmt.Errorf("no NIC found under the VXLAN devices (%s); name it with --devices", ov.Warnings)
+	}
+	if err := checkRPS(vxs[0]); err != nil {
+		return err
+	}
+	return nil
+}

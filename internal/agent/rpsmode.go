@@ -211,14 +211,7 @@ func (m *rpsMode) targets(h *Host, ov *discover.Overlay) []discover.Device {
 }
 
 func (m *rpsMode) Check(h *Host, ov *discover.Overlay) error {
-	vxs := ov.Role(discover.RoleOverlay)
-	if len(vxs) == 0 {
-		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, nsName(h.Opts.Netns))
-	}
-	if len(ov.Role(discover.RoleNIC)) == 0 {
-		return fmt.Errorf("no NIC found under the VXLAN devices (%s); name it with --devices", ov.Warnings)
-	}
-	if err := checkRPS(vxs[0]); err != nil {
+	if err := checkOverlay(h, ov); err != nil {
 		return err
 	}
 	if m.rfs {
