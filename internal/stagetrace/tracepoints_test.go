@@ -43,12 +43,18 @@ func TestStageCPUsFollowRPS(t *testing.T) {
 	}
 	stages := StagesByFlow(recs)
 	for f := range sent.udp {
-		vx := sent.flows[f]
-		for st, want := range map[string]int{o.h2 + "/nic0": 0, o.h2 + "/" + vx: 0, o.c1 + "/eth0": 1} {
-			got := stages[f][st]
-			if len(got) != 1 || got[want] == 0 {
-				t.Errorf("%s at %s: %s, want all on cpu%d", f, st, FormatCPUs(got), want)
-			}
+		nic, vx, ct := stages[f][o.h2+"/nic0"], stages[f][o.h2+"/"+sent.flows[f]], stages[f][o.c1+"/eth0"]
+		// The NIC stage runs wherever veth's NAPI instance is polling:
+		// the sender's CPU as a rule, but a poll already under way on the
+		// other CPU keeps it there (as a real NIC's stage follows its
+		// interrupt). What is certain: the VXLAN stage, with no RPS, runs
+		// inline with it, packet for packet on the same CPUs...
+		if len(nic) == 0 || FormatCPUs(nic) != FormatCPUs(vx) {
+			t.Errorf("%s: VXLAN stage %s, want the NIC stage's CPUs %s", f, FormatCPUs(vx), FormatCPUs(nic))
+		}
+		// ...and the stage RPS moved runs on the CPU RPS names, only there.
+		if len(ct) != 1 || ct[1] == 0 {
+			t.Errorf("%s at %s/eth0: %s, want all on cpu1", f, o.c1, FormatCPUs(ct))
 		}
 	}
 }
