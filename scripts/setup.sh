@@ -23,7 +23,7 @@ fi
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 	export PATH=$PATH:/usr/local/go/bin
 fi
-command -v go >/dev/null 2>&1 || { echo "setup: Go 1.25 or newer is needed to build falcon (https://go.dev/doc/install)" >&2; exit 1; }
+command -v go >/dev/null 2>&1 || { echo "setup: Go 1.26 or newer is needed to build falcon (https://go.dev/doc/install)" >&2; exit 1; }
 
 # Offline Kubernetes schema validator for deploy/kubernetes (kubernetes-validate in a venv).
 "$(dirname "$0")/../deploy/kubernetes/validate.sh" --install
