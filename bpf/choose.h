@@ -199,4 +199,54 @@ static __always_inline void count_steered(struct counters *cnt, __u32 hid, __u32
 		bpf_map_update_elem(&falcon_steered, &k, &one, BPF_NOEXIST);
 }
 
+
+/* What both hooks, the tc program and the XDP split program, look up and
+ * decide before their own part: this hook's counters and slot, the config,
+ * the load, the packet's inner flow and the CPU set to choose from. */
+struct hook_state {
+	struct counters *cnt;
+	struct config *cfg;
+	struct hook *hk;
+	struct load *ld;
+	struct cpuset s;
+	struct flow fl;
+};
+
+/* Returns 0 when the packet is overlay traffic to decide on, with st
+ * filled; otherwise nonzero, the packet already counted and recorded as
+ * passed with verdict pass, to be passed untouched. split selects the split
+ * set (and --split-proto) instead of the Falcon set; a split hook always
+ * sits on the NIC, so the packet is always encapsulated there. */
+static __always_inline int hook_begin(__u32 hid, struct pkt *p, int split, struct hook_state *st, __u32 pass)
+{
+	__u32 zero = 0, n;
+	int why;
+
+	st->cnt = bpf_map_lookup_elem(&falcon_counters, &hid);
+	st->hk = bpf_map_lookup_elem(&falcon_hooks, &hid);
+	st->cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+	st->ld = bpf_map_lookup_elem(&falcon_load, &zero);
+	if (!st->cnt || !st->hk || !st->cfg || !st->ld)
+		return 1;
+
+	n = split ? st->cfg->split_n : st->cfg->n;
+	if (!st->hk->active || n == 0 || n > MAX_CPUS) {
+		st->cnt->c[CNT_PASS_DISABLED]++;
+		record(0, KIND_NONE, 0, 0, 0, 0, pass);
+		return 1;
+	}
+	why = parse(p, split || st->hk->role == ROLE_NIC, st->cfg, &st->fl);
+	if (!why && split && st->cfg->split_proto && st->fl.proto != st->cfg->split_proto)
+		why = CNT_PASS_PROTO;
+	if (why) {
+		count(st->cnt, why);
+		record(0, KIND_NONE, 0, 0, 0, 0, pass);
+		return 1;
+	}
+	st->s.cpus = split ? st->cfg->split_cpus : st->cfg->cpus;
+	st->s.n = n;
+	st->s.avg = split ? st->ld->split_avg : st->ld->avg;
+	return 0;
+}
+
 #endif

@@ -27,7 +27,7 @@
 SEC("tc")
 int falcon_steer(struct __sk_buff *skb)
 {
-	__u32 zero = 0, hid = hook_id, fh, dest, cur, h, target;
+	__u32 hid = hook_id, fh, dest, cur, h, target;
 	struct pkt p = {
 		.ctx = skb,
 		.data = (void *)(long)skb->data,
@@ -35,59 +35,34 @@ int falcon_steer(struct __sk_buff *skb)
 		.len = skb->len,
 		.xdp = 0,
 	};
+	struct hook_state st = {};
 	struct decision dc;
-	struct counters *cnt;
-	struct config *cfg;
-	struct cpuset s;
-	struct hook *hk;
-	struct load *ld;
-	struct flow fl = {};
-	int why;
 
-	cnt = bpf_map_lookup_elem(&falcon_counters, &hid);
-	hk = bpf_map_lookup_elem(&falcon_hooks, &hid);
-	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
-	ld = bpf_map_lookup_elem(&falcon_load, &zero);
-	if (!cnt || !hk || !cfg || !ld)
+	if (hook_begin(hid, &p, 0, &st, PASS))
 		return PASS;
 
-	if (!hk->active || cfg->n == 0 || cfg->n > MAX_CPUS) {
-		cnt->c[CNT_PASS_DISABLED]++;
-		record(0, KIND_NONE, 0, 0, 0, 0, PASS);
-		return PASS;
-	}
-	why = parse(&p, hk->role == ROLE_NIC, cfg, &fl);
-	if (why) {
-		count(cnt, why);
-		record(0, KIND_NONE, 0, 0, 0, 0, PASS);
-		return PASS;
-	}
-
-	fh = flow_hash(&fl);
+	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	s.cpus = cfg->cpus;
-	s.n = cfg->n;
-	s.avg = ld->avg;
-	decide(cfg, ld, &s, hid, hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
-	count(cnt, dc.why);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
+	count(st.cnt, dc.why);
 
 	if (dc.target != TARGET_FALLBACK) {
 		target = cpu_idx(dc.target);
-		dest = cfg->cpus[target];
-		h = steer_hash(fh, target, s.n);
+		dest = st.cfg->cpus[target];
+		h = steer_hash(fh, target, st.s.n);
 	} else {
 		/* The next stage stays on this CPU. Hash 0 makes get_rps_cpu() do no
 		 * RPS (verified on 6.18: the VXLAN stage then runs inside the
 		 * gro_cells poll); "local" aims RPS here, one backlog trip more. */
-		__u16 pos = cur < MAX_CPUS ? cfg->pos[cpu_idx(cur)] : 0;
+		__u16 pos = cur < MAX_CPUS ? st.cfg->pos[cpu_idx(cur)] : 0;
 
 		dest = cur;
 		h = 0;
-		if (cfg->fallback == FALLBACK_LOCAL && pos > 0 && pos <= s.n)
-			h = steer_hash(fh, pos - 1, s.n);
+		if (st.cfg->fallback == FALLBACK_LOCAL && pos > 0 && pos <= st.s.n)
+			h = steer_hash(fh, pos - 1, st.s.n);
 	}
 	bpf_set_hash(skb, h);
-	count_steered(cnt, hid, dest);
+	count_steered(st.cnt, hid, dest);
 	record(fh, dc.kind, dest, dc.hit, h, skb->hash, PASS);
 	return PASS;
 }

@@ -45,52 +45,25 @@ struct {
 SEC("xdp")
 int falcon_split(struct xdp_md *ctx)
 {
-	__u32 zero = 0, hid = hook_id, fh, cur, dest, action = XDP_PASS;
+	__u32 hid = hook_id, fh, cur, dest, action = XDP_PASS;
 	struct pkt p = {
 		.ctx = ctx,
 		.data = (void *)(long)ctx->data,
 		.end = (void *)(long)ctx->data_end,
+		.len = bpf_xdp_get_buff_len(ctx),
 		.xdp = 1,
 	};
-	struct split_stats *st;
+	struct hook_state st = {};
+	struct split_stats *sst;
 	struct decision dc;
-	struct counters *cnt;
-	struct config *cfg;
-	struct cpuset s;
-	struct hook *hk;
-	struct load *ld;
-	struct flow fl = {};
-	int why;
 
-	cnt = bpf_map_lookup_elem(&falcon_counters, &hid);
-	hk = bpf_map_lookup_elem(&falcon_hooks, &hid);
-	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
-	ld = bpf_map_lookup_elem(&falcon_load, &zero);
-	if (!cnt || !hk || !cfg || !ld)
+	if (hook_begin(hid, &p, 1, &st, XDP_PASS))
 		return XDP_PASS;
 
-	if (!hk->active || cfg->split_n == 0 || cfg->split_n > MAX_CPUS) {
-		cnt->c[CNT_PASS_DISABLED]++;
-		record(0, KIND_NONE, 0, 0, 0, 0, XDP_PASS);
-		return XDP_PASS;
-	}
-	p.len = bpf_xdp_get_buff_len(ctx);
-	why = parse(&p, 1, cfg, &fl);
-	if (!why && cfg->split_proto && fl.proto != cfg->split_proto)
-		why = CNT_PASS_PROTO;
-	if (why) {
-		count(cnt, why);
-		record(0, KIND_NONE, 0, 0, 0, 0, XDP_PASS);
-		return XDP_PASS;
-	}
-
-	fh = flow_hash(&fl);
+	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	s.cpus = cfg->split_cpus;
-	s.n = cfg->split_n;
-	s.avg = ld->split_avg;
-	decide(cfg, ld, &s, hid, hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
-	count(cnt, dc.why);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
+	count(st.cnt, dc.why);
 
 	/* Fallback: the skb is built here, as without falcon. A choice of this
 	 * very CPU still goes through its kthread: one flow's interrupts may
@@ -99,15 +72,15 @@ int falcon_split(struct xdp_md *ctx)
 	 * kthread (seen on the testbed as TCP reordering). */
 	dest = cur;
 	if (dc.target != TARGET_FALLBACK) {
-		dest = cfg->split_cpus[cpu_idx(dc.target)];
+		dest = st.cfg->split_cpus[cpu_idx(dc.target)];
 		action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
 		if (action != XDP_REDIRECT) {
-			st = bpf_map_lookup_elem(&falcon_split_stats, &dest);
-			if (st)
-				__sync_fetch_and_add(&st->redirect_fail, 1);
+			sst = bpf_map_lookup_elem(&falcon_split_stats, &dest);
+			if (sst)
+				__sync_fetch_and_add(&sst->redirect_fail, 1);
 		}
 	}
-	count_steered(cnt, hid, action == XDP_REDIRECT ? dest : cur);
+	count_steered(st.cnt, hid, action == XDP_REDIRECT ? dest : cur);
 	record(fh, dc.kind, dest, dc.hit, 0, 0, action);
 	return action;
 }
