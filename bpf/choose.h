@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
-/* What falcon's programs decide: the flow hash, FALCON's Algorithm 1 over a
- * CPU set, the flowlet rule that keeps a flow in order, and the hash that
- * makes RPS pick a CPU. The tc program (falcon.c) chooses the next device's
+/* What falcon's programs decide: the flow hash, the CPU choice over a CPU
+ * set (FALCON's Algorithm 1, or the adaptive policy), the ordering guard
+ * that keeps a flow in order, and the hash that makes RPS pick a CPU. The tc program (falcon.c) chooses the next device's
  * CPU with it, the XDP program (split.c) the CPU that builds the NIC
  * stage's skbs. The Go twin of every function here is internal/steer; keep
  * the two identical (tests compare them on random flows). */
@@ -98,16 +98,47 @@ struct cpuset {
 	__u32 avg;
 };
 
-/* FALCON's Algorithm 1. Returns an index into the set or TARGET_FALLBACK,
- * and the counter that names the decision. */
-static __always_inline __u32 choose(struct config *cfg, struct load *ld, struct cpuset *s, __u32 fh,
-				    __u32 salt, __u64 now, int *why)
+static __always_inline __u32 load_of(struct load *ld, __u32 cpu)
 {
-	__u32 h1, h2, i, c;
+	return cpu < MAX_CPUS ? ld->pct[cpu_idx(cpu)] : 100;
+}
 
-	if (cfg->stale_ns &&
-	    (ld->updated_ns == 0 || ((__s64)(now - ld->updated_ns) > 0 && now - ld->updated_ns > cfg->stale_ns))) {
-		*why = CNT_FALLBACK_STALE;
+/* FALCON's Algorithm 1: the first hash choice while its CPU is under the
+ * threshold, else the second, unconditionally; inline when the set's
+ * average load reaches the threshold. */
+static __always_inline __u32 choose_paper(struct config *cfg, struct load *ld, struct cpuset *s, __u32 fh,
+					  __u32 salt, int *why)
+{
+	__u32 h1, i;
+
+	if (s->avg >= cfg->threshold) {
+		*why = CNT_FALLBACK_LOAD;
+		return TARGET_FALLBACK;
+	}
+	h1 = hash32(fh + salt);
+	i = cpu_idx(h1 % s->n);
+	if (load_of(ld, s->cpus[i]) < cfg->threshold) {
+		*why = CNT_FIRST;
+		return i;
+	}
+	*why = CNT_SECOND;
+	return cpu_idx(hash32(h1) % s->n);
+}
+
+/* The adaptive policy: a stage moves only off a busy CPU (load at or above
+ * the threshold) onto the less loaded of the flow's two hash choices, and
+ * only when that one has room (below the threshold); a steered flow stays
+ * while its CPU has room, since moving back would load the CPU it left.
+ * Nothing moves unless the agent measured that steering pays here
+ * (cfg->engaged); otherwise every stage runs inline, as without falcon.
+ * prev is the flow's current target (TARGET_FALLBACK: inline). */
+static __always_inline __u32 choose_adaptive(struct config *cfg, struct load *ld, struct cpuset *s, __u32 fh,
+					     __u32 salt, __u32 cur, __u32 prev, int *why)
+{
+	__u32 h1, i1, i2, best, lb, l2;
+
+	if (!cfg->engaged) {
+		*why = CNT_FALLBACK_IDLE;
 		return TARGET_FALLBACK;
 	}
 	if (s->avg >= cfg->threshold) {
@@ -115,15 +146,49 @@ static __always_inline __u32 choose(struct config *cfg, struct load *ld, struct 
 		return TARGET_FALLBACK;
 	}
 	h1 = hash32(fh + salt);
-	i = cpu_idx(h1 % s->n);
-	c = s->cpus[i];
-	if (c < MAX_CPUS && ld->pct[c] < cfg->threshold) {
-		*why = CNT_FIRST;
-		return i;
+	i1 = cpu_idx(h1 % s->n);
+	i2 = cpu_idx(hash32(h1) % s->n);
+	lb = load_of(ld, s->cpus[i1]);
+	l2 = load_of(ld, s->cpus[i2]);
+	best = i1;
+	*why = CNT_FIRST;
+	if (l2 < lb) {
+		best = i2;
+		lb = l2;
+		*why = CNT_SECOND;
 	}
-	h2 = hash32(h1);
-	*why = CNT_SECOND;
-	return cpu_idx(h2 % s->n);
+	if (prev < s->n && load_of(ld, s->cpus[cpu_idx(prev)]) < cfg->threshold) {
+		*why = prev == i1 ? CNT_FIRST : CNT_SECOND;
+		return prev;
+	}
+	if ((prev == TARGET_FALLBACK && load_of(ld, cur) < cfg->threshold) || lb >= cfg->threshold ||
+	    s->cpus[best] == cur) {
+		*why = CNT_FALLBACK_IDLE;
+		return TARGET_FALLBACK;
+	}
+	return best;
+}
+
+/* The choice for a flow whose current target is prev. Returns an index
+ * into the set or TARGET_FALLBACK, and the counter that names it. */
+static __always_inline __u32 choose(struct config *cfg, struct load *ld, struct cpuset *s, __u32 fh, __u32 salt,
+				    __u32 cur, __u32 prev, __u64 now, int *why)
+{
+	if (cfg->stale_ns &&
+	    (ld->updated_ns == 0 || ((__s64)(now - ld->updated_ns) > 0 && now - ld->updated_ns > cfg->stale_ns))) {
+		*why = CNT_FALLBACK_STALE;
+		return TARGET_FALLBACK;
+	}
+	if (cfg->policy == POLICY_PAPER)
+		return choose_paper(cfg, ld, s, fh, salt, why);
+	return choose_adaptive(cfg, ld, s, fh, salt, cur, prev, why);
+}
+
+static __always_inline __u32 kind_of(__u32 target, int why)
+{
+	if (target == TARGET_FALLBACK)
+		return KIND_FALLBACK;
+	return why == CNT_SECOND ? KIND_SECOND : KIND_FIRST;
 }
 
 /* One (flow, hook)'s decision. */
@@ -132,55 +197,143 @@ struct decision {
 	__u32 kind;   /* enum kind */
 	__u32 hit;    /* kept from the flowlet entry */
 	int why;      /* counter slot */
+	__u32 moved;  /* the flow changed its target with this packet */
+	__u32 timeout; /* ... after the guard gave up waiting for lost packets */
 };
 
-/* The flowlet rule around Algorithm 1: a (flow, hook) keeps its decision
- * while its packets keep coming, and chooses afresh only after an idle gap
- * (or when its CPU left the set), so that neither switching on or off nor
- * rebalancing reorders a flow. Per packet with cfg->per_packet, as the
- * paper did. */
-static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid,
-				   __u32 salt, __u32 fh, __u64 now, struct decision *d)
-{
-	struct flowlet_key fk = {};
-	struct flowlet *fe = NULL;
+struct sum_ctx {
+	struct done_key k;
+	__u64 sum;
+};
 
-	d->hit = 0;
-	if (!cfg->per_packet) {
-		fk.flowhash = fh;
-		fk.hook = hid;
-		fe = bpf_map_lookup_elem(&falcon_flowlets, &fk);
-		if (fe && (__s64)(now - fe->last_seen_ns) <= (__s64)cfg->flowlet_gap_ns &&
-		    (fe->target == TARGET_FALLBACK ||
-		     (fe->target < s->n && s->cpus[cpu_idx(fe->target)] == fe->cpu))) {
-			fe->last_seen_ns = now;
-			d->target = fe->target;
-			d->kind = fe->kind;
-			d->hit = 1;
-			d->why = CNT_FLOWLET_HIT;
-			return;
-		}
-	}
-	d->target = choose(cfg, ld, s, fh, salt, now, &d->why);
-	d->kind = d->target == TARGET_FALLBACK ? KIND_FALLBACK : (d->why == CNT_SECOND ? KIND_SECOND : KIND_FIRST);
-	if (!cfg->per_packet) {
-		struct flowlet v = {
-			.target = d->target,
-			.cpu = d->target == TARGET_FALLBACK ? 0 : s->cpus[cpu_idx(d->target)],
-			.kind = d->kind,
-			.last_seen_ns = now,
-		};
-		if (fe)
-			*fe = v;
-		else
-			bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);
-	}
+static long sum_cpu(__u32 cpu, void *ctx)
+{
+	struct sum_ctx *c = ctx;
+	__u64 *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->k, cpu);
+
+	if (v)
+		c->sum += *v;
+	return 0;
 }
 
-static __always_inline void count(struct counters *cnt, int why)
+/* Segments of the flow received so far at the stage a hook of this role
+ * steers, on all CPUs. */
+static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 role)
 {
-	if (why >= 0 && why < CNT_MAX)
-		cnt->c[why]++;
+	struct sum_ctx c = { .k = { .flowhash = fh, .role = role }, .sum = 0 };
+	__u32 n = cfg->ncpus;
+
+	if (n > MAX_CPUS)
+		n = MAX_CPUS;
+	bpf_loop(n, sum_cpu, &c, 0);
+	return c.sum;
+}
+
+/* The ordering guard around the choice. A (flow, hook) keeps its decision
+ * until cfg->recheck_ns has passed, then chooses again; a changed choice
+ * (another CPU, or between steered and inline) takes effect only once every
+ * segment the hook passed on has been received at the next stage, so no
+ * packet of the flow can overtake one still queued at the old target. This
+ * is RFS's rule (a flow moves when the old CPU's queue head passed its last
+ * packet), kept per flow since the stages here have no queue of their own.
+ * Segments lost on the way never arrive: a flow idle for
+ * cfg->guard_timeout_ns has nothing left in any queue, and its count is
+ * resynchronised (counted). Per packet with cfg->per_packet, as the paper
+ * did: no entry, no guard, reordering possible. */
+static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid, __u32 role,
+				   __u32 salt, __u32 fh, __u32 cur, __u64 now, __u32 segs, struct decision *d)
+{
+	struct flowlet_key fk = { .flowhash = fh, .hook = hid };
+	__u32 prev, want;
+	struct flowlet *fe;
+	__u64 idle, done;
+	__s64 out;
+	int why, valid;
+
+	d->hit = 0;
+	d->moved = 0;
+	d->timeout = 0;
+	if (cfg->per_packet) {
+		d->target = choose(cfg, ld, s, fh, salt, cur, TARGET_FALLBACK, now, &d->why);
+		d->kind = kind_of(d->target, d->why);
+		return;
+	}
+	fe = bpf_map_lookup_elem(&falcon_flowlets, &fk);
+	if (!fe) {
+		struct flowlet v = {};
+
+		v.target = choose(cfg, ld, s, fh, salt, cur, TARGET_FALLBACK, now, &d->why);
+		v.cpu = v.target == TARGET_FALLBACK ? 0 : s->cpus[cpu_idx(v.target)];
+		v.kind = kind_of(v.target, d->why);
+		v.last_seen_ns = now;
+		v.next_check_ns = now + cfg->recheck_ns;
+		v.sent = segs;
+		v.base = done_sum(cfg, fh, role);
+		bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);
+		d->target = v.target;
+		d->kind = v.kind;
+		return;
+	}
+
+	valid = fe->target == TARGET_FALLBACK || (fe->target < s->n && s->cpus[cpu_idx(fe->target)] == fe->cpu);
+	prev = valid ? fe->target : TARGET_FALLBACK;
+	idle = now - fe->last_seen_ns;
+	fe->last_seen_ns = now;
+	d->target = fe->target;
+	d->kind = fe->kind;
+	if (valid && (__s64)(now - fe->next_check_ns) < 0) {
+		d->hit = 1;
+		d->why = CNT_FLOWLET_HIT;
+		goto out;
+	}
+	want = choose(cfg, ld, s, fh, salt, cur, prev, now, &why);
+	if (valid && want == fe->target) {
+		/* Confirmed: counted as kept, so that First, Second and the
+		 * fallbacks count fresh decisions only. */
+		fe->next_check_ns = now + cfg->recheck_ns;
+		d->hit = 1;
+		d->why = CNT_FLOWLET_HIT;
+		goto out;
+	}
+	done = done_sum(cfg, fh, role);
+	out = (__s64)(fe->base + fe->sent - done);
+	if (out < 0) {
+		/* More arrived than was counted here (packets that passed while
+		 * the hook was inactive): count from now, so that the next
+		 * comparison is exact again. */
+		fe->base = done - fe->sent;
+		out = 0;
+	}
+	if (out > 0 && idle <= cfg->guard_timeout_ns) {
+		/* Hold: look again soon, not on every packet. */
+		fe->next_check_ns = now + (cfg->recheck_ns >> 6);
+		d->why = CNT_GUARD_HOLD;
+		if (!valid)
+			d->target = fe->target < s->n ? fe->target : TARGET_FALLBACK;
+		goto out;
+	}
+	if (out > 0) {
+		fe->base = done - fe->sent;
+		d->timeout = 1;
+	}
+	fe->target = want;
+	fe->cpu = want == TARGET_FALLBACK ? 0 : s->cpus[cpu_idx(want)];
+	fe->kind = kind_of(want, why);
+	fe->next_check_ns = now + cfg->recheck_ns;
+	d->target = want;
+	d->kind = fe->kind;
+	d->why = why;
+	d->moved = 1;
+out:
+	__sync_fetch_and_add(&fe->sent, segs);
+}
+
+static __always_inline void count(struct counters *cnt, struct decision *d)
+{
+	if (d->why >= 0 && d->why < CNT_MAX)
+		cnt->c[d->why]++;
+	cnt->moved += d->moved;
+	cnt->timeouts += d->timeout;
 }
 
 static __always_inline void count_steered(struct counters *cnt, __u32 hid, __u32 cpu)
@@ -239,13 +392,15 @@ static __always_inline int hook_begin(__u32 hid, struct pkt *p, int split, struc
 	if (!why && split && st->cfg->split_proto && st->fl.proto != st->cfg->split_proto)
 		why = CNT_PASS_PROTO;
 	if (why) {
-		count(st->cnt, why);
+		if (why > 0 && why < CNT_MAX)
+			st->cnt->c[why]++;
 		record(0, KIND_NONE, 0, 0, 0, 0, pass);
 		return 1;
 	}
 	st->s.cpus = split ? st->cfg->split_cpus : st->cfg->cpus;
 	st->s.n = n;
 	st->s.avg = split ? st->ld->split_avg : st->ld->avg;
+	st->cnt->bytes += p->len;
 	return 0;
 }
 

@@ -43,8 +43,9 @@ int falcon_steer(struct __sk_buff *skb)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
-	count(st.cnt, dc.why);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->role, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(),
+	       skb->gso_segs > 1 ? skb->gso_segs : 1, &dc);
+	count(st.cnt, &dc);
 
 	if (dc.target != TARGET_FALLBACK) {
 		target = cpu_idx(dc.target);

@@ -19,6 +19,11 @@ enum role {
 	ROLE_SPLIT = 3,   /* XDP on the NIC: choose the CPU that builds the NIC stage's skbs */
 };
 
+enum policy {
+	POLICY_ADAPTIVE = 0, /* steer only where it relieves a busy CPU, and only while engaged */
+	POLICY_PAPER = 1,    /* FALCON's Algorithm 1, unconditionally */
+};
+
 enum fallback {
 	FALLBACK_INLINE = 0, /* hash 0: no RPS, the next stage runs where this one did */
 	FALLBACK_LOCAL = 1,  /* aim RPS at the current CPU (a backlog hop on the same CPU) */
@@ -32,6 +37,8 @@ enum counter {
 	CNT_FALLBACK_LOAD,  /* average load of S >= threshold */
 	CNT_FALLBACK_STALE, /* load data older than stale_ns */
 	CNT_FLOWLET_HIT,    /* the (flow, device) kept its previous decision */
+	CNT_FALLBACK_IDLE,  /* adaptive: inline, moving would relieve no busy CPU (or not engaged) */
+	CNT_GUARD_HOLD,     /* a wanted move waited: packets sent to the old target were still queued */
 	CNT_PASS_NON_IP,
 	CNT_PASS_FRAGMENT,
 	CNT_PASS_TRUNCATED,
@@ -55,13 +62,16 @@ enum kind {
 struct config {
 	__u32 n;         /* |S|; 0 = steering off, every packet passes */
 	__u32 threshold; /* load percent */
-	__u64 flowlet_gap_ns;
-	__u64 stale_ns; /* 0 = load data never stale */
+	__u64 recheck_ns;       /* a kept decision is reconsidered after this long */
+	__u64 stale_ns;         /* 0 = load data never stale */
+	__u64 guard_timeout_ns; /* a flow idle this long has no packet left in any queue */
 	__u32 per_packet;
 	__u32 fallback; /* enum fallback */
+	__u32 policy;   /* enum policy */
+	__u32 engaged;  /* adaptive: the agent measured that steering pays */
+	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
 	__u32 nports;
 	__u16 ports[MAX_PORTS]; /* host byte order */
-	__u32 pad;
 	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */
 	__u16 pos[MAX_CPUS];     /* pos[cpu] = index in S + 1, 0 = not in S */
 	/* The split set: CPUs whose cpumap kthread may build the NIC stage's
@@ -92,6 +102,9 @@ struct hook {
 
 struct counters {
 	__u64 c[CNT_MAX];
+	__u64 bytes;    /* of every overlay packet the hook decided on: the agent's engagement test */
+	__u64 moved;    /* (flow, hook)s that changed their target */
+	__u64 timeouts; /* ... of them after the guard gave up on lost packets */
 	/* Packets whose next stage was sent to CPU i (< STEER_SLOTS): the
 	 * counter sits in the line the program already touches, where a hash
 	 * map lookup would cost a quarter of the program. Higher CPUs count in
@@ -104,12 +117,32 @@ struct flowlet_key {
 	__u32 hook;
 };
 
+/* One (flow, hook)'s decision and its ordering guard. sent counts the
+ * segments the hook passed on, steered or inline; the next stage's receive
+ * counts them again in falcon_done (guard.c). The decision may change only
+ * when base + sent == done: nothing of the flow is still queued anywhere. */
 struct flowlet {
 	__u32 target; /* index in S, or TARGET_FALLBACK */
 	__u32 cpu;    /* S[target] when it was chosen; detects a changed S */
 	__u32 kind;   /* enum kind of the decision */
 	__u32 pad;
 	__u64 last_seen_ns;
+	__u64 next_check_ns; /* the decision is kept until then */
+	__u64 sent;
+	__u64 base; /* done's sum when the entry was made (or resynchronised) */
+};
+
+/* Where a flow's next stage is received: the key of falcon_done. role is
+ * the role of the hook that steered the stage. */
+struct done_key {
+	__u32 flowhash;
+	__u32 role;
+};
+
+/* A device whose receive is a steered stage, and which hook steers it. */
+struct stage_dev {
+	__u32 netns_ino;
+	__u32 ifindex;
 };
 
 struct steer_key {
@@ -126,7 +159,7 @@ struct debug {
 	__u32 skb_hash;  /* skb->hash read back afterwards */
 	__u32 hit;       /* decided by a flowlet entry */
 	__u32 action;    /* the program's verdict */
-	__u32 pad;
+	__u32 cur;       /* the CPU the program ran on */
 	__u64 seq;       /* packets seen with debug on */
 };
 

@@ -65,6 +65,25 @@ struct {
 	__type(value, struct flowlet);
 } falcon_flowlets SEC(".maps");
 
+/* Segments of a flow received at its next stage (guard.c), per CPU: each
+ * stage's CPU counts its own, so the counts cost no shared cache line; the
+ * hook that wants to move the flow sums them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, FLOWLET_ENTRIES);
+	__type(key, struct done_key);
+	__type(value, __u64);
+} falcon_done SEC(".maps");
+
+/* The devices whose receive is a steered stage (the VXLAN devices, the
+ * containers' ends, the split NICs), written by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct stage_dev);
+	__type(value, __u32); /* enum role of the hook that steers it */
+} falcon_stages SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -91,6 +110,7 @@ static __always_inline void record(__u32 fh, __u32 kind, __u32 target, __u32 hit
 	d->skb_hash = skb_hash;
 	d->hit = hit;
 	d->action = action;
+	d->cur = bpf_get_smp_processor_id();
 	d->seq++;
 }
 

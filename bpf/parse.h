@@ -74,8 +74,9 @@ struct pkt {
 	void *ctx;  /* struct __sk_buff * or struct xdp_md * */
 	void *data;
 	void *end;
-	__u32 len;  /* the whole packet, paged data included */
+	__u32 len;  /* the whole packet, paged data included; for kmem the linear part */
 	__u32 xdp;
+	__u32 kmem; /* data is kernel memory seen from a tracing program (guard.c) */
 };
 
 /* Headers deeper than this are read with the load-bytes helpers only; it
@@ -92,6 +93,11 @@ static __always_inline int load(struct pkt *p, __u32 off, void *dst, __u32 len)
 {
 	void *q;
 
+	if (p->kmem) {
+		if (off > p->len || len > p->len - off)
+			return -1;
+		return bpf_probe_read_kernel(dst, len, p->data + off);
+	}
 	if (off <= MAX_DIRECT_OFF) {
 		q = p->data + off;
 		if (q + len <= p->end) {
@@ -229,18 +235,15 @@ static __always_inline int vxlan_port(struct config *cfg, __u16 port)
 	return 0;
 }
 
-/* Past outer Ethernet/IP/UDP and the VXLAN header: *off is the inner frame. */
-static __always_inline int parse_outer(struct pkt *p, struct config *cfg, __u32 *off)
+/* Past the outer IP/UDP and the VXLAN header, *off being the outer network
+ * header of ethertype proto: *off is the inner frame. */
+static __always_inline int parse_outer(struct pkt *p, struct config *cfg, __u32 *off, __u16 proto)
 {
 	struct flow outer = {};
 	struct udphdr_ udp;
 	__u8 vx[VXLAN_HLEN];
-	__u16 proto;
 	int r;
 
-	r = parse_eth(p, off, &proto);
-	if (r)
-		return r;
 	r = parse_l3(p, off, proto, &outer);
 	if (r)
 		return r;
@@ -259,25 +262,41 @@ static __always_inline int parse_outer(struct pkt *p, struct config *cfg, __u32 
 	return 0;
 }
 
-/* The inner flow; at a NIC (encap set) past the outer headers first. */
+/* The inner flow from a network header of ethertype proto at off; at a NIC
+ * (encap set) past the outer headers first. Tracing programs start here:
+ * the kernel has pulled the MAC header by the time they see a packet. */
+static __always_inline int parse_l3_up(struct pkt *p, int encap, struct config *cfg, __u32 off, __u16 proto,
+				       struct flow *fl)
+{
+	int r;
+
+	if (proto != ETH_P_IP && proto != ETH_P_IPV6)
+		return CNT_PASS_NON_IP;
+	if (encap) {
+		r = parse_outer(p, cfg, &off, proto);
+		if (r)
+			return r;
+		r = parse_eth(p, &off, &proto);
+		if (r)
+			return r;
+	}
+	r = parse_l3(p, &off, proto, fl);
+	if (r)
+		return r;
+	return parse_l4(p, off, fl);
+}
+
+/* The inner flow of a frame that starts with its Ethernet header. */
 static __always_inline int parse(struct pkt *p, int encap, struct config *cfg, struct flow *fl)
 {
 	__u32 off = 0;
 	__u16 proto;
 	int r;
 
-	if (encap) {
-		r = parse_outer(p, cfg, &off);
-		if (r)
-			return r;
-	}
 	r = parse_eth(p, &off, &proto);
 	if (r)
 		return r;
-	r = parse_l3(p, &off, proto, fl);
-	if (r)
-		return r;
-	return parse_l4(p, off, fl);
+	return parse_l3_up(p, encap, cfg, off, proto, fl);
 }
 
 #endif

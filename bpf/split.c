@@ -62,8 +62,8 @@ int falcon_split(struct xdp_md *ctx)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, bpf_ktime_get_ns(), &dc);
-	count(st.cnt, dc.why);
+	decide(st.cfg, st.ld, &st.s, hid, ROLE_SPLIT, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), 1, &dc);
+	count(st.cnt, &dc);
 
 	/* Fallback: the skb is built here, as without falcon. A choice of this
 	 * very CPU still goes through its kthread: one flow's interrupts may

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +31,12 @@ type falconMode struct {
 	hooks   map[string]datapath.Hook      // attached, by device key
 	splits  map[string]datapath.SplitHook // NICs whose stage is split (split.go)
 	applied map[string]bool               // devices whose RPS is set, by device key and name
+	stages  map[datapath.StageDev]bool    // registered with the ordering guard (guard.go)
 	cancel  context.CancelFunc
 	done    chan error
 	running atomic.Bool
+	bg      sync.WaitGroup                 // the engagement test
+	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -54,7 +58,9 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	cfg := datapath.DefaultConfig()
 	cfg.CPUs = slices.Clone(h.Opts.CPUs)
 	cfg.Threshold = h.Opts.Threshold
-	cfg.FlowletGap = h.Opts.FlowletGap
+	cfg.Policy = h.Opts.Policy
+	// A decision is no better informed than the load it was made with.
+	cfg.Recheck = h.Opts.Interval
 	cfg.PerPacket = h.Opts.PerPacket
 	// Load older than a few missed samples switches steering off.
 	cfg.StaleAfter = max(cfg.StaleAfter, 10*h.Opts.Interval)
@@ -95,15 +101,24 @@ func (m *falconMode) startSampler(h *Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan error, 1)
 	first := make(chan struct{})
-	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, Publish: func(smp loadavg.Sample) error {
+	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, RealTime: true, Publish: func(smp loadavg.Sample) error {
 		if err := m.dp.SetLoad(smp.PerCPU, smp.Avg, smp.MonotonicNs); err != nil {
 			return err
 		}
+		m.last.Store(&smp)
 		if m.running.CompareAndSwap(false, true) {
 			close(first)
 		}
 		return nil
 	}}
+	s.Warn = func(err error) { h.Logf("%v", err) }
+	if m.cfg.Policy != datapath.PolicyPaper {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.engage(ctx, h)
+		}()
+	}
 	go func() {
 		err := s.Run(ctx)
 		m.running.Store(false)
@@ -145,6 +160,7 @@ func (m *falconMode) Stop(h *Host) error {
 	if m.cancel != nil {
 		m.cancel()
 		<-m.done
+		m.bg.Wait()
 		m.cancel = nil
 	}
 	if m.dp == nil {
@@ -159,7 +175,7 @@ func (m *falconMode) Stop(h *Host) error {
 		h.RemoveHooks(hs...)
 		m.forgetSplits(h)
 	}
-	m.dp, m.hooks = nil, nil
+	m.dp, m.hooks, m.stages = nil, nil, nil
 	return err
 }
 
@@ -253,6 +269,12 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error {
 	want := wantHooks(h, ov)
 	var errs []error
+	if err := m.syncStages(h, ov); err != nil {
+		if strict {
+			return err
+		}
+		errs = append(errs, err)
+	}
 	for k, old := range m.hooks {
 		if nw, ok := want[k]; ok && nw == old {
 			continue

@@ -28,14 +28,15 @@ const (
 // Options are the settings of one agent. The zero value is not valid; start
 // from DefaultOptions.
 type Options struct {
-	Netns      string        `json:"netns"`       // host namespace; "" = the current one
-	Mode       string        `json:"mode"`        // "falcon", or a mode registered by RegisterMode
-	CPUs       []int         `json:"cpus"`        // the Falcon CPU set S; nil = all online CPUs
-	Threshold  int           `json:"threshold"`   // load percent 0..100
-	Interval   time.Duration `json:"interval"`    // load sampling period
-	FlowletGap time.Duration `json:"flowlet_gap"` // idle gap before a flow may change CPU
-	PerPacket  bool          `json:"per_packet"`  // --order per-packet: the paper's per-packet choice
-	Devices    []string      `json:"devices"`     // nil = auto; else VXLAN devices (and a NIC) to use
+	Netns      string        `json:"netns"`            // host namespace; "" = the current one
+	Mode       string        `json:"mode"`             // "falcon", or a mode registered by RegisterMode
+	CPUs       []int         `json:"cpus"`             // the Falcon CPU set S; nil = all online CPUs
+	Threshold  int           `json:"threshold"`        // load percent 0..100
+	Interval   time.Duration `json:"interval"`         // load sampling period
+	FlowletGap time.Duration `json:"flowlet_gap"`      // idle gap before a flow may change CPU
+	PerPacket  bool          `json:"per_packet"`       // --order per-packet: the paper's per-packet choice
+	Policy     string        `json:"policy,omitempty"` // datapath.PolicyAdaptive (default) or PolicyPaper
+	Devices    []string      `json:"devices"`          // nil = auto; else VXLAN devices (and a NIC) to use
 
 	// Settings of the rps and rfs modes (issue 5); the falcon mode
 	// ignores them.
@@ -63,6 +64,7 @@ func DefaultOptions() Options {
 	return Options{
 		Mode:       ModeFalcon,
 		Threshold:  85,
+		Policy:     datapath.PolicyAdaptive,
 		Interval:   loadavg.DefaultInterval,
 		FlowletGap: time.Millisecond,
 	}

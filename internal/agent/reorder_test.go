@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/testbed"
@@ -57,6 +58,7 @@ func reorderOn(t *testing.T, layout string) {
 	vanilla := tcpOFO(ctx, t, tb)
 	o := testOptions(t, h2.Netns)
 	o.CPUs, o.Threshold = []int{0, 1}, 60
+	o.Policy = datapath.PolicyPaper // it moves flows whenever load crosses the threshold: the guard's hardest case
 	a, err := Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)

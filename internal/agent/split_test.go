@@ -84,7 +84,8 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	maps := cpumaps(t)
 	o := testOptions(t, h.Netns)
 	o.CPUs, o.Split, o.SplitCPUs = []int{0, 1}, true, []int{1}
-	o.Threshold = 100 // off only when both CPUs are saturated: other tests share them
+	o.Threshold = 100               // off only when both CPUs are saturated: other tests share them
+	o.Policy = datapath.PolicyPaper // split whatever it costs: the test checks where skbs are built
 	a, err := Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

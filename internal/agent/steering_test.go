@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
@@ -65,6 +66,7 @@ func steeringOn(t *testing.T, layout string) {
 	cpus := []int{0, 1}
 	o := testOptions(t, h2.Netns)
 	o.CPUs, o.Threshold, o.FlowletGap = cpus, 100, 10*time.Second
+	o.Policy = datapath.PolicyPaper // the paper's placement, which the twin predicts
 	key, err := Key(o.Netns)
 	if err != nil {
 		t.Fatal(err)

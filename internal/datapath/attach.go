@@ -199,15 +199,7 @@ func (d *Datapath) program(id uint32) (*ebpf.Program, error) {
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"falcon_steer"`
 	}
-	err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		"falcon_config":   d.maps.FalconConfig,
-		"falcon_load":     d.maps.FalconLoad,
-		"falcon_hooks":    d.maps.FalconHooks,
-		"falcon_counters": d.maps.FalconCounters,
-		"falcon_steered":  d.maps.FalconSteered,
-		"falcon_flowlets": d.maps.FalconFlowlets,
-		"falcon_debug":    d.maps.FalconDebug,
-	}})
+	err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()})
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {

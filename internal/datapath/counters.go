@@ -16,7 +16,10 @@ type Counters struct {
 	SteeredTo               map[int]map[int]uint64 // hook ifindex -> target CPU -> packets
 	First, Second, Fallback uint64                 // fresh decisions
 	FallbackStale           uint64                 // part of Fallback: the load data was stale
-	FlowletHits             uint64                 // packets that kept their flowlet's decision
+	FallbackIdle            uint64                 // part of Fallback: adaptive, moving would not pay
+	FlowletHits             uint64                 // packets that kept their flow's decision
+	Guard                                          // the ordering guard's work
+	Bytes                   uint64                 // of the packets decided on
 	Passed                  map[string]uint64      // untouched packets per reason
 	Stages                  []Stage                // the same per hook (ifindexes may repeat across namespaces)
 	CPUMap                  map[int]CPUMapStats    // split CPU -> its cpumap traffic; nil when nothing is split
@@ -28,8 +31,24 @@ type Stage struct {
 	RanOn, SteeredTo        map[int]uint64
 	First, Second, Fallback uint64
 	FallbackStale           uint64
+	FallbackIdle            uint64
 	FlowletHits             uint64
-	Passed                  map[string]uint64
+	Guard
+	Bytes  uint64
+	Passed map[string]uint64
+}
+
+// Guard counts the ordering guard's work at a hook.
+type Guard struct {
+	Holds    uint64 // packets kept on the old target: earlier ones were still queued
+	Moved    uint64 // times a (flow, hook) changed its target
+	Timeouts uint64 // moves after the guard gave up on lost packets (part of Moved)
+}
+
+func (g *Guard) add(o Guard) {
+	g.Holds += o.Holds
+	g.Moved += o.Moved
+	g.Timeouts += o.Timeouts
 }
 
 // Counters reads this datapath's counters.
@@ -161,8 +180,13 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 				case cntFallbackStale:
 					s.Fallback += n
 					s.FallbackStale += n
+				case cntFallbackIdle:
+					s.Fallback += n
+					s.FallbackIdle += n
 				case cntFlowletHit:
 					s.FlowletHits += n
+				case cntGuardHold:
+					s.Holds += n
 				default:
 					if n > 0 {
 						s.Passed[passReasons[i]] += n
@@ -172,6 +196,9 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 			if ran > 0 {
 				s.RanOn[cpu] = ran
 			}
+			s.Moved += v.Moved
+			s.Timeouts += v.Timeouts
+			s.Bytes += v.Bytes
 			for to, n := range v.To {
 				if n > 0 {
 					s.SteeredTo[to] += n
@@ -207,7 +234,10 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 		c.Second += s.Second
 		c.Fallback += s.Fallback
 		c.FallbackStale += s.FallbackStale
+		c.FallbackIdle += s.FallbackIdle
 		c.FlowletHits += s.FlowletHits
+		c.Guard.add(s.Guard)
+		c.Bytes += s.Bytes
 		for r, n := range s.Passed {
 			c.Passed[r] += n
 		}

@@ -31,6 +31,8 @@ const (
 	cntFallbackLoad
 	cntFallbackStale
 	cntFlowletHit
+	cntFallbackIdle
+	cntGuardHold
 	cntPassNonIP
 	cntPassFragment
 	cntPassTruncated
@@ -59,6 +61,20 @@ const (
 
 	fallbackInline = 0
 	fallbackLocal  = 1
+
+	policyAdaptive = 0
+	policyPaper    = 1
+)
+
+// Policies: how a hook chooses the next stage's CPU (bpf/choose.h).
+const (
+	// PolicyAdaptive moves a stage only off a busy CPU onto the less loaded
+	// of two hash choices with room, and only while the agent has measured
+	// that steering pays (Config.Engaged); otherwise stages run inline.
+	PolicyAdaptive = "adaptive"
+	// PolicyPaper is FALCON's Algorithm 1 as published: first choice under
+	// the threshold, else the second, whatever it costs.
+	PolicyPaper = "paper"
 )
 
 // Fallback spellings for "the next stage stays on the current CPU".
@@ -85,13 +101,19 @@ const (
 
 // Config is what the BPF program decides with.
 type Config struct {
-	CPUs       []int         // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
-	Threshold  int           // load percent, 0..100
-	FlowletGap time.Duration // a (flow, device) may change CPU only after this idle gap
-	PerPacket  bool          // choose per packet, as the paper did (may reorder)
-	Fallback   string        // FallbackInline or FallbackLocal; "" = inline
-	VXLANPorts []uint16      // UDP ports that carry VXLAN at NIC hooks
-	StaleAfter time.Duration // load older than this switches falcon off; 0 = never stale
+	CPUs      []int         // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
+	Threshold int           // load percent, 0..100
+	Policy    string        // PolicyAdaptive or PolicyPaper; "" = adaptive
+	Engaged   bool          // adaptive: the agent measured that steering pays
+	Recheck   time.Duration // a flow's decision is reconsidered after this long
+	// GuardTimeout: a flow idle this long has nothing left in any queue, so
+	// segments still missing at its next stage were lost; the guard stops
+	// waiting for them (counted).
+	GuardTimeout time.Duration
+	PerPacket    bool          // choose per packet, as the paper did (may reorder)
+	Fallback     string        // FallbackInline or FallbackLocal; "" = inline
+	VXLANPorts   []uint16      // UDP ports that carry VXLAN at NIC hooks
+	StaleAfter   time.Duration // load older than this switches falcon off; 0 = never stale
 	// The split set (AttachSplit): CPUs whose cpumap kthreads may build the
 	// NIC stage's skbs; nil = CPUs. SplitProto is SplitTCP, SplitUDP or
 	// SplitAll ("" = all), the inner protocol split.
@@ -102,15 +124,18 @@ type Config struct {
 // DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports.
 var DefaultVXLANPorts = []uint16{4789, 8472}
 
-// DefaultConfig has the paper's threshold and a 1 ms flowlet gap; CPUs is
-// left for the caller.
+// DefaultConfig has the paper's threshold, the adaptive policy, a decision
+// reconsidered every 10 ms (the load sampling period) and a guard that
+// waits up to 100 ms for lost packets; CPUs is left for the caller.
 func DefaultConfig() Config {
 	return Config{
-		Threshold:  85,
-		FlowletGap: time.Millisecond,
-		Fallback:   FallbackInline,
-		VXLANPorts: slices.Clone(DefaultVXLANPorts),
-		StaleAfter: 250 * time.Millisecond,
+		Threshold:    85,
+		Policy:       PolicyAdaptive,
+		Recheck:      10 * time.Millisecond,
+		GuardTimeout: 100 * time.Millisecond,
+		Fallback:     FallbackInline,
+		VXLANPorts:   slices.Clone(DefaultVXLANPorts),
+		StaleAfter:   250 * time.Millisecond,
 	}
 }
 
@@ -132,8 +157,14 @@ func (c Config) Validate() error {
 	if c.Threshold < 0 || c.Threshold > 100 {
 		return fmt.Errorf("threshold %d%% outside 0..100", c.Threshold)
 	}
-	if c.FlowletGap < 0 {
-		return fmt.Errorf("flowlet gap %v is negative", c.FlowletGap)
+	if _, err := policyBPF(c.Policy); err != nil {
+		return err
+	}
+	if c.Recheck < 0 {
+		return fmt.Errorf("recheck period %v is negative", c.Recheck)
+	}
+	if c.GuardTimeout <= 0 {
+		return fmt.Errorf("guard timeout %v must be positive", c.GuardTimeout)
 	}
 	if c.StaleAfter < 0 {
 		return fmt.Errorf("stale-after %v is negative", c.StaleAfter)
@@ -152,6 +183,16 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+func policyBPF(p string) (uint32, error) {
+	switch p {
+	case "", PolicyAdaptive:
+		return policyAdaptive, nil
+	case PolicyPaper:
+		return policyPaper, nil
+	}
+	return 0, fmt.Errorf("policy %q: want %q or %q", p, PolicyAdaptive, PolicyPaper)
 }
 
 func checkSet(cpus []int, what string) error {
@@ -187,8 +228,14 @@ func (c Config) toBPF() falconConfig {
 		b.Pos[cpu] = uint16(i + 1)
 	}
 	b.Threshold = uint32(c.Threshold)
-	b.FlowletGapNs = uint64(c.FlowletGap)
+	b.RecheckNs = uint64(c.Recheck)
+	b.GuardTimeoutNs = uint64(c.GuardTimeout)
 	b.StaleNs = uint64(c.StaleAfter)
+	b.Policy, _ = policyBPF(c.Policy)
+	if c.Engaged {
+		b.Engaged = 1
+	}
+	b.Ncpus = uint32(possibleCPUs())
 	if c.PerPacket {
 		b.PerPacket = 1
 	}
@@ -208,11 +255,17 @@ func (c Config) toBPF() falconConfig {
 
 func configFromBPF(b *falconConfig) Config {
 	c := Config{
-		Threshold:  int(b.Threshold),
-		FlowletGap: time.Duration(b.FlowletGapNs),
-		StaleAfter: time.Duration(b.StaleNs),
-		PerPacket:  b.PerPacket != 0,
-		Fallback:   FallbackInline,
+		Threshold:    int(b.Threshold),
+		Policy:       PolicyAdaptive,
+		Engaged:      b.Engaged != 0,
+		Recheck:      time.Duration(b.RecheckNs),
+		GuardTimeout: time.Duration(b.GuardTimeoutNs),
+		StaleAfter:   time.Duration(b.StaleNs),
+		PerPacket:    b.PerPacket != 0,
+		Fallback:     FallbackInline,
+	}
+	if b.Policy == policyPaper {
+		c.Policy = PolicyPaper
 	}
 	for i := uint32(0); i < b.N && i < MaxCPUs; i++ {
 		c.CPUs = append(c.CPUs, int(b.Cpus[i]))
@@ -241,6 +294,7 @@ type Datapath struct {
 	hooks  map[hookKey]*attachment
 	splits map[hookKey]*attachment // XDP on NICs (split.go)
 	split  *cpumapState            // the cpumap, while splits is not empty
+	guard  *guardState             // the guard's counting programs (guard.go)
 	ids    [MaxHooks]bool
 	debug  bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
@@ -272,9 +326,14 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 		d.maps.Close()
 		return nil, err
 	}
+	if err := d.openGuard(); err != nil {
+		d.maps.Close()
+		return nil, err
+	}
 	if pinDir != "" {
 		if err := d.pin(); err != nil {
 			d.unpin()
+			d.guard.close()
 			d.maps.Close()
 			return nil, err
 		}
@@ -343,6 +402,10 @@ func (d *Datapath) Close() error {
 	errs := []error{d.closeSplits()}
 	for _, h := range hooks {
 		errs = append(errs, d.Detach(h))
+	}
+	if d.guard != nil {
+		errs = append(errs, d.guard.close())
+		d.guard = nil
 	}
 	errs = append(errs, d.unpin(), d.maps.Close())
 	return errors.Join(errs...)

@@ -14,27 +14,33 @@ import (
 )
 
 type falconConfig struct {
-	_            structs.HostLayout
-	N            uint32
-	Threshold    uint32
-	FlowletGapNs uint64
-	StaleNs      uint64
-	PerPacket    uint32
-	Fallback     uint32
-	Nports       uint32
-	Ports        [8]uint16
-	Pad          uint32
-	Cpus         [1024]uint32
-	Pos          [1024]uint16
-	SplitN       uint32
-	SplitProto   uint32
-	SplitCpus    [1024]uint32
+	_              structs.HostLayout
+	N              uint32
+	Threshold      uint32
+	RecheckNs      uint64
+	StaleNs        uint64
+	GuardTimeoutNs uint64
+	PerPacket      uint32
+	Fallback       uint32
+	Policy         uint32
+	Engaged        uint32
+	Ncpus          uint32
+	Nports         uint32
+	Ports          [8]uint16
+	Cpus           [1024]uint32
+	Pos            [1024]uint16
+	SplitN         uint32
+	SplitProto     uint32
+	SplitCpus      [1024]uint32
 }
 
 type falconCounters struct {
-	_  structs.HostLayout
-	C  [12]uint64
-	To [64]uint64
+	_        structs.HostLayout
+	C        [14]uint64
+	Bytes    uint64
+	Moved    uint64
+	Timeouts uint64
+	To       [64]uint64
 }
 
 type falconDebug struct {
@@ -46,17 +52,26 @@ type falconDebug struct {
 	SkbHash  uint32
 	Hit      uint32
 	Action   uint32
-	Pad      uint32
+	Cur      uint32
 	Seq      uint64
 }
 
+type falconDoneKey struct {
+	_        structs.HostLayout
+	Flowhash uint32
+	Role     uint32
+}
+
 type falconFlowlet struct {
-	_          structs.HostLayout
-	Target     uint32
-	Cpu        uint32
-	Kind       uint32
-	Pad        uint32
-	LastSeenNs uint64
+	_           structs.HostLayout
+	Target      uint32
+	Cpu         uint32
+	Kind        uint32
+	Pad         uint32
+	LastSeenNs  uint64
+	NextCheckNs uint64
+	Sent        uint64
+	Base        uint64
 }
 
 type falconFlowletKey struct {
@@ -86,6 +101,12 @@ type falconLoad struct {
 	Pct       [1024]uint32
 }
 
+type falconStageDev struct {
+	_        structs.HostLayout
+	NetnsIno uint32
+	Ifindex  uint32
+}
+
 type falconSteerKey struct {
 	_    structs.HostLayout
 	Hook uint32
@@ -99,9 +120,11 @@ const (
 	falconMapFalconConfig   = "falcon_config"
 	falconMapFalconCounters = "falcon_counters"
 	falconMapFalconDebug    = "falcon_debug"
+	falconMapFalconDone     = "falcon_done"
 	falconMapFalconFlowlets = "falcon_flowlets"
 	falconMapFalconHooks    = "falcon_hooks"
 	falconMapFalconLoad     = "falcon_load"
+	falconMapFalconStages   = "falcon_stages"
 	falconMapFalconSteered  = "falcon_steered"
 	falconProgFalconSteer   = "falcon_steer"
 	falconVarDebugOn        = "debug_on"
@@ -160,9 +183,11 @@ type falconMapSpecs struct {
 	FalconConfig   *ebpf.MapSpec `ebpf:"falcon_config"`
 	FalconCounters *ebpf.MapSpec `ebpf:"falcon_counters"`
 	FalconDebug    *ebpf.MapSpec `ebpf:"falcon_debug"`
+	FalconDone     *ebpf.MapSpec `ebpf:"falcon_done"`
 	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
 
@@ -197,9 +222,11 @@ type falconMaps struct {
 	FalconConfig   *ebpf.Map `ebpf:"falcon_config"`
 	FalconCounters *ebpf.Map `ebpf:"falcon_counters"`
 	FalconDebug    *ebpf.Map `ebpf:"falcon_debug"`
+	FalconDone     *ebpf.Map `ebpf:"falcon_done"`
 	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
+	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
 }
 
@@ -208,9 +235,11 @@ func (m *falconMaps) Close() error {
 		m.FalconConfig,
 		m.FalconCounters,
 		m.FalconDebug,
+		m.FalconDone,
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
+		m.FalconStages,
 		m.FalconSteered,
 	)
 }

@@ -15,6 +15,7 @@ import (
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.CPUs = []int{0, 1, 2, 3, 5, 8, 13}
+	cfg.Policy = PolicyPaper
 	cfg.PerPacket = true
 	cfg.StaleAfter = 0
 	return cfg

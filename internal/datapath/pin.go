@@ -29,6 +29,8 @@ func (d *Datapath) mapsByName() map[string]*ebpf.Map {
 		"falcon_steered":  d.maps.FalconSteered,
 		"falcon_flowlets": d.maps.FalconFlowlets,
 		"falcon_debug":    d.maps.FalconDebug,
+		"falcon_done":     d.maps.FalconDone,
+		"falcon_stages":   d.maps.FalconStages,
 	}
 }
 

@@ -14,27 +14,33 @@ import (
 )
 
 type splitConfig struct {
-	_            structs.HostLayout
-	N            uint32
-	Threshold    uint32
-	FlowletGapNs uint64
-	StaleNs      uint64
-	PerPacket    uint32
-	Fallback     uint32
-	Nports       uint32
-	Ports        [8]uint16
-	Pad          uint32
-	Cpus         [1024]uint32
-	Pos          [1024]uint16
-	SplitN       uint32
-	SplitProto   uint32
-	SplitCpus    [1024]uint32
+	_              structs.HostLayout
+	N              uint32
+	Threshold      uint32
+	RecheckNs      uint64
+	StaleNs        uint64
+	GuardTimeoutNs uint64
+	PerPacket      uint32
+	Fallback       uint32
+	Policy         uint32
+	Engaged        uint32
+	Ncpus          uint32
+	Nports         uint32
+	Ports          [8]uint16
+	Cpus           [1024]uint32
+	Pos            [1024]uint16
+	SplitN         uint32
+	SplitProto     uint32
+	SplitCpus      [1024]uint32
 }
 
 type splitCounters struct {
-	_  structs.HostLayout
-	C  [12]uint64
-	To [64]uint64
+	_        structs.HostLayout
+	C        [14]uint64
+	Bytes    uint64
+	Moved    uint64
+	Timeouts uint64
+	To       [64]uint64
 }
 
 type splitDebug struct {
@@ -46,17 +52,26 @@ type splitDebug struct {
 	SkbHash  uint32
 	Hit      uint32
 	Action   uint32
-	Pad      uint32
+	Cur      uint32
 	Seq      uint64
 }
 
+type splitDoneKey struct {
+	_        structs.HostLayout
+	Flowhash uint32
+	Role     uint32
+}
+
 type splitFlowlet struct {
-	_          structs.HostLayout
-	Target     uint32
-	Cpu        uint32
-	Kind       uint32
-	Pad        uint32
-	LastSeenNs uint64
+	_           structs.HostLayout
+	Target      uint32
+	Cpu         uint32
+	Kind        uint32
+	Pad         uint32
+	LastSeenNs  uint64
+	NextCheckNs uint64
+	Sent        uint64
+	Base        uint64
 }
 
 type splitFlowletKey struct {
@@ -100,6 +115,12 @@ type splitSplitStats struct {
 	Pad2         [4]uint64
 }
 
+type splitStageDev struct {
+	_        structs.HostLayout
+	NetnsIno uint32
+	Ifindex  uint32
+}
+
 type splitSteerKey struct {
 	_    structs.HostLayout
 	Hook uint32
@@ -114,10 +135,12 @@ const (
 	splitMapFalconCounters       = "falcon_counters"
 	splitMapFalconCpumap         = "falcon_cpumap"
 	splitMapFalconDebug          = "falcon_debug"
+	splitMapFalconDone           = "falcon_done"
 	splitMapFalconFlowlets       = "falcon_flowlets"
 	splitMapFalconHooks          = "falcon_hooks"
 	splitMapFalconLoad           = "falcon_load"
 	splitMapFalconSplitStats     = "falcon_split_stats"
+	splitMapFalconStages         = "falcon_stages"
 	splitMapFalconSteered        = "falcon_steered"
 	splitProgFalconCpumapEnqueue = "falcon_cpumap_enqueue"
 	splitProgFalconCpumapKthread = "falcon_cpumap_kthread"
@@ -182,10 +205,12 @@ type splitMapSpecs struct {
 	FalconCounters   *ebpf.MapSpec `ebpf:"falcon_counters"`
 	FalconCpumap     *ebpf.MapSpec `ebpf:"falcon_cpumap"`
 	FalconDebug      *ebpf.MapSpec `ebpf:"falcon_debug"`
+	FalconDone       *ebpf.MapSpec `ebpf:"falcon_done"`
 	FalconFlowlets   *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks      *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.MapSpec `ebpf:"falcon_load"`
 	FalconSplitStats *ebpf.MapSpec `ebpf:"falcon_split_stats"`
+	FalconStages     *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
 
@@ -222,10 +247,12 @@ type splitMaps struct {
 	FalconCounters   *ebpf.Map `ebpf:"falcon_counters"`
 	FalconCpumap     *ebpf.Map `ebpf:"falcon_cpumap"`
 	FalconDebug      *ebpf.Map `ebpf:"falcon_debug"`
+	FalconDone       *ebpf.Map `ebpf:"falcon_done"`
 	FalconFlowlets   *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks      *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.Map `ebpf:"falcon_load"`
 	FalconSplitStats *ebpf.Map `ebpf:"falcon_split_stats"`
+	FalconStages     *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.Map `ebpf:"falcon_steered"`
 }
 
@@ -235,10 +262,12 @@ func (m *splitMaps) Close() error {
 		m.FalconCounters,
 		m.FalconCpumap,
 		m.FalconDebug,
+		m.FalconDone,
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
 		m.FalconSplitStats,
+		m.FalconStages,
 		m.FalconSteered,
 	)
 }

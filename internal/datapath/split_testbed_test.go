@@ -131,6 +131,7 @@ func TestSplitOnTestbed(t *testing.T) {
 
 	cpus := []int{0, 1}
 	cfg := DefaultConfig()
+	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
 	cfg.CPUs = cpus
 	cfg.SplitCPUs = []int{1}
 	cfg.StaleAfter = 0

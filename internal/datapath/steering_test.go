@@ -106,6 +106,7 @@ func TestSteeringOnTestbed(t *testing.T) {
 	setRPS(t, sv.Netns, sv.Dev, fmt.Sprintf("%x", mask))
 
 	cfg := DefaultConfig()
+	cfg.Policy = PolicyPaper // the paper's placement, which the twin predicts
 	cfg.CPUs = cpus
 	cfg.StaleAfter = 0
 	d, err := Load(cfg, "")

@@ -29,6 +29,7 @@ func randomAddr(r *rand.Rand, v6 bool) netip.Addr {
 
 func randomConfig(r *rand.Rand) Config {
 	cfg := DefaultConfig()
+	cfg.Policy = PolicyPaper
 	n := 1 + r.IntN(16)
 	switch r.IntN(10) {
 	case 0:

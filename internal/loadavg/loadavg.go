@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,14 @@ type Sampler struct {
 	Weight   float64       // weight of the newest reading; 0 = DefaultWeight
 	// Publish receives each sample; an error stops the sampler.
 	Publish func(Sample) error
+	// RealTime runs the sampler on an OS thread of its own at SCHED_FIFO
+	// priority 1, sleeping in the kernel between samples, so that it keeps
+	// its cadence when softirqs saturate every CPU (ksoftirqd and the Go
+	// runtime's own threads are ordinary tasks it preempts). Where the
+	// policy cannot be set (no CAP_SYS_NICE), Warn hears why and the
+	// sampler runs as an ordinary task.
+	RealTime bool
+	Warn     func(error)
 	// read returns /proc/stat; tests replace it.
 	read func() ([]byte, error)
 
@@ -73,6 +82,16 @@ func (s *Sampler) Run(ctx context.Context) error {
 	if _, err := s.Step(); err != nil {
 		return err
 	}
+	if s.RealTime {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0)
+		if err == nil {
+			return s.runRealTime(ctx, interval)
+		}
+		if s.Warn != nil {
+			s.Warn(fmt.Errorf("load sampler stays an ordinary task (SCHED_FIFO: %w); under saturation its samples may come late", err))
+		}
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -91,6 +110,35 @@ func (s *Sampler) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// runRealTime is Run's loop on a real-time thread: it sleeps with
+// clock_nanosleep until absolute deadlines, so the kernel wakes this very
+// thread, with no Go timer or runtime thread in between.
+func (s *Sampler) runRealTime(ctx context.Context, interval time.Duration) error {
+	var next unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &next); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		next = unix.NsecToTimespec(next.Nano() + int64(interval))
+		for {
+			err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &next, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		smp, err := s.Step()
+		if err != nil {
+			return err
+		}
+		if s.Publish != nil && smp.MonotonicNs != 0 {
+			if err := s.Publish(smp); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Step takes one reading and returns the updated sample; the first call

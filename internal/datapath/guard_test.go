@@ -1,0 +1,234 @@
+package datapath
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/steer"
+)
+
+// arrive records n segments of flow fh arriving at the stage a hook of role
+// steers, as guard.c does at the next device's receive.
+func (h *harness) arrive(role Role, fh uint32, n uint64) {
+	h.t.Helper()
+	r, _ := role.bpf()
+	k := falconDoneKey{Flowhash: fh, Role: r}
+	vals := make([]uint64, possibleCPUs())
+	if err := h.d.maps.FalconDone.Lookup(&k, &vals); err != nil {
+		vals = make([]uint64, possibleCPUs())
+	}
+	vals[0] += n
+	if err := h.d.maps.FalconDone.Put(&k, vals); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestGuardHoldsUntilArrived: a flow whose choice changes keeps its target
+// while segments it sent have not arrived at the next stage, moves once they
+// have, and after an idle guard timeout moves anyway (counted).
+func TestGuardHoldsUntilArrived(t *testing.T) {
+	cfg := testConfig()
+	cfg.Policy = PolicyAdaptive
+	cfg.Engaged = true
+	cfg.PerPacket = false
+	cfg.Recheck = 0
+	cfg.GuardTimeout = time.Hour
+	cfg.CPUs = []int{8, 9}
+	h := newHarness(t, cfg)
+	// A flow whose two hash choices differ.
+	f := udp4
+	salt := uint32(h.hooks[RoleOverlay].NextIfindex)
+	for h1 := steer.Hash32(f.hash() + salt); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + salt) {
+		f.sport++
+	}
+	pkt := frame(f, pktOpts{})
+	fh := f.hash()
+
+	// Every CPU that may run the test is busy; the set is idle.
+	load := make([]uint32, 10)
+	for i := range 8 {
+		load[i] = 100
+	}
+	h.setLoad(load, 0, true)
+	r := h.run(RoleOverlay, pkt)
+	first := int(r.dbg.Target)
+	if first != 8 && first != 9 {
+		t.Fatalf("first packet went to CPU %d, want 8 or 9 (kind %v)", first, steer.Kind(r.dbg.Kind))
+	}
+	for range 9 {
+		h.run(RoleOverlay, pkt)
+	}
+	other := 17 - first
+
+	// The target gets busy: the flow wants the other CPU but 10 segments are
+	// still on their way, so it holds.
+	load[first] = 100
+	h.setLoad(load, 0, true)
+	for i := range 5 {
+		if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != first {
+			t.Fatalf("packet %d moved to %d with segments in flight", i, r.dbg.Target)
+		}
+	}
+	h.arrive(RoleOverlay, fh, 14) // 15 sent, 14 arrived
+	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != first {
+		t.Fatalf("moved to %d with one segment in flight", r.dbg.Target)
+	}
+	h.arrive(RoleOverlay, fh, 2) // all 16
+	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != other {
+		t.Fatalf("all arrived: target %d, want the move to %d", r.dbg.Target, other)
+	}
+
+	// Lost packets: the other CPU gets busy too, nothing arrives; the
+	// flow holds (inline would overtake) until it was idle for the timeout.
+	cfg.GuardTimeout = 50 * time.Millisecond
+	if err := h.d.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	load[other] = 100
+	h.setLoad(load, 0, true)
+	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != other {
+		t.Fatalf("moved to %d with a segment in flight", r.dbg.Target)
+	}
+	time.Sleep(120 * time.Millisecond)
+	h.setLoad(load, 0, true)
+	r = h.run(RoleOverlay, pkt)
+	if steer.Kind(r.dbg.Kind) != steer.Fallback {
+		t.Fatalf("after an idle timeout: kind %v target %d, want inline", steer.Kind(r.dbg.Kind), r.dbg.Target)
+	}
+	c, err := h.d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Holds != 7 || c.Moved != 2 || c.Timeouts != 1 {
+		t.Errorf("guard counters: holds %d moved %d timeouts %d, want 7 2 1", c.Holds, c.Moved, c.Timeouts)
+	}
+}
+
+// TestTwinGuard replays random packet sequences, loads and arrivals through
+// the BPF program and internal/steer's Entry.Guard with ChooseAdaptiveIndex
+// and checks they agree packet by packet.
+func TestTwinGuard(t *testing.T) {
+	cfg := testConfig()
+	cfg.Policy = PolicyAdaptive
+	cfg.Engaged = true
+	cfg.PerPacket = false
+	cfg.Recheck = 0
+	cfg.GuardTimeout = time.Hour
+	cfg.StaleAfter = 0
+	h := newHarness(t, cfg)
+	r := rand.New(rand.NewPCG(9, 10))
+	salt := uint32(h.hooks[RoleOverlay].NextIfindex)
+	cpus := cfg.SortedCPUs()
+	steps := map[string]int{}
+	for flow := range 40 {
+		f := flowSpec{proto: protoUDP, src: randomAddr(r, false), dst: randomAddr(r, false),
+			sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
+		pkt, fh := frame(f, pktOpts{}), f.hash()
+		var e *steer.Entry
+		var done uint64
+		for i := range 60 {
+			load := make([]uint32, 16)
+			for c := range load {
+				load[c] = uint32(r.IntN(2) * 100)
+			}
+			h.setLoad(load, 0, true)
+			if e != nil && r.IntN(3) == 0 {
+				n := e.Base + e.Sent - done // everything sent arrives
+				if r.IntN(2) == 0 {
+					n = uint64(r.IntN(int(n) + 1))
+				}
+				h.arrive(RoleOverlay, fh, n)
+				done += n
+			}
+			res := h.run(RoleOverlay, pkt)
+			cur := int(res.dbg.Cur)
+			want := func(prev int) int {
+				idx, _ := steer.ChooseAdaptiveIndex(fh, salt, cpus, load, uint32(cfg.Threshold), 0, false, true, cur, prev)
+				return idx
+			}
+			got := -1
+			if steer.Kind(res.dbg.Kind) != steer.Fallback {
+				got = slices.Index(cpus, int(res.dbg.Target))
+			}
+			var st steer.Step
+			if e == nil {
+				e = &steer.Entry{Target: want(-1), Sent: 1, Base: done}
+				st.Target = e.Target
+			} else {
+				st = e.Guard(0, done, 1, want)
+			}
+			name := fmt.Sprintf("flow %d packet %d (cur %d, load %v, done %d)", flow, i, cur, load[:14], done)
+			if got != st.Target {
+				t.Fatalf("%s: BPF target index %d, twin %d (%+v)", name, got, st.Target, st)
+			}
+			switch {
+			case st.Held:
+				steps["held"]++
+			case st.Moved:
+				steps["moved"]++
+			default:
+				steps["kept"]++
+			}
+		}
+	}
+	t.Logf("steps: %v", steps)
+	for _, k := range []string{"held", "moved", "kept"} {
+		if steps[k] < 50 {
+			t.Errorf("only %d %s steps: the random cases do not exercise it", steps[k], k)
+		}
+	}
+}
+
+// TestTwinAdaptive: the adaptive choice for fresh flows, BPF against Go.
+func TestTwinAdaptive(t *testing.T) {
+	cfg := testConfig()
+	cfg.Policy = PolicyAdaptive
+	h := newHarness(t, cfg)
+	r := rand.New(rand.NewPCG(11, 12))
+	kinds := map[steer.Kind]int{}
+	for i := range 4000 {
+		if i%100 == 0 {
+			cfg = randomConfig(r)
+			cfg.Policy = PolicyAdaptive
+			cfg.PerPacket = true
+			cfg.Engaged = r.IntN(8) != 0
+			if err := h.d.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		load := make([]uint32, MaxCPUs)
+		for c := range 64 {
+			load[c] = uint32(r.IntN(101))
+		}
+		for _, c := range cfg.CPUs {
+			load[c] = uint32(r.IntN(101))
+		}
+		avg := uint32(r.IntN(cfg.Threshold + 15))
+		h.setLoad(load, avg, true)
+		role := RoleOverlay
+		h.setSalt(role, r.IntN(1<<20))
+		f := flowSpec{proto: protoTCP, src: randomAddr(r, false), dst: randomAddr(r, false),
+			sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
+		res := h.run(role, frame(f, pktOpts{}))
+		salt := uint32(h.hooks[role].NextIfindex)
+		want, kind := steer.ChooseAdaptive(f.hash(), salt, cfg.SortedCPUs(), load, uint32(cfg.Threshold), avg, false, cfg.Engaged, int(res.dbg.Cur), -1)
+		got := int(res.dbg.Target)
+		if kind == steer.Fallback {
+			want = int(res.dbg.Cur)
+		}
+		if got != want || steer.Kind(res.dbg.Kind) != kind {
+			t.Fatalf("flow %d: BPF CPU %d (%v), twin %d (%v); S=%v T=%d avg %d cur %d engaged %v",
+				i, got, steer.Kind(res.dbg.Kind), want, kind, cfg.SortedCPUs(), cfg.Threshold, avg, res.dbg.Cur, cfg.Engaged)
+		}
+		kinds[kind]++
+	}
+	t.Logf("decisions: %v", kinds)
+	for _, k := range []steer.Kind{steer.First, steer.Second, steer.Fallback} {
+		if kinds[k] < 100 {
+			t.Errorf("only %d %v decisions", kinds[k], k)
+		}
+	}
+}
