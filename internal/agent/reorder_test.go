@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/testbed"
