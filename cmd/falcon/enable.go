@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 func init() {
@@ -83,7 +84,7 @@ func (f *agentFlags) options() (agent.Options, error) {
 		if s == "" {
 			return nil, nil
 		}
-		cpus, err := agent.ParseCPUList(s)
+		cpus, err := cpuset.Parse(s)
 		if err != nil {
 			return nil, usagef("--%s: %v", flag, err)
 		}
@@ -176,7 +177,7 @@ func (f *agentFlags) options() (agent.Options, error) {
 // args renders the options back as agent flags, for the agent enable
 // starts.
 func agentArgs(o agent.Options) []string {
-	a := []string{"--mode=" + o.Mode, "--cpus=" + agent.FormatCPUList(o.CPUs),
+	a := []string{"--mode=" + o.Mode, "--cpus=" + cpuset.Format(o.CPUs),
 		"--threshold=" + strconv.Itoa(o.Threshold), "--interval=" + o.Interval.String(),
 		"--flowlet-gap=" + o.FlowletGap.String()}
 	if o.Netns != "" {
@@ -192,7 +193,7 @@ func agentArgs(o agent.Options) []string {
 		a = append(a, "--container-level=true")
 	}
 	if o.RPSCPUs != nil {
-		a = append(a, "--rps-cpus="+agent.FormatCPUList(o.RPSCPUs))
+		a = append(a, "--rps-cpus="+cpuset.Format(o.RPSCPUs))
 	}
 	if o.FlowEntries != 0 {
 		a = append(a, "--flow-entries="+strconv.Itoa(o.FlowEntries))
@@ -201,7 +202,7 @@ func agentArgs(o agent.Options) []string {
 		a = append(a, "--split=true")
 	}
 	if o.SplitCPUs != nil {
-		a = append(a, "--split-cpus="+agent.FormatCPUList(o.SplitCPUs))
+		a = append(a, "--split-cpus="+cpuset.Format(o.SplitCPUs))
 	}
 	if o.SplitProto != "" {
 		a = append(a, "--split-proto="+o.SplitProto)
@@ -249,7 +250,7 @@ func runEnable(args []string) error {
 		return err
 	}
 	fmt.Printf("falcon enabled in network namespace %s (mode %s, CPUs %s, threshold %d%%): agent pid %d, log %s\n",
-		nsLabel(o.Netns), o.Mode, agent.FormatCPUList(o.CPUs), o.Threshold, pid, logPath)
+		nsLabel(o.Netns), o.Mode, cpuset.Format(o.CPUs), o.Threshold, pid, logPath)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -190,7 +191,7 @@ func TestStaticModesCLI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mask := agent.CPUMask(mustOnline(t))
+	mask := cpuset.Mask(mustOnline(t))
 	for k, v := range before {
 		want[k] = v
 		if strings.HasSuffix(k, "rps_cpus") && strings.HasPrefix(k, h.Netns+" ") {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/fileutil"
@@ -144,7 +145,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	if h.state.PinDir == "" {
 		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, nsName(opts.Netns))
 	} else {
-		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), FormatCPUList(opts.CPUs))
+		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), cpuset.Format(opts.CPUs))
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel

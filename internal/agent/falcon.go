@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/loadavg"
@@ -202,7 +203,7 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 		case err == nil:
 			m.applied[k] = true
 			if d.Role == discover.RoleContainer {
-				h.Logf("container %s: RPS set to CPUs %s", d, FormatCPUList(h.Opts.CPUs))
+				h.Logf("container %s: RPS set to CPUs %s", d, cpuset.Format(h.Opts.CPUs))
 			}
 		case strict && d.Role == discover.RoleOverlay:
 			return fmt.Errorf("set RPS of %s: %w", d, err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/loadavg"
 	"github.com/falconnet/falcon/internal/netns"
@@ -138,7 +139,7 @@ func (o *Options) validate() error {
 		return fmt.Errorf("flowlet gap %v is negative", o.FlowletGap)
 	}
 	if o.CPUs == nil {
-		cpus, err := OnlineCPUs()
+		cpus, err := cpuset.Online()
 		if err != nil {
 			return fmt.Errorf("read online CPUs: %w", err)
 		}
@@ -147,11 +148,11 @@ func (o *Options) validate() error {
 	if len(o.CPUs) == 0 {
 		return errors.New("empty CPU set")
 	}
-	if err := checkCPUs(o.CPUs); err != nil {
+	if err := cpuset.Check(o.CPUs); err != nil {
 		return err
 	}
 	if o.RPSCPUs != nil {
-		if err := checkCPUs(o.RPSCPUs); err != nil {
+		if err := cpuset.Check(o.RPSCPUs); err != nil {
 			return fmt.Errorf("--rps-cpus: %w", err)
 		}
 	}
@@ -167,11 +168,11 @@ func (o *Options) validate() error {
 // sameSettings reports whether two validated option sets configure the
 // same thing (an enable that changes nothing is a no-op).
 func sameSettings(a, b Options) bool {
-	return a.Netns == b.Netns && a.Mode == b.Mode && FormatCPUList(a.CPUs) == FormatCPUList(b.CPUs) &&
+	return a.Netns == b.Netns && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
 		a.Threshold == b.Threshold && a.Interval == b.Interval && a.FlowletGap == b.FlowletGap &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
-		a.ContainerLevel == b.ContainerLevel && FormatCPUList(a.RPSCPUs) == FormatCPUList(b.RPSCPUs) &&
-		a.FlowEntries == b.FlowEntries && a.Split == b.Split && FormatCPUList(a.SplitCPUs) == FormatCPUList(b.SplitCPUs) &&
+		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
+		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
 		a.SplitProto == b.SplitProto
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/journal"
 )
@@ -79,7 +80,7 @@ func checkModeOptions(o *Options) error {
 			return fmt.Errorf("--flow-entries sizes RFS's flow tables: use --mode rfs (mode rps sets only rps_cpus)")
 		}
 		if o.RPSCPUs == nil {
-			cpus, err := OnlineCPUs()
+			cpus, err := cpuset.Online()
 			if err != nil {
 				return fmt.Errorf("read online CPUs: %w", err)
 			}
@@ -246,7 +247,7 @@ func (m *rpsMode) Start(h *Host, ov *discover.Overlay) error {
 func (m *rpsMode) describe(h *Host) string {
 	s := ""
 	if h.Opts.RPSCPUs != nil {
-		s = fmt.Sprintf("rps_cpus %s (CPUs %s)", CPUMask(h.Opts.RPSCPUs), FormatCPUList(h.Opts.RPSCPUs))
+		s = fmt.Sprintf("rps_cpus %s (CPUs %s)", cpuset.Mask(h.Opts.RPSCPUs), cpuset.Format(h.Opts.RPSCPUs))
 	}
 	if m.rfs {
 		if s != "" {

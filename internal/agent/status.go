@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
@@ -101,7 +102,7 @@ func Status(opts Options) (*Report, error) {
 	r.Enabled, r.Running = true, running(dir)
 	r.Pid, r.Mode = st.Pid, st.Options.Mode
 	r.Started = &st.Started
-	r.CPUs = FormatCPUList(st.Options.CPUs)
+	r.CPUs = cpuset.Format(st.Options.CPUs)
 	r.Threshold = st.Options.Threshold
 	r.Interval = st.Options.Interval.String()
 	r.FlowletGap = st.Options.FlowletGap.String()

@@ -3,13 +3,13 @@ package bench
 import (
 	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -241,13 +241,13 @@ func cpus(flagName, v string, def, online []int) ([]int, error) {
 	if v == "auto" {
 		return def, nil
 	}
-	list, err := ParseCPUList(v)
+	list, err := cpuset.Parse(v)
 	if err != nil {
 		return nil, configErrorf("%s: %v", flagName, err)
 	}
 	for _, c := range list {
 		if !containsInt(online, c) {
-			return nil, configErrorf("%s: CPU %d is not online (online: %s)", flagName, c, FormatCPUList(online))
+			return nil, configErrorf("%s: CPU %d is not online (online: %s)", flagName, c, cpuset.Format(online))
 		}
 	}
 	return list, nil
@@ -260,13 +260,4 @@ func containsInt(list []int, v int) bool {
 		}
 	}
 	return false
-}
-
-// OnlineCPUs reads /sys/devices/system/cpu/online.
-func OnlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, err
-	}
-	return ParseCPUList(strings.TrimSpace(string(b)))
 }

@@ -1,6 +1,10 @@
 package bench
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/falconnet/falcon/internal/cpuset"
+)
 
 // StudyModes are the Kubernetes RPS/RFS study's five configurations as
 // bench modes: Baseline (vanilla), RPS, RPS+, RFS and RFS+ ("+": also
@@ -31,7 +35,7 @@ func studyPreset() map[string]string {
 	p := map[string]string{"layouts": "calico", "modes": strings.Join(modes, ","),
 		"workloads": "multi-flow-tcp:128K", "flows": "1,2,4,8,16", "containers": "flows",
 		"duration": "5s", "runs": "5"}
-	if online, err := OnlineCPUs(); err == nil && len(online) >= 4 {
+	if online, err := cpuset.Online(); err == nil && len(online) >= 4 {
 		senders := defaultCPUs(online).sender
 		var rest []int
 		for _, c := range online {
@@ -39,7 +43,7 @@ func studyPreset() map[string]string {
 				rest = append(rest, c)
 			}
 		}
-		p["receiver-cpus"] = FormatCPUList(rest)
+		p["receiver-cpus"] = cpuset.Format(rest)
 	}
 	return p
 }
