@@ -187,12 +187,12 @@ func newHost(opts Options) (*Host, Mode, *discover.Overlay, error) {
 }
 
 func check(h *Host) (Mode, *discover.Overlay, error) {
-	factory, _ := lookupMode(h.Opts.Mode)
+	impl, _ := lookupMode(h.Opts.Mode)
 	ov, err := discoverOverlay(h.Opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	mode := factory()
+	mode := impl.new()
 	if err := mode.Check(h, ov); err != nil {
 		return nil, nil, err
 	}

@@ -30,7 +30,7 @@ const (
 // from DefaultOptions.
 type Options struct {
 	Netns      string        `json:"netns"`       // host namespace; "" = the current one
-	Mode       string        `json:"mode"`        // "falcon", or a mode registered by RegisterMode
+	Mode       string        `json:"mode"`        // the implementation: falcon, rps or rfs (catalog.go)
 	CPUs       []int         `json:"cpus"`        // the Falcon CPU set S; nil = all online CPUs
 	Threshold  int           `json:"threshold"`   // load percent 0..100
 	Interval   time.Duration `json:"interval"`    // load sampling period
@@ -121,22 +121,13 @@ func (o *Options) validate() error {
 		o.Mode = ModeFalcon
 	}
 	if _, ok := lookupMode(o.Mode); !ok {
-		return fmt.Errorf("mode %q: want one of %s", o.Mode, strings.Join(ModeNames(), ", "))
+		return fmt.Errorf("mode %q: want one of %s", o.Mode, strings.Join(implNames(), ", "))
 	}
 	if err := netns.Check(o.Netns); err != nil {
 		return err
 	}
-	if o.Threshold < 0 || o.Threshold > 100 {
-		return fmt.Errorf("threshold %d%% is outside 0..100", o.Threshold)
-	}
-	if o.Interval <= 0 {
-		return fmt.Errorf("interval %v: must be positive", o.Interval)
-	}
-	if o.Interval < time.Millisecond || o.Interval > 10*time.Second {
-		return fmt.Errorf("interval %v: want 1ms..10s", o.Interval)
-	}
-	if o.FlowletGap < 0 {
-		return fmt.Errorf("flowlet gap %v is negative", o.FlowletGap)
+	if err := checkSettings(o); err != nil {
+		return err
 	}
 	if o.CPUs == nil {
 		cpus, err := cpuset.Online()

@@ -46,11 +46,6 @@ const (
 	SockFlowPath = "/proc/sys/net/core/rps_sock_flow_entries"
 )
 
-func init() {
-	RegisterMode(ModeRPS, func() Mode { return &rpsMode{} })
-	RegisterMode(ModeRFS, func() Mode { return &rpsMode{rfs: true} })
-}
-
 // StaticMode is a mode that only sets values: once Start has set them,
 // nothing needs to run, no BPF is involved, and 'falcon enable' applies it
 // with Apply and leaves no process behind. An agent running one still
@@ -62,11 +57,11 @@ type StaticMode interface {
 
 // IsStatic reports whether the mode named only sets values.
 func IsStatic(mode string) bool {
-	f, ok := lookupMode(mode)
+	impl, ok := lookupMode(mode)
 	if !ok {
 		return false
 	}
-	_, static := f().(StaticMode)
+	_, static := impl.new().(StaticMode)
 	return static
 }
 

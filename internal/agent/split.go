@@ -35,11 +35,6 @@ func (o *Options) validateSplit() error {
 			return fmt.Errorf("--split-cpus: %w", err)
 		}
 	}
-	switch o.SplitProto {
-	case "", datapath.SplitAll, datapath.SplitTCP, datapath.SplitUDP:
-	default:
-		return fmt.Errorf("--split-proto %q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
-	}
 	return nil
 }
 

@@ -194,5 +194,5 @@ func TestRegisterModeRefusesDuplicates(t *testing.T) {
 			t.Error("registering vanilla twice did not panic")
 		}
 	}()
-	RegisterMode(vanilla{})
+	RegisterMode(catalogueMode{spec: "vanilla"})
 }

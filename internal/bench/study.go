@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cpuset"
@@ -26,12 +27,7 @@ var StudyModes = []string{"vanilla", "rps", "rps+", "rfs", "rfs+"}
 // bench's default (the senders, and with them the NIC stage, on CPU 0,
 // the servers on CPU 1).
 func studyPreset() map[string]string {
-	var modes []string
-	for _, m := range append(StudyModes, "falcon") {
-		if _, ok := LookupMode(m); ok {
-			modes = append(modes, m)
-		}
-	}
+	modes := append(slices.Clone(StudyModes), "falcon")
 	p := map[string]string{"layouts": "calico", "modes": strings.Join(modes, ","),
 		"workloads": "multi-flow-tcp:128K", "flows": "1,2,4,8,16", "containers": "flows",
 		"duration": "5s", "runs": "5"}
