@@ -232,7 +232,7 @@ func TestEnableStatusDisable(t *testing.T) {
 			}
 			roles := map[string]string{}
 			for _, s := range r.Stages {
-				roles[s.Device] = s.Role
+				roles[s.Device] = string(s.Role)
 			}
 			// No containers (vxlan layout): nothing behind the VXLAN device
 			// to steer, so no hook there.

@@ -233,7 +233,7 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 			if nic, ok := ov.Find(h.Opts.Netns, vx.VXLAN.NIC); ok {
 				if _, dup := want[nic.Key()]; !dup {
 					want[nic.Key()] = datapath.Hook{Netns: nic.Netns, Ifindex: nic.Ifindex, Name: nic.Name,
-						Role: datapath.RoleNIC, NextIfindex: vx.Ifindex}
+						Role: datapath.HookOnNIC, NextIfindex: vx.Ifindex}
 				}
 			}
 		}
@@ -243,7 +243,7 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 		}
 		if behind {
 			want[vx.Key()] = datapath.Hook{Netns: vx.Netns, Ifindex: vx.Ifindex, Name: vx.Name,
-				Role: datapath.RoleOverlay, NextIfindex: vx.Ifindex | overlaySalt}
+				Role: datapath.HookOnOverlay, NextIfindex: vx.Ifindex | overlaySalt}
 		}
 	}
 	return want

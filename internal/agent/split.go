@@ -76,7 +76,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 	}
 	nics := map[string]datapath.SplitHook{}
 	for k, hk := range want {
-		if hk.Role == datapath.RoleNIC {
+		if hk.Role == datapath.HookOnNIC {
 			nics[k] = datapath.SplitHook{Netns: hk.Netns, Ifindex: hk.Ifindex, Name: hk.Name}
 		}
 	}

@@ -64,7 +64,7 @@ type Decisions struct {
 type StageReport struct {
 	Device    string            `json:"device"`
 	Netns     string            `json:"netns"`
-	Role      string            `json:"role"`
+	Role      datapath.HookRole `json:"role"`
 	Steers    string            `json:"steers"` // the stage it chooses CPUs for
 	RanOn     map[int]uint64    `json:"packets_per_cpu"`
 	SteeredTo map[int]uint64    `json:"steered_to_cpu"`
@@ -156,15 +156,15 @@ func Status(opts Options) (*Report, error) {
 		FallbackStale: c.FallbackStale, FlowletHits: c.FlowletHits, Passed: c.Passed}
 	for _, s := range c.Stages {
 		r.Stages = append(r.Stages, StageReport{
-			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: string(s.Hook.Role),
+			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: s.Hook.Role,
 			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
 			Decisions: Decisions{First: s.First, Second: s.Second, Fallback: s.Fallback,
 				FallbackStale: s.FallbackStale, FlowletHits: s.FlowletHits, Passed: s.Passed},
 		})
 	}
 	// In packet order: XDP on the NIC, the NIC's tc hook, the VXLAN devices'.
-	order := map[string]int{string(datapath.RoleSplit): 0, string(datapath.RoleNIC): 1}
-	rank := func(role string) int {
+	order := map[datapath.HookRole]int{datapath.HookSplit: 0, datapath.HookOnNIC: 1}
+	rank := func(role datapath.HookRole) int {
 		if o, ok := order[role]; ok {
 			return o
 		}
@@ -188,10 +188,10 @@ func nsLabel(ns string) string {
 
 // steersWhat names the stage a hook chooses CPUs for.
 func steersWhat(h datapath.Hook, devs []discover.Device) string {
-	if h.Role == datapath.RoleOverlay {
+	if h.Role == datapath.HookOnOverlay {
 		return "containers"
 	}
-	if h.Role == datapath.RoleSplit {
+	if h.Role == datapath.HookSplit {
 		return h.Name + " (cpumap)"
 	}
 	for _, d := range devs {

@@ -274,7 +274,7 @@ func hookDelta(t *testing.T, r0, r1 *Report, role string) StageReport {
 	t.Helper()
 	find := func(r *Report) StageReport {
 		for _, s := range r.Stages {
-			if s.Role == role {
+			if string(s.Role) == role {
 				return s
 			}
 		}

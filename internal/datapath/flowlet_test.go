@@ -23,7 +23,7 @@ type flowletRun struct {
 func (f *flowletRun) send() (result, bool) {
 	now := time.Now()
 	inGap := !f.last.IsZero() && now.Sub(f.last) < testGap/2
-	r := f.h.run(RoleOverlay, f.pkt)
+	r := f.h.run(HookOnOverlay, f.pkt)
 	f.last = time.Now()
 	return r, inGap
 }
@@ -40,7 +40,7 @@ func TestFlowletKeepsCPUWhileBusy(t *testing.T) {
 	cfg.FlowletGap = testGap
 	h := newHarness(t, cfg)
 	fh := tcp4.hash()
-	salt := uint32(h.hooks[RoleOverlay].NextIfindex)
+	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
 	cpus := cfg.CPUs
 	f := &flowletRun{h: h, pkt: frame(tcp4, pktOpts{})}
 
@@ -128,7 +128,7 @@ func TestFlowletMovesWhenCPULeavesSet(t *testing.T) {
 	if r.dbg.Hit != 0 || int(r.dbg.Target) == c {
 		t.Fatalf("CPU %d left the set: hit %d target %d; want a fresh choice elsewhere", c, r.dbg.Hit, r.dbg.Target)
 	}
-	h.checkSteer("after the set changed", r, RoleOverlay, udp6.hash(), nil, 0, false)
+	h.checkSteer("after the set changed", r, HookOnOverlay, udp6.hash(), nil, 0, false)
 }
 
 func TestPerPacketFollowsLoad(t *testing.T) {
@@ -140,12 +140,12 @@ func TestPerPacketFollowsLoad(t *testing.T) {
 	pkt := frame(tcp6, pktOpts{})
 	load := make([]uint32, 4)
 	h.setLoad(load, 0, true)
-	r := h.run(RoleOverlay, pkt)
+	r := h.run(HookOnOverlay, pkt)
 	c1 := int(r.dbg.Target)
 	load[c1] = 99
 	h.setLoad(load, 0, true)
-	r = h.run(RoleOverlay, pkt) // immediately: the paper re-chooses per packet
-	h.checkSteer("per packet, first choice busy", r, RoleOverlay, fh, load, 0, false)
+	r = h.run(HookOnOverlay, pkt) // immediately: the paper re-chooses per packet
+	h.checkSteer("per packet, first choice busy", r, HookOnOverlay, fh, load, 0, false)
 	if steer.Kind(r.dbg.Kind) != steer.Second || r.dbg.Hit != 0 {
 		t.Errorf("kind %v hit %d, want second without flowlet", steer.Kind(r.dbg.Kind), r.dbg.Hit)
 	}
