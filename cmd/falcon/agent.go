@@ -6,7 +6,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -18,26 +17,16 @@ func init() {
 
 func runAgent(args []string) error {
 	fs := newFlagSet("agent", agentSynopsis)
-	f := addAgentFlags(fs)
+	f := agent.AddFlags(fs)
 	readyFD := fs.Int("ready-fd", -1, "internal: file descriptor on which to report readiness (used by falcon enable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var ready *os.File
-	if *readyFD >= 0 {
-		ready = os.NewFile(uintptr(*readyFD), "ready")
-		defer ready.Close()
-	}
-	report := func(msg string) {
-		if ready != nil {
-			fmt.Fprintln(ready, msg)
-			ready.Close()
-			ready = nil
-		}
-	}
-	o, err := f.options()
+	ready := agent.OpenReadyPipe(*readyFD)
+	defer ready.Close()
+	o, err := agentOptions(f)
 	if err != nil {
-		report("error: " + oneLine(err))
+		ready.Report(err)
 		return err
 	}
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
@@ -47,15 +36,5 @@ func runAgent(args []string) error {
 	// should clean up when it does.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	err = agent.Run(ctx, o, func() {
-		log.Printf("ready")
-		report("ready")
-	})
-	if err != nil {
-		report("error: " + oneLine(err))
-		log.Printf("%v", err)
-	}
-	return err
+	return agent.RunReporting(ctx, o, ready)
 }
-
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/falconnet/falcon/internal/bench"
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 func init() {
@@ -29,7 +30,7 @@ func runBench(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	online, err := bench.OnlineCPUs()
+	online, err := cpuset.Online()
 	if err != nil {
 		return fmt.Errorf("online CPUs: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/bench"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -44,7 +45,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if f.Config.Preset != "k8s-rps-rfs" || !f.Config.ContainersPerFlow || len(f.Results) != 2 {
 		t.Fatalf("config %+v, %d results", f.Config, len(f.Results))
 	}
-	cpus, err := agent.OnlineCPUs()
+	cpus, err := cpuset.Online()
 	if err != nil {
 		t.Fatal(err)
 	}

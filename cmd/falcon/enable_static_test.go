@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -109,7 +110,9 @@ func TestStaticModesCLI(t *testing.T) {
 		{[]string{"--mode", "rps", "--flow-entries", "4096"}, 1, "use --mode rfs"},
 		{[]string{"--mode", "falcon", "--container-level"}, 1, "only for --mode rps or rfs"},
 		{[]string{"--container-level"}, 1, "only for --mode rps or rfs"},
-		{[]string{"--mode", "rps+"}, 1, `mode "rps+": want one of falcon, rfs, rps`},
+		{[]string{"--mode", "rps9"}, 2, `unknown mode "rps9": want one of falcon, falcon+split, rfs, rfs+, rps, rps+, vanilla`},
+		{[]string{"--mode", "rps:threshold=90"}, 2, `mode rps: unknown setting "threshold": want one of devices, container-level, rps-cpus`},
+		{[]string{"--mode", "vanilla"}, 2, "nothing to enable"},
 		{[]string{"--mode", "rfs", "--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},
 	} {
 		args := append([]string{"enable", "--netns", h.Netns}, bad.args...)
@@ -190,7 +193,7 @@ func TestStaticModesCLI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mask := agent.CPUMask(mustOnline(t))
+	mask := cpuset.Mask(mustOnline(t))
 	for k, v := range before {
 		want[k] = v
 		if strings.HasSuffix(k, "rps_cpus") && strings.HasPrefix(k, h.Netns+" ") {

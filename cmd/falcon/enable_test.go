@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/testbed"
 )
@@ -125,7 +126,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	if !r.Enabled || !r.Ready || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
 	}
-	if got := rps(t, c.Netns, "eth0"); got != agent.CPUMask(mustOnline(t)) {
+	if got := rps(t, c.Netns, "eth0"); got != cpuset.Mask(mustOnline(t)) {
 		t.Errorf("container rps_cpus %s while enabled", got)
 	}
 	if out, _ := falcon(t, bin, "enable", "--netns", h.Netns); !strings.Contains(out, "already enabled") {
@@ -157,7 +158,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 }
 
 func mustOnline(t *testing.T) []int {
-	cpus, err := agent.OnlineCPUs()
+	cpus, err := cpuset.Online()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,11 +14,11 @@ import (
 func TestSplitFlags(t *testing.T) {
 	parse := func(args ...string) (agent.Options, error) {
 		fs := newFlagSet("enable", agentSynopsis)
-		f := addAgentFlags(fs)
+		f := agent.AddFlags(fs)
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return f.options()
+		return agentOptions(f)
 	}
 	o, err := parse("--split", "--split-cpus", "1,3", "--split-proto", "tcp")
 	if err != nil {
@@ -27,12 +27,12 @@ func TestSplitFlags(t *testing.T) {
 	if !o.Split || !slices.Equal(o.SplitCPUs, []int{1, 3}) || o.SplitProto != "tcp" {
 		t.Errorf("options: split %v, CPUs %v, proto %q", o.Split, o.SplitCPUs, o.SplitProto)
 	}
-	again, err := parse(agentArgs(o)...)
+	again, err := parse(agent.Args(o)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !agent.SameSettings(o, again) {
-		t.Errorf("agent args %v lose settings: %+v, then %+v", agentArgs(o), o, again)
+		t.Errorf("agent args %v lose settings: %+v, then %+v", agent.Args(o), o, again)
 	}
 	if o, err := parse(); err != nil || o.Split || o.SplitCPUs != nil || o.SplitProto != "" {
 		t.Errorf("defaults: %+v, %v", o, err)

@@ -92,10 +92,10 @@ func writeStatus(w io.Writer, r *agent.Report) {
 	}
 	if r.Mode == agent.ModeFalcon {
 		order := r.Order
-		if order == "flowlet" {
-			order += " (gap " + r.FlowletGap + ")"
+		if order == "guarded" {
+			order += " (timeout " + r.GuardTimeout + ")"
 		}
-		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   order %s   load sampled every %s\n", r.CPUs, r.Threshold, order, r.Interval)
+		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   policy %s   order %s   load sampled every %s\n", r.CPUs, r.Threshold, r.Policy, order, r.Interval)
 	}
 	writeValues(w, r.Values)
 	if l := r.Load; l != nil {
@@ -107,16 +107,19 @@ func writeStatus(w io.Writer, r *agent.Report) {
 		}
 	}
 	if t := r.Totals; t != nil {
-		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d), kept by flowlet %d%s\n",
-			t.First, t.Second, t.Fallback, t.FallbackStale, t.FlowletHits, passed(t.Passed))
+		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",
+			t.First, t.Second, t.Fallback, t.FallbackStale, t.FallbackIdle, t.FlowletHits, passed(t.Passed))
+		fmt.Fprintf(w, "  guard      moved %d, held %d packets until earlier ones arrived, timeouts %d\n",
+			t.Moved, t.GuardHolds, t.GuardTimeouts)
 	}
 	if len(r.Stages) > 0 {
 		fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK")
+		fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK\tHELD\tTIMEOUTS")
 		for _, s := range r.Stages {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
-				perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
+				perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback,
+				s.Decisions.GuardHolds, s.Decisions.GuardTimeouts)
 		}
 		tw.Flush()
 	}

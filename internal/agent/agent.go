@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/fileutil"
@@ -144,7 +145,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	if h.state.PinDir == "" {
 		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, nsName(opts.Netns))
 	} else {
-		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), FormatCPUList(opts.CPUs))
+		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), cpuset.Format(opts.CPUs))
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
@@ -186,12 +187,12 @@ func newHost(opts Options) (*Host, Mode, *discover.Overlay, error) {
 }
 
 func check(h *Host) (Mode, *discover.Overlay, error) {
-	factory, _ := lookupMode(h.Opts.Mode)
+	impl, _ := lookupMode(h.Opts.Mode)
 	ov, err := discoverOverlay(h.Opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	mode := factory()
+	mode := impl.new()
 	if err := mode.Check(h, ov); err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
@@ -206,7 +207,7 @@ func TestEnableStatusDisable(t *testing.T) {
 					a.Stop()
 				}
 			}()
-			mask := CPUMask(a.Host().Opts.CPUs)
+			mask := cpuset.Mask(a.Host().Opts.CPUs)
 			if got := read(t, h.Netns, "/sys/class/net/"+h.Overlay+"/queues/rx-0/rps_cpus"); got != mask {
 				t.Errorf("%s rps_cpus = %s, want %s", h.Overlay, got, mask)
 			}
@@ -231,7 +232,7 @@ func TestEnableStatusDisable(t *testing.T) {
 			}
 			roles := map[string]string{}
 			for _, s := range r.Stages {
-				roles[s.Device] = s.Role
+				roles[s.Device] = string(s.Role)
 			}
 			// No containers (vxlan layout): nothing behind the VXLAN device
 			// to steer, so no hook there.
@@ -339,7 +340,7 @@ ip -n %[2]s link set vethnew%[3]d master %[4]s up`, ns, h.Netns, os.Getpid()%100
 		t.Fatalf("%v\n%s", err, out)
 	}
 	path := "/sys/class/net/eth0/queues/rx-0/rps_cpus"
-	mask := CPUMask(a.Host().Opts.CPUs)
+	mask := cpuset.Mask(a.Host().Opts.CPUs)
 	deadline := time.Now().Add(20 * time.Second) // a hang guard, not a timing assertion
 	for read(t, ns, path) != mask {
 		if time.Now().After(deadline) {
@@ -535,7 +536,7 @@ ip -n {p}-ov link set veth0 master br0 up; ip -n {p}-c link set eth0 up`)
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	mask := CPUMask(a.Host().Opts.CPUs)
+	mask := cpuset.Mask(a.Host().Opts.CPUs)
 	if got := read(t, p+"-ov", "/sys/class/net/vxlan0/queues/rx-0/rps_cpus"); got != mask {
 		t.Errorf("sandbox vxlan0 rps_cpus %s, want %s", got, mask)
 	}

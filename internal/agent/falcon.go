@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/loadavg"
@@ -59,6 +60,7 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	cfg.CPUs = slices.Clone(h.Opts.CPUs)
 	cfg.Threshold = h.Opts.Threshold
 	cfg.Policy = h.Opts.Policy
+	cfg.GuardTimeout = h.Opts.GuardTimeout
 	// A decision is no better informed than the load it was made with.
 	cfg.Recheck = h.Opts.Interval
 	cfg.PerPacket = h.Opts.PerPacket
@@ -218,7 +220,7 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 		case err == nil:
 			m.applied[k] = true
 			if d.Role == discover.RoleContainer {
-				h.Logf("container %s: RPS set to CPUs %s", d, FormatCPUList(h.Opts.CPUs))
+				h.Logf("container %s: RPS set to CPUs %s", d, cpuset.Format(h.Opts.CPUs))
 			}
 		case strict && d.Role == discover.RoleOverlay:
 			return fmt.Errorf("set RPS of %s: %w", d, err)
@@ -248,7 +250,7 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 			if nic, ok := ov.Find(h.Opts.Netns, vx.VXLAN.NIC); ok {
 				if _, dup := want[nic.Key()]; !dup {
 					want[nic.Key()] = datapath.Hook{Netns: nic.Netns, Ifindex: nic.Ifindex, Name: nic.Name,
-						Role: datapath.RoleNIC, NextIfindex: vx.Ifindex}
+						Role: datapath.HookOnNIC, NextIfindex: vx.Ifindex}
 				}
 			}
 		}
@@ -258,7 +260,7 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 		}
 		if behind {
 			want[vx.Key()] = datapath.Hook{Netns: vx.Netns, Ifindex: vx.Ifindex, Name: vx.Name,
-				Role: datapath.RoleOverlay, NextIfindex: vx.Ifindex | overlaySalt}
+				Role: datapath.HookOnOverlay, NextIfindex: vx.Ifindex | overlaySalt}
 		}
 	}
 	return want

@@ -16,7 +16,7 @@ import (
 func wantStages(h *Host, ov *discover.Overlay) (map[datapath.StageDev]string, error) {
 	want := map[datapath.StageDev]string{}
 	inodes := map[string]uint32{}
-	add := func(d discover.Device, by datapath.Role) error {
+	add := func(d discover.Device, by datapath.HookRole) error {
 		ino, ok := inodes[d.Netns]
 		if !ok {
 			n, err := netns.Inode(d.Netns)
@@ -31,17 +31,17 @@ func wantStages(h *Host, ov *discover.Overlay) (map[datapath.StageDev]string, er
 	}
 	var errs []error
 	for _, d := range steered(ov) {
-		by := datapath.RoleOverlay
+		by := datapath.HookOnOverlay
 		if d.Role == discover.RoleOverlay {
-			by = datapath.RoleNIC
+			by = datapath.HookOnNIC
 		}
 		errs = append(errs, add(d, by))
 	}
 	if h.Opts.Split {
 		for _, hk := range wantHooks(h, ov) {
-			if hk.Role == datapath.RoleNIC {
+			if hk.Role == datapath.HookOnNIC {
 				if nic, ok := ov.Find(hk.Netns, hk.Ifindex); ok {
-					errs = append(errs, add(nic, datapath.RoleSplit))
+					errs = append(errs, add(nic, datapath.HookSplit))
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/loadavg"
 	"github.com/falconnet/falcon/internal/netns"
@@ -28,15 +29,17 @@ const (
 // Options are the settings of one agent. The zero value is not valid; start
 // from DefaultOptions.
 type Options struct {
-	Netns      string        `json:"netns"`            // host namespace; "" = the current one
-	Mode       string        `json:"mode"`             // "falcon", or a mode registered by RegisterMode
-	CPUs       []int         `json:"cpus"`             // the Falcon CPU set S; nil = all online CPUs
-	Threshold  int           `json:"threshold"`        // load percent 0..100
-	Interval   time.Duration `json:"interval"`         // load sampling period
-	FlowletGap time.Duration `json:"flowlet_gap"`      // idle gap before a flow may change CPU
-	PerPacket  bool          `json:"per_packet"`       // --order per-packet: the paper's per-packet choice
-	Policy     string        `json:"policy,omitempty"` // datapath.PolicyAdaptive (default) or PolicyPaper
-	Devices    []string      `json:"devices"`          // nil = auto; else VXLAN devices (and a NIC) to use
+	Netns     string        `json:"netns"`     // host namespace; "" = the current one
+	Mode      string        `json:"mode"`      // the implementation: falcon, rps or rfs (catalog.go)
+	CPUs      []int         `json:"cpus"`      // the Falcon CPU set S; nil = all online CPUs
+	Threshold int           `json:"threshold"` // load percent 0..100
+	Interval  time.Duration `json:"interval"`  // load sampling period
+	Policy    string        `json:"policy"`    // datapath.PolicyAdaptive or PolicyPaper
+	// GuardTimeout: a flow idle this long has no packet left in any queue;
+	// the ordering guard stops waiting for packets lost on the way.
+	GuardTimeout time.Duration `json:"guard_timeout"`
+	PerPacket    bool          `json:"per_packet"` // --order per-packet: the paper's per-packet choice
+	Devices      []string      `json:"devices"`    // nil = auto; else VXLAN devices (and a NIC) to use
 
 	// Settings of the rps and rfs modes (issue 5); the falcon mode
 	// ignores them.
@@ -62,11 +65,11 @@ type Options struct {
 // DefaultOptions are the paper's settings on all online CPUs.
 func DefaultOptions() Options {
 	return Options{
-		Mode:       ModeFalcon,
-		Threshold:  85,
-		Policy:     datapath.PolicyAdaptive,
-		Interval:   loadavg.DefaultInterval,
-		FlowletGap: time.Millisecond,
+		Mode:         ModeFalcon,
+		Threshold:    85,
+		Policy:       datapath.PolicyAdaptive,
+		Interval:     loadavg.DefaultInterval,
+		GuardTimeout: 100 * time.Millisecond,
 	}
 }
 
@@ -122,25 +125,16 @@ func (o *Options) validate() error {
 		o.Mode = ModeFalcon
 	}
 	if _, ok := lookupMode(o.Mode); !ok {
-		return fmt.Errorf("mode %q: want one of %s", o.Mode, strings.Join(ModeNames(), ", "))
+		return fmt.Errorf("mode %q: want one of %s", o.Mode, strings.Join(implNames(), ", "))
 	}
 	if err := netns.Check(o.Netns); err != nil {
 		return err
 	}
-	if o.Threshold < 0 || o.Threshold > 100 {
-		return fmt.Errorf("threshold %d%% is outside 0..100", o.Threshold)
-	}
-	if o.Interval <= 0 {
-		return fmt.Errorf("interval %v: must be positive", o.Interval)
-	}
-	if o.Interval < time.Millisecond || o.Interval > 10*time.Second {
-		return fmt.Errorf("interval %v: want 1ms..10s", o.Interval)
-	}
-	if o.FlowletGap < 0 {
-		return fmt.Errorf("flowlet gap %v is negative", o.FlowletGap)
+	if err := checkSettings(o); err != nil {
+		return err
 	}
 	if o.CPUs == nil {
-		cpus, err := OnlineCPUs()
+		cpus, err := cpuset.Online()
 		if err != nil {
 			return fmt.Errorf("read online CPUs: %w", err)
 		}
@@ -149,11 +143,11 @@ func (o *Options) validate() error {
 	if len(o.CPUs) == 0 {
 		return errors.New("empty CPU set")
 	}
-	if err := checkCPUs(o.CPUs); err != nil {
+	if err := cpuset.Check(o.CPUs); err != nil {
 		return err
 	}
 	if o.RPSCPUs != nil {
-		if err := checkCPUs(o.RPSCPUs); err != nil {
+		if err := cpuset.Check(o.RPSCPUs); err != nil {
 			return fmt.Errorf("--rps-cpus: %w", err)
 		}
 	}
@@ -169,11 +163,11 @@ func (o *Options) validate() error {
 // sameSettings reports whether two validated option sets configure the
 // same thing (an enable that changes nothing is a no-op).
 func sameSettings(a, b Options) bool {
-	return a.Netns == b.Netns && a.Mode == b.Mode && FormatCPUList(a.CPUs) == FormatCPUList(b.CPUs) &&
-		a.Threshold == b.Threshold && a.Interval == b.Interval && a.FlowletGap == b.FlowletGap &&
+	return a.Netns == b.Netns && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
+		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.GuardTimeout == b.GuardTimeout &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
-		a.ContainerLevel == b.ContainerLevel && FormatCPUList(a.RPSCPUs) == FormatCPUList(b.RPSCPUs) &&
-		a.FlowEntries == b.FlowEntries && a.Split == b.Split && FormatCPUList(a.SplitCPUs) == FormatCPUList(b.SplitCPUs) &&
+		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
+		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
 		a.SplitProto == b.SplitProto
 }
 

@@ -200,7 +200,7 @@ func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a **Agent, o
 // ranOn is what the hook of a role counted on cpu in a report.
 func ranOn(r *Report, role string, cpu int) uint64 {
 	for _, s := range r.Stages {
-		if s.Role == role {
+		if string(s.Role) == role {
 			return s.RanOn[cpu]
 		}
 	}

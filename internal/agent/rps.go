@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/journal"
 	"github.com/falconnet/falcon/internal/netns"
@@ -41,7 +42,7 @@ func RPSChanges(dev string, cpus []int, flowCnt string) func() ([]journal.Change
 			return nil, err
 		}
 		for _, p := range qs {
-			cs = append(cs, journal.Change{Path: p, Value: CPUMask(cpus)})
+			cs = append(cs, journal.Change{Path: p, Value: cpuset.Mask(cpus)})
 		}
 		if flowCnt != "" {
 			qs, err := QueuePaths(dev, "rps_flow_cnt")

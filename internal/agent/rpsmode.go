@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/journal"
 )
@@ -45,11 +46,6 @@ const (
 	SockFlowPath = "/proc/sys/net/core/rps_sock_flow_entries"
 )
 
-func init() {
-	RegisterMode(ModeRPS, func() Mode { return &rpsMode{} })
-	RegisterMode(ModeRFS, func() Mode { return &rpsMode{rfs: true} })
-}
-
 // StaticMode is a mode that only sets values: once Start has set them,
 // nothing needs to run, no BPF is involved, and 'falcon enable' applies it
 // with Apply and leaves no process behind. An agent running one still
@@ -61,11 +57,11 @@ type StaticMode interface {
 
 // IsStatic reports whether the mode named only sets values.
 func IsStatic(mode string) bool {
-	f, ok := lookupMode(mode)
+	impl, ok := lookupMode(mode)
 	if !ok {
 		return false
 	}
-	_, static := f().(StaticMode)
+	_, static := impl.new().(StaticMode)
 	return static
 }
 
@@ -79,7 +75,7 @@ func checkModeOptions(o *Options) error {
 			return fmt.Errorf("--flow-entries sizes RFS's flow tables: use --mode rfs (mode rps sets only rps_cpus)")
 		}
 		if o.RPSCPUs == nil {
-			cpus, err := OnlineCPUs()
+			cpus, err := cpuset.Online()
 			if err != nil {
 				return fmt.Errorf("read online CPUs: %w", err)
 			}
@@ -246,7 +242,7 @@ func (m *rpsMode) Start(h *Host, ov *discover.Overlay) error {
 func (m *rpsMode) describe(h *Host) string {
 	s := ""
 	if h.Opts.RPSCPUs != nil {
-		s = fmt.Sprintf("rps_cpus %s (CPUs %s)", CPUMask(h.Opts.RPSCPUs), FormatCPUList(h.Opts.RPSCPUs))
+		s = fmt.Sprintf("rps_cpus %s (CPUs %s)", cpuset.Mask(h.Opts.RPSCPUs), cpuset.Format(h.Opts.RPSCPUs))
 	}
 	if m.rfs {
 		if s != "" {

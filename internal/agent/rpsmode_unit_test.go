@@ -3,6 +3,8 @@ package agent
 import (
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 func TestFlowCount(t *testing.T) {
@@ -40,7 +42,7 @@ func TestCheckFlowEntries(t *testing.T) {
 }
 
 func TestCheckModeOptions(t *testing.T) {
-	online, err := OnlineCPUs()
+	online, err := cpuset.Online()
 	if err != nil {
 		t.Skip(err)
 	}
@@ -48,7 +50,7 @@ func TestCheckModeOptions(t *testing.T) {
 	if err := checkModeOptions(&o); err != nil {
 		t.Fatal(err)
 	}
-	if FormatCPUList(o.RPSCPUs) != FormatCPUList(online) || o.FlowEntries != 0 {
+	if cpuset.Format(o.RPSCPUs) != cpuset.Format(online) || o.FlowEntries != 0 {
 		t.Errorf("rps defaults: rps_cpus %v, flow entries %d; want all online CPUs %v and none", o.RPSCPUs, o.FlowEntries, online)
 	}
 	o = Options{Mode: ModeRFS, ContainerLevel: true}

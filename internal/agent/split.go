@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 )
@@ -30,14 +31,9 @@ func (o *Options) validateSplit() error {
 		if len(o.SplitCPUs) == 0 {
 			return errors.New("--split-cpus: empty CPU set")
 		}
-		if err := checkCPUs(o.SplitCPUs); err != nil {
+		if err := cpuset.Check(o.SplitCPUs); err != nil {
 			return fmt.Errorf("--split-cpus: %w", err)
 		}
-	}
-	switch o.SplitProto {
-	case "", datapath.SplitAll, datapath.SplitTCP, datapath.SplitUDP:
-	default:
-		return fmt.Errorf("--split-proto %q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 	}
 	return nil
 }
@@ -80,7 +76,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 	}
 	nics := map[string]datapath.SplitHook{}
 	for k, hk := range want {
-		if hk.Role == datapath.RoleNIC {
+		if hk.Role == datapath.HookOnNIC {
 			nics[k] = datapath.SplitHook{Netns: hk.Netns, Ifindex: hk.Ifindex, Name: hk.Name}
 		}
 	}
@@ -112,7 +108,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 			continue
 		}
 		m.splits[k] = s
-		h.Logf("split the NIC stage of %s over CPUs %s (XDP, cpumap)", s.Name, FormatCPUList(h.Opts.splitSet()))
+		h.Logf("split the NIC stage of %s over CPUs %s (XDP, cpumap)", s.Name, cpuset.Format(h.Opts.splitSet()))
 	}
 	return errors.Join(errs...)
 }
@@ -143,7 +139,7 @@ func splitReport(o Options, c datapath.Counters) *SplitReport {
 	if proto == "" {
 		proto = datapath.SplitAll
 	}
-	r := &SplitReport{CPUs: FormatCPUList(o.splitSet()), Proto: proto, PerCPU: map[int]datapath.CPUMapStats{}}
+	r := &SplitReport{CPUs: cpuset.Format(o.splitSet()), Proto: proto, PerCPU: map[int]datapath.CPUMapStats{}}
 	for _, cpu := range o.splitSet() {
 		r.PerCPU[cpu] = c.CPUMap[cpu]
 	}

@@ -105,7 +105,7 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	}
 	recorded := false
 	for _, hk := range st.Hooks {
-		recorded = recorded || (hk.Role == datapath.RoleSplit && hk.Name == h.NIC)
+		recorded = recorded || (hk.Role == datapath.HookSplit && hk.Name == h.NIC)
 	}
 	if !recorded {
 		t.Errorf("state hooks %+v: the split hook is not recorded for disable after a crash", st.Hooks)
@@ -146,7 +146,7 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	if r.Split.CPUs != "1" || r.Split.Proto != datapath.SplitAll {
 		t.Errorf("split CPUs %q proto %q, want 1 and all", r.Split.CPUs, r.Split.Proto)
 	}
-	if len(r.Stages) == 0 || r.Stages[0].Role != string(datapath.RoleSplit) {
+	if len(r.Stages) == 0 || r.Stages[0].Role != datapath.HookSplit {
 		t.Fatalf("stages %+v: want the split stage first", r.Stages)
 	}
 	// A busy machine may switch splitting off for some flows (average

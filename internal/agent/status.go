@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
@@ -16,24 +17,25 @@ import (
 
 // Report is what falcon status shows.
 type Report struct {
-	Netns      string            `json:"netns"`
-	Enabled    bool              `json:"enabled"`
-	Running    bool              `json:"agent_running"`
-	Ready      bool              `json:"ready"`
-	Problem    string            `json:"problem,omitempty"`
-	Pid        int               `json:"pid,omitempty"`
-	Mode       string            `json:"mode,omitempty"`
-	Started    *time.Time        `json:"started,omitempty"`
-	CPUs       string            `json:"cpus,omitempty"`
-	Threshold  int               `json:"threshold"`
-	Interval   string            `json:"interval,omitempty"`
-	Order      string            `json:"order,omitempty"`
-	FlowletGap string            `json:"flowlet_gap,omitempty"`
-	Load       *LoadReport       `json:"load,omitempty"`
-	Stages     []StageReport     `json:"stages,omitempty"`
-	Totals     *Decisions        `json:"totals,omitempty"`
-	Split      *SplitReport      `json:"split,omitempty"`
-	Devices    []discover.Device `json:"devices,omitempty"`
+	Netns        string            `json:"netns"`
+	Enabled      bool              `json:"enabled"`
+	Running      bool              `json:"agent_running"`
+	Ready        bool              `json:"ready"`
+	Problem      string            `json:"problem,omitempty"`
+	Pid          int               `json:"pid,omitempty"`
+	Mode         string            `json:"mode,omitempty"`
+	Started      *time.Time        `json:"started,omitempty"`
+	CPUs         string            `json:"cpus,omitempty"`
+	Threshold    int               `json:"threshold"`
+	Interval     string            `json:"interval,omitempty"`
+	Order        string            `json:"order,omitempty"`
+	Policy       string            `json:"policy,omitempty"`
+	GuardTimeout string            `json:"guard_timeout,omitempty"`
+	Load         *LoadReport       `json:"load,omitempty"`
+	Stages       []StageReport     `json:"stages,omitempty"`
+	Totals       *Decisions        `json:"totals,omitempty"`
+	Split        *SplitReport      `json:"split,omitempty"`
+	Devices      []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -54,7 +56,11 @@ type Decisions struct {
 	Second        uint64            `json:"second"`
 	Fallback      uint64            `json:"fallback"`
 	FallbackStale uint64            `json:"fallback_stale"`
-	FlowletHits   uint64            `json:"flowlet_hits"`
+	FallbackIdle  uint64            `json:"fallback_idle"`  // adaptive: moving would not pay
+	FlowletHits   uint64            `json:"flowlet_hits"`   // kept their flow's decision
+	GuardHolds    uint64            `json:"guard_holds"`    // kept the old target: earlier packets still queued
+	Moved         uint64            `json:"moved"`          // (flow, hook)s that changed target
+	GuardTimeouts uint64            `json:"guard_timeouts"` // ... after the guard gave up on lost packets
 	Passed        map[string]uint64 `json:"passed,omitempty"`
 }
 
@@ -63,7 +69,7 @@ type Decisions struct {
 type StageReport struct {
 	Device    string            `json:"device"`
 	Netns     string            `json:"netns"`
-	Role      string            `json:"role"`
+	Role      datapath.HookRole `json:"role"`
 	Steers    string            `json:"steers"` // the stage it chooses CPUs for
 	RanOn     map[int]uint64    `json:"packets_per_cpu"`
 	SteeredTo map[int]uint64    `json:"steered_to_cpu"`
@@ -101,11 +107,12 @@ func Status(opts Options) (*Report, error) {
 	r.Enabled, r.Running = true, running(dir)
 	r.Pid, r.Mode = st.Pid, st.Options.Mode
 	r.Started = &st.Started
-	r.CPUs = FormatCPUList(st.Options.CPUs)
+	r.CPUs = cpuset.Format(st.Options.CPUs)
 	r.Threshold = st.Options.Threshold
 	r.Interval = st.Options.Interval.String()
-	r.FlowletGap = st.Options.FlowletGap.String()
-	r.Order = "flowlet"
+	r.Policy = st.Options.Policy
+	r.GuardTimeout = st.Options.GuardTimeout.String()
+	r.Order = "guarded"
 	if st.Options.PerPacket {
 		r.Order = "per-packet"
 	}
@@ -151,19 +158,17 @@ func Status(opts Options) (*Report, error) {
 		}
 		return r, nil
 	}
-	r.Totals = &Decisions{First: c.First, Second: c.Second, Fallback: c.Fallback,
-		FallbackStale: c.FallbackStale, FlowletHits: c.FlowletHits, Passed: c.Passed}
+	r.Totals = decisions(c.First, c.Second, c.Fallback, c.FallbackStale, c.FallbackIdle, c.FlowletHits, c.Guard, c.Passed)
 	for _, s := range c.Stages {
 		r.Stages = append(r.Stages, StageReport{
-			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: string(s.Hook.Role),
+			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: s.Hook.Role,
 			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
-			Decisions: Decisions{First: s.First, Second: s.Second, Fallback: s.Fallback,
-				FallbackStale: s.FallbackStale, FlowletHits: s.FlowletHits, Passed: s.Passed},
+			Decisions: *decisions(s.First, s.Second, s.Fallback, s.FallbackStale, s.FallbackIdle, s.FlowletHits, s.Guard, s.Passed),
 		})
 	}
 	// In packet order: XDP on the NIC, the NIC's tc hook, the VXLAN devices'.
-	order := map[string]int{string(datapath.RoleSplit): 0, string(datapath.RoleNIC): 1}
-	rank := func(role string) int {
+	order := map[datapath.HookRole]int{datapath.HookSplit: 0, datapath.HookOnNIC: 1}
+	rank := func(role datapath.HookRole) int {
 		if o, ok := order[role]; ok {
 			return o
 		}
@@ -187,10 +192,10 @@ func nsLabel(ns string) string {
 
 // steersWhat names the stage a hook chooses CPUs for.
 func steersWhat(h datapath.Hook, devs []discover.Device) string {
-	if h.Role == datapath.RoleOverlay {
+	if h.Role == datapath.HookOnOverlay {
 		return "containers"
 	}
-	if h.Role == datapath.RoleSplit {
+	if h.Role == datapath.HookSplit {
 		return h.Name + " (cpumap)"
 	}
 	for _, d := range devs {
@@ -205,4 +210,9 @@ func monotonicNs() uint64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
+}
+
+func decisions(first, second, fallback, stale, idle, kept uint64, g datapath.Guard, passed map[string]uint64) *Decisions {
+	return &Decisions{First: first, Second: second, Fallback: fallback, FallbackStale: stale, FallbackIdle: idle,
+		FlowletHits: kept, GuardHolds: g.Holds, Moved: g.Moved, GuardTimeouts: g.Timeouts, Passed: passed}
 }

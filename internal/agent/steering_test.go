@@ -65,7 +65,7 @@ func steeringOn(t *testing.T, layout string) {
 
 	cpus := []int{0, 1}
 	o := testOptions(t, h2.Netns)
-	o.CPUs, o.Threshold, o.FlowletGap = cpus, 100, 10*time.Second
+	o.CPUs, o.Threshold = cpus, 100
 	o.Policy = datapath.PolicyPaper // the paper's placement, which the twin predicts
 	key, err := Key(o.Netns)
 	if err != nil {
@@ -276,7 +276,7 @@ func hookDelta(t *testing.T, r0, r1 *Report, role string) StageReport {
 	t.Helper()
 	find := func(r *Report) StageReport {
 		for _, s := range r.Stages {
-			if s.Role == role {
+			if string(s.Role) == role {
 				return s
 			}
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 // integration runs real benches: root, real testbeds, real tools.
@@ -22,7 +24,7 @@ func integration(t *testing.T, suffix string) (online []int, name func(int) stri
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	online, err := OnlineCPUs()
+	online, err := cpuset.Online()
 	if err != nil {
 		t.Fatal(err)
 	}

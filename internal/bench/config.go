@@ -135,49 +135,6 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// ParseCPUList reads "0", "0,2", "0-3,8" (the kernel's cpulist format).
-func ParseCPUList(s string) ([]int, error) {
-	var out []int
-	for _, f := range splitList(s) {
-		lo, hi, isRange := strings.Cut(f, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bad CPU list %q", s)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad CPU range %q in %q", f, s)
-			}
-		}
-		for c := a; c <= b; c++ {
-			out = appendUnique(out, c)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("empty CPU list")
-	}
-	return out, nil
-}
-
-// FormatCPUList writes CPUs as the kernel does: "0-2,5".
-func FormatCPUList(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
-		} else {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
-}
-
 func parseInts(s string, min int) ([]int, error) {
 	var out []int
 	for _, f := range splitList(s) {

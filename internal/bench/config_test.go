@@ -32,23 +32,6 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-func TestCPUList(t *testing.T) {
-	for in, want := range map[string][]int{"0": {0}, "0,2": {0, 2}, "0-3": {0, 1, 2, 3}, "1-2,5,1": {1, 2, 5}} {
-		got, err := ParseCPUList(in)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Errorf("ParseCPUList(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "a", "-1", "3-1", "1-", "0,,x"} {
-		if got, err := ParseCPUList(in); err == nil {
-			t.Errorf("ParseCPUList(%q) = %v, want an error", in, got)
-		}
-	}
-	if got := FormatCPUList([]int{0, 1, 2, 5, 7, 8}); got != "0-2,5,7-8" {
-		t.Errorf("FormatCPUList = %q", got)
-	}
-}
-
 func TestDefaultCPUs(t *testing.T) {
 	seq := func(n int) []int {
 		s := make([]int, n)
@@ -211,5 +194,5 @@ func TestRegisterModeRefusesDuplicates(t *testing.T) {
 			t.Error("registering vanilla twice did not panic")
 		}
 	}()
-	RegisterMode(vanilla{})
+	RegisterMode(catalogueMode{spec: "vanilla"})
 }

@@ -3,13 +3,14 @@ package bench
 import (
 	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -30,7 +31,8 @@ type Flags struct {
 func RegisterFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.layouts, "layouts", "host,docker", "testbed layouts: "+strings.Join(Layouts, ", "))
-	fs.StringVar(&f.modes, "modes", "vanilla", "datapath modes (registered: "+strings.Join(ModeNames(), ", ")+")")
+	fs.StringVar(&f.modes, "modes", "vanilla", "datapath modes, each NAME[:KEY=VALUE,…] with the settings of 'falcon enable' as keys "+
+		"(e.g. vanilla,falcon:threshold=90,falcon+split; modes: "+strings.Join(ModeNames(), ", ")+")")
 	fs.StringVar(&f.workloads, "workloads", "udp-stress,tcp:128K", "workloads (listed below); \"name:SIZE\" runs that workload at SIZE only, not at --sizes")
 	fs.StringVar(&f.sizes, "sizes", "16,1400", "message sizes, 16 B .. 64K (e.g. 16,1400,4K,64K; UDP and sockperf stop at 65507, TCP at 1M)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measurement window of each run")
@@ -56,14 +58,9 @@ type preset struct {
 	flags   func() map[string]string
 }
 
-// overlayModes is vanilla plus falcon when that mode is registered, so the
-// presets compare host, vanilla overlay and Falcon once Falcon exists.
-func overlayModes() string {
-	if _, ok := LookupMode("falcon"); ok {
-		return "vanilla,falcon"
-	}
-	return "vanilla"
-}
+// overlayModes are what the presets compare: host, the vanilla overlay
+// and Falcon.
+func overlayModes() string { return "vanilla,falcon" }
 
 var presets = map[string]preset{
 	"demo": {"host vs docker overlay (vs falcon): UDP stress at 16 B and 1400 B, TCP; 3 runs of 3 s, under 3 minutes on 2 CPUs", func() map[string]string {
@@ -134,8 +131,14 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err
 	}
-	if c.Modes, err = names("mode", f.modes, ModeNames()); err != nil {
-		return c, err
+	for _, m := range agent.SplitModes(f.modes) {
+		if _, err := LookupMode(m); err != nil {
+			return c, err
+		}
+		c.Modes = appendUnique(c.Modes, m)
+	}
+	if len(c.Modes) == 0 {
+		return c, configErrorf("--modes: none given")
 	}
 	c.Workloads = splitList(f.workloads)
 	if len(c.Workloads) == 0 {
@@ -183,7 +186,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		if !ok {
 			m = "vanilla"
 		}
-		if !contains(Layouts, l) || !contains(ModeNames(), m) {
+		if !contains(Layouts, l) || !contains(c.Modes, m) && !knownMode(m) {
 			return c, configErrorf("--baseline %q: want auto or LAYOUT/MODE, e.g. host/vanilla", c.Baseline)
 		}
 		c.Baseline = l + "/" + m
@@ -207,6 +210,11 @@ func names(what, list string, known []string) ([]string, error) {
 		return nil, configErrorf("--%ss: none given", what)
 	}
 	return out, nil
+}
+
+func knownMode(spec string) bool {
+	_, err := LookupMode(spec)
+	return err == nil
 }
 
 func contains(list []string, s string) bool {
@@ -241,13 +249,13 @@ func cpus(flagName, v string, def, online []int) ([]int, error) {
 	if v == "auto" {
 		return def, nil
 	}
-	list, err := ParseCPUList(v)
+	list, err := cpuset.Parse(v)
 	if err != nil {
 		return nil, configErrorf("%s: %v", flagName, err)
 	}
 	for _, c := range list {
 		if !containsInt(online, c) {
-			return nil, configErrorf("%s: CPU %d is not online (online: %s)", flagName, c, FormatCPUList(online))
+			return nil, configErrorf("%s: CPU %d is not online (online: %s)", flagName, c, cpuset.Format(online))
 		}
 	}
 	return list, nil
@@ -260,13 +268,4 @@ func containsInt(list []int, v int) bool {
 		}
 	}
 	return false
-}
-
-// OnlineCPUs reads /sys/devices/system/cpu/online.
-func OnlineCPUs() ([]int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return nil, err
-	}
-	return ParseCPUList(strings.TrimSpace(string(b)))
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 // Machine describes where results were measured.
@@ -32,8 +34,8 @@ type Machine struct {
 // than failing a benchmark that already ran.
 func DescribeMachine(toolNames []string) Machine {
 	m := Machine{Arch: runtime.GOARCH, GoVersion: runtime.Version(), Tools: map[string]string{}}
-	if cpus, err := OnlineCPUs(); err == nil {
-		m.Cores, m.OnlineCPUs = len(cpus), FormatCPUList(cpus)
+	if cpus, err := cpuset.Online(); err == nil {
+		m.Cores, m.OnlineCPUs = len(cpus), cpuset.Format(cpus)
 	} else {
 		m.Cores = runtime.NumCPU()
 	}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/falconnet/falcon/internal/datapath"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
 
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -15,6 +16,10 @@ import (
 // after a failure or ctrl-C — before the testbed is torn down. undo may be
 // nil when there is nothing to restore. Setup must either succeed or leave
 // nothing behind.
+//
+// The modes of --modes are the agent's catalogue (agent.ParseMode):
+// "vanilla", "falcon:threshold=90", "falcon+split", "rps+", …; tests add
+// their own with RegisterMode.
 type Mode interface {
 	Name() string
 	Setup(ctx context.Context, tb *testbed.Testbed) (undo func() error, err error)
@@ -40,9 +45,9 @@ var (
 	modes   = map[string]Mode{}
 )
 
-// RegisterMode makes a mode available to --modes. Datapath packages call it
-// from init (or the command does, to keep bench free of their imports).
-// It panics on an empty or duplicate name: that is a programming error.
+// RegisterMode makes a mode outside the catalogue available to --modes
+// (tests do). It panics on an empty or duplicate name, or one of the
+// catalogue's: that is a programming error.
 func RegisterMode(m Mode) {
 	modesMu.Lock()
 	defer modesMu.Unlock()
@@ -50,25 +55,34 @@ func RegisterMode(m Mode) {
 	if name == "" {
 		panic("bench: RegisterMode with an empty name")
 	}
-	if _, dup := modes[name]; dup {
+	_, dup := modes[name]
+	if _, err := agentMode(name); dup || err == nil {
 		panic(fmt.Sprintf("bench: mode %q registered twice", name))
 	}
 	modes[name] = m
 }
 
-// LookupMode returns a registered mode.
-func LookupMode(name string) (Mode, bool) {
+// LookupMode returns the mode a --modes entry names: a registered one, or a
+// spec of the agent's catalogue. Errors are *ConfigError.
+func LookupMode(spec string) (Mode, error) {
 	modesMu.RLock()
-	defer modesMu.RUnlock()
-	m, ok := modes[name]
-	return m, ok
+	m, ok := modes[spec]
+	modesMu.RUnlock()
+	if ok {
+		return m, nil
+	}
+	am, err := agentMode(spec)
+	if err != nil {
+		return nil, &ConfigError{err.Error()}
+	}
+	return am, nil
 }
 
-// ModeNames lists the registered modes, sorted.
+// ModeNames lists the catalogue's modes and the registered ones, sorted.
 func ModeNames() []string {
+	n := agent.ModeNames()
 	modesMu.RLock()
 	defer modesMu.RUnlock()
-	var n []string
 	for k := range modes {
 		n = append(n, k)
 	}
@@ -76,22 +90,57 @@ func ModeNames() []string {
 	return n
 }
 
-// vanilla is the kernel as it comes: nothing to set up.
-type vanilla struct{}
+// catalogueMode runs a mode of the agent's catalogue on the receiving host
+// (h2; for the RPS/RFS study, its server node, the only one it
+// configured) with an in-process agent.
+type catalogueMode struct {
+	spec string
+	o    agent.Options
+}
 
-func (vanilla) Name() string { return "vanilla" }
+func agentMode(spec string) (catalogueMode, error) {
+	o := agent.DefaultOptions()
+	if err := agent.ParseMode(spec, &o); err != nil {
+		return catalogueMode{}, err
+	}
+	return catalogueMode{spec, o}, nil
+}
 
-func (vanilla) Setup(context.Context, *testbed.Testbed) (func() error, error) { return nil, nil }
+func (m catalogueMode) Name() string { return m.spec }
 
-func (vanilla) Unsupported(string) string { return "" }
+func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (func() error, error) {
+	if m.o.Mode == agent.ModeVanilla {
+		return nil, nil
+	}
+	o := m.o
+	o.Netns = tb.Hosts[1].Netns
+	o.Logf = func(string, ...any) {} // the bench's progress bar owns the terminal
+	a, err := agent.Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return a.Stop, nil
+}
 
-func init() { RegisterMode(vanilla{}) }
+func (m catalogueMode) Unsupported(layout string) string {
+	what := agent.NeedsOverlay(m.o)
+	switch {
+	case what == "":
+	case layout == "host":
+		return "the host layout has no overlay for " + what
+	case layout == "vxlan" && m.o.ContainerLevel:
+		return "the vxlan layout has no containers for the container level"
+	}
+	return ""
+}
+
+func (m catalogueMode) Preflight() error { return agent.Preflight(m.o) }
 
 // unsupported says why a mode cannot run on a layout, or "".
 func unsupported(mode, layout string) string {
-	m, ok := LookupMode(mode)
-	if !ok {
-		return "mode not registered"
+	m, err := LookupMode(mode)
+	if err != nil {
+		return err.Error()
 	}
 	if lc, ok := m.(LayoutChecker); ok {
 		return lc.Unsupported(layout)

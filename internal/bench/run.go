@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/testbed"
 	"github.com/falconnet/falcon/internal/workload"
@@ -45,7 +46,7 @@ func Preflight(c Config) error {
 		return err
 	}
 	for _, name := range c.Modes {
-		if m, ok := LookupMode(name); ok {
+		if m, err := LookupMode(name); err == nil {
 			if p, ok := m.(Preflighter); ok {
 				if err := p.Preflight(); err != nil {
 					return fmt.Errorf("mode %s: %w", name, err)
@@ -192,7 +193,11 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 		r.caseNo += len(tp.Cases)
 		return fail(fmt.Errorf("sender host RPS: %w", err))
 	}
-	m, _ := LookupMode(tp.Mode)
+	m, err := LookupMode(tp.Mode)
+	if err != nil {
+		r.caseNo += len(tp.Cases)
+		return fail(err)
+	}
 	r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
 	undo, err := m.Setup(ctx, tb)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/testbed"
 )
@@ -25,7 +25,7 @@ import (
 // machine. The testbed is thrown away afterwards, so nothing is restored.
 func keepSenderHostOnSenderCPUs(tb *testbed.Testbed, cpus []int) error {
 	h := tb.Hosts[0]
-	mask := agent.CPUMask(cpus)
+	mask := cpuset.Mask(cpus)
 	return netns.WithSysfs(h.Netns, func(root string) error {
 		queues, err := filepath.Glob(filepath.Join(root, "class/net", h.NIC, "queues/rx-*/rps_cpus"))
 		if err != nil || len(queues) == 0 {

@@ -1,6 +1,11 @@
 package bench
 
-import "strings"
+import (
+	"slices"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/cpuset"
+)
 
 // StudyModes are the Kubernetes RPS/RFS study's five configurations as
 // bench modes: Baseline (vanilla), RPS, RPS+, RFS and RFS+ ("+": also
@@ -22,16 +27,11 @@ var StudyModes = []string{"vanilla", "rps", "rps+", "rfs", "rfs+"}
 // bench's default (the senders, and with them the NIC stage, on CPU 0,
 // the servers on CPU 1).
 func studyPreset() map[string]string {
-	var modes []string
-	for _, m := range append(StudyModes, "falcon") {
-		if _, ok := LookupMode(m); ok {
-			modes = append(modes, m)
-		}
-	}
+	modes := append(slices.Clone(StudyModes), "falcon")
 	p := map[string]string{"layouts": "calico", "modes": strings.Join(modes, ","),
 		"workloads": "multi-flow-tcp:128K", "flows": "1,2,4,8,16", "containers": "flows",
 		"duration": "5s", "runs": "5"}
-	if online, err := OnlineCPUs(); err == nil && len(online) >= 4 {
+	if online, err := cpuset.Online(); err == nil && len(online) >= 4 {
 		senders := defaultCPUs(online).sender
 		var rest []int
 		for _, c := range online {
@@ -39,7 +39,7 @@ func studyPreset() map[string]string {
 				rest = append(rest, c)
 			}
 		}
-		p["receiver-cpus"] = FormatCPUList(rest)
+		p["receiver-cpus"] = cpuset.Format(rest)
 	}
 	return p
 }

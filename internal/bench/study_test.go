@@ -19,9 +19,9 @@ func TestStudyPreset(t *testing.T) {
 		!reflect.DeepEqual(c.Layouts, []string{"calico"}) || !reflect.DeepEqual(c.Flows, []int{1, 2, 4, 8, 16}) {
 		t.Errorf("config %+v", c)
 	}
-	// Only vanilla of the study's modes is registered in this package; the
-	// command registers the others and falcon.
-	if !reflect.DeepEqual(c.Modes, []string{"vanilla"}) {
+	// The study's modes and falcon, all from the agent's catalogue.
+	modes := []string{"vanilla", "rps", "rps+", "rfs", "rfs+", "falcon"}
+	if !reflect.DeepEqual(c.Modes, modes) {
 		t.Errorf("modes %v", c.Modes)
 	}
 	plan, _, err := Plan(c)
@@ -37,10 +37,13 @@ func TestStudyPreset(t *testing.T) {
 			got = append(got, cs.String())
 		}
 	}
-	want := []string{"calico/vanilla multi-flow-tcp 128 KiB", "calico/vanilla multi-flow-tcp 128 KiB ×2",
-		"calico/vanilla multi-flow-tcp 128 KiB ×4", "calico/vanilla multi-flow-tcp 128 KiB ×8", "calico/vanilla multi-flow-tcp 128 KiB ×16"}
-	if len(plan) != 5 || !reflect.DeepEqual(got, want) {
-		t.Errorf("%d testbeds, cases %q; want 5 testbeds, %q", len(plan), got, want)
+	var want []string
+	for _, m := range modes {
+		want = append(want, "calico/"+m+" multi-flow-tcp 128 KiB", "calico/"+m+" multi-flow-tcp 128 KiB ×2",
+			"calico/"+m+" multi-flow-tcp 128 KiB ×4", "calico/"+m+" multi-flow-tcp 128 KiB ×8", "calico/"+m+" multi-flow-tcp 128 KiB ×16")
+	}
+	if len(plan) != 5*len(modes) || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d testbeds, cases %q; want %d testbeds, %q", len(plan), got, 5*len(modes), want)
 	}
 	// Given flags win over the preset.
 	if c, err := resolve(t, []int{0, 1}, "--preset", "k8s-rps-rfs", "--duration", "30s", "--flows", "1,4"); err != nil ||

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/stats"
 )
 
@@ -90,7 +91,7 @@ func WriteTable(w io.Writer, f *File) error {
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
 	c := f.Config
 	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
-		c.Runs, c.Duration, c.Warmup, FormatCPUList(c.SenderCPUs), FormatCPUList(c.ReceiverCPUs))
+		c.Runs, c.Duration, c.Warmup, cpuset.Format(c.SenderCPUs), cpuset.Format(c.ReceiverCPUs))
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
 		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")

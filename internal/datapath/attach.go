@@ -13,27 +13,27 @@ import (
 )
 
 // Role says what a hook sees and which stage it steers.
-type Role string
+type HookRole string
 
 const (
-	// RoleNIC: the underlay NIC; packets are VXLAN-encapsulated, the program
+	// HookOnNIC: the underlay NIC; packets are VXLAN-encapsulated, the program
 	// parses the inner packet and steers the VXLAN device's stage.
-	RoleNIC Role = "nic"
-	// RoleOverlay: a device that sees decapsulated packets (the VXLAN
+	HookOnNIC HookRole = "nic"
+	// HookOnOverlay: a device that sees decapsulated packets (the VXLAN
 	// device, or the host-side veth at egress); steers the container's stage.
-	RoleOverlay Role = "overlay"
+	HookOnOverlay HookRole = "overlay"
 )
 
-func (r Role) bpf() (uint32, error) {
+func (r HookRole) bpf() (uint32, error) {
 	switch r {
-	case RoleNIC:
+	case HookOnNIC:
 		return roleNIC, nil
-	case RoleOverlay:
+	case HookOnOverlay:
 		return roleOverlay, nil
-	case RoleSplit:
+	case HookSplit:
 		return roleSplit, nil
 	}
-	return 0, fmt.Errorf("role %q: want %q or %q", r, RoleNIC, RoleOverlay)
+	return 0, fmt.Errorf("role %q: want %q or %q", r, HookOnNIC, HookOnOverlay)
 }
 
 // Hook is one attachment point.
@@ -41,7 +41,7 @@ type Hook struct {
 	Netns       string // network namespace name or path; "" = current
 	Ifindex     int
 	Name        string // device name, checked against Ifindex when set
-	Role        Role
+	Role        HookRole
 	NextIfindex int  // salt of the choice: the device whose stage this hook steers
 	Egress      bool // attach at egress instead of ingress (e.g. host-side veth)
 }
@@ -107,7 +107,7 @@ func (d *Datapath) Attach(h Hook) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
-	if h.Role == RoleSplit {
+	if h.Role == HookSplit {
 		return fmt.Errorf("hook %s: the split role is XDP: use AttachSplit", h)
 	}
 	d.mu.Lock()

@@ -40,7 +40,7 @@ func fakeAgent(spec string) int {
 		return 1
 	}
 	d.forceClsact = f[3] == "clsact"
-	if err := d.Attach(Hook{Netns: f[0], Ifindex: idx, Role: RoleNIC, NextIfindex: 1}); err != nil {
+	if err := d.Attach(Hook{Netns: f[0], Ifindex: idx, Role: HookOnNIC, NextIfindex: 1}); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -191,8 +191,8 @@ func TestAttachDetachTCX(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC, NextIfindex: b}
-	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: RoleOverlay, NextIfindex: 99, Egress: true}
+	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC, NextIfindex: b}
+	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: HookOnOverlay, NextIfindex: 99, Egress: true}
 	for _, h := range []Hook{ha, hb} {
 		if err := d.Attach(h); err != nil {
 			t.Fatal(err)
@@ -261,8 +261,8 @@ func TestAttachDetachClsact(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.forceClsact = true
-	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC, NextIfindex: b}
-	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: RoleOverlay, NextIfindex: 9}
+	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC, NextIfindex: b}
+	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: HookOnOverlay, NextIfindex: 9}
 	for _, h := range []Hook{ha, hb} {
 		if err := d.Attach(h); err != nil {
 			t.Fatal(err)
@@ -326,7 +326,7 @@ func TestCleanupAfterKilledAgent(t *testing.T) {
 				t.Errorf("Load over a killed agent's pins: %v, want an 'already pinned' error", err)
 			}
 
-			if err := Cleanup(pin, []Hook{{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC}}); err != nil {
+			if err := Cleanup(pin, []Hook{{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC}}); err != nil {
 				t.Fatal(err)
 			}
 			if got := inspect(t, ns, a, false); got != (attached{}) {
@@ -350,7 +350,7 @@ func TestCloseAfterNamespaceGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			d.forceClsact = mode == "clsact"
-			if err := d.Attach(Hook{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC}); err != nil {
+			if err := d.Attach(Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC}); err != nil {
 				t.Fatal(err)
 			}
 			ids := progIDs(t, d)
@@ -374,7 +374,7 @@ func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	h := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: RoleNIC}
+	h := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC}
 	if err := d.Attach(h); err != nil {
 		t.Fatal(err)
 	}
@@ -399,11 +399,11 @@ func TestAttachBadInputChangesNothing(t *testing.T) {
 	}
 	defer d.Close()
 	for name, h := range map[string]Hook{
-		"unknown netns": {Netns: "fct-no-such-netns", Ifindex: a, Role: RoleNIC},
+		"unknown netns": {Netns: "fct-no-such-netns", Ifindex: a, Role: HookOnNIC},
 		"bad role":      {Netns: ns, Ifindex: a, Role: "bridge"},
-		"no ifindex":    {Netns: ns, Role: RoleNIC},
-		"gone ifindex":  {Netns: ns, Ifindex: 9999, Role: RoleNIC},
-		"name mismatch": {Netns: ns, Ifindex: a, Name: "fvb", Role: RoleNIC},
+		"no ifindex":    {Netns: ns, Role: HookOnNIC},
+		"gone ifindex":  {Netns: ns, Ifindex: 9999, Role: HookOnNIC},
+		"name mismatch": {Netns: ns, Ifindex: a, Name: "fvb", Role: HookOnNIC},
 	} {
 		if err := d.Attach(h); err == nil {
 			t.Errorf("%s: Attach succeeded", name)

@@ -15,12 +15,12 @@ func TestProgramCost(t *testing.T) {
 		h.setLoad(nil, 0, true)
 		for _, c := range []struct {
 			name string
-			role Role
+			role HookRole
 			pkt  []byte
 		}{
-			{"overlay tcp4", RoleOverlay, frame(tcp4, pktOpts{payload: 1000})},
-			{"nic tcp4 in v4", RoleNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{payload: 1000}), pktOpts{})},
-			{"nic not vxlan", RoleNIC, frame(udp4, pktOpts{payload: 1000})},
+			{"overlay tcp4", HookOnOverlay, frame(tcp4, pktOpts{payload: 1000})},
+			{"nic tcp4 in v4", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{payload: 1000}), pktOpts{})},
+			{"nic not vxlan", HookOnNIC, frame(udp4, pktOpts{payload: 1000})},
 		} {
 			_, per, err := h.progs[c.role].Benchmark(c.pkt, 200000, nil)
 			if err != nil {

@@ -257,12 +257,12 @@ func addTo(dst map[int]map[int]uint64, ifindex int, src map[int]uint64) {
 }
 
 func hookFromBPF(h *falconHook) Hook {
-	role := RoleNIC
+	role := HookOnNIC
 	switch h.Role {
 	case roleOverlay:
-		role = RoleOverlay
+		role = HookOnOverlay
 	case roleSplit:
-		role = RoleSplit
+		role = HookSplit
 	}
 	return Hook{
 		Netns:       cString(h.Netns[:]),

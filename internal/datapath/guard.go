@@ -65,13 +65,13 @@ func (d *Datapath) openGuard() (err error) {
 }
 
 // StageDev is a device whose receive is a stage some hook steers: the
-// VXLAN devices (steered by the NIC's hook, RoleNIC), the containers' ends
-// (steered by the VXLAN device's hook, RoleOverlay) and the split NICs
-// (RoleSplit). NetnsIno identifies the device's namespace.
+// VXLAN devices (steered by the NIC's hook, HookOnNIC), the containers' ends
+// (steered by the VXLAN device's hook, HookOnOverlay) and the split NICs
+// (HookSplit). NetnsIno identifies the device's namespace.
 type StageDev struct {
 	NetnsIno  uint32
 	Ifindex   int
-	SteeredBy Role
+	SteeredBy HookRole
 }
 
 // AddStage registers a stage device with the guard. A hook's flows can move

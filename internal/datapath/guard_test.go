@@ -12,7 +12,7 @@ import (
 
 // arrive records n segments of flow fh arriving at the stage a hook of role
 // steers, as guard.c does at the next device's receive.
-func (h *harness) arrive(role Role, fh uint32, n uint64) {
+func (h *harness) arrive(role HookRole, fh uint32, n uint64) {
 	h.t.Helper()
 	r, _ := role.bpf()
 	k := falconDoneKey{Flowhash: fh, Role: r}
@@ -40,7 +40,7 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 	h := newHarness(t, cfg)
 	// A flow whose two hash choices differ.
 	f := udp4
-	salt := uint32(h.hooks[RoleOverlay].NextIfindex)
+	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
 	for h1 := steer.Hash32(f.hash() + salt); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + salt) {
 		f.sport++
 	}
@@ -53,13 +53,13 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 		load[i] = 100
 	}
 	h.setLoad(load, 0, true)
-	r := h.run(RoleOverlay, pkt)
+	r := h.run(HookOnOverlay, pkt)
 	first := int(r.dbg.Target)
 	if first != 8 && first != 9 {
 		t.Fatalf("first packet went to CPU %d, want 8 or 9 (kind %v)", first, steer.Kind(r.dbg.Kind))
 	}
 	for range 9 {
-		h.run(RoleOverlay, pkt)
+		h.run(HookOnOverlay, pkt)
 	}
 	other := 17 - first
 
@@ -68,16 +68,16 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 	load[first] = 100
 	h.setLoad(load, 0, true)
 	for i := range 5 {
-		if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != first {
+		if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != first {
 			t.Fatalf("packet %d moved to %d with segments in flight", i, r.dbg.Target)
 		}
 	}
-	h.arrive(RoleOverlay, fh, 14) // 15 sent, 14 arrived
-	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != first {
+	h.arrive(HookOnOverlay, fh, 14) // 15 sent, 14 arrived
+	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != first {
 		t.Fatalf("moved to %d with one segment in flight", r.dbg.Target)
 	}
-	h.arrive(RoleOverlay, fh, 2) // all 16
-	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != other {
+	h.arrive(HookOnOverlay, fh, 2) // all 16
+	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != other {
 		t.Fatalf("all arrived: target %d, want the move to %d", r.dbg.Target, other)
 	}
 
@@ -89,12 +89,12 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 	}
 	load[other] = 100
 	h.setLoad(load, 0, true)
-	if r := h.run(RoleOverlay, pkt); int(r.dbg.Target) != other {
+	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != other {
 		t.Fatalf("moved to %d with a segment in flight", r.dbg.Target)
 	}
 	time.Sleep(120 * time.Millisecond)
 	h.setLoad(load, 0, true)
-	r = h.run(RoleOverlay, pkt)
+	r = h.run(HookOnOverlay, pkt)
 	if steer.Kind(r.dbg.Kind) != steer.Fallback {
 		t.Fatalf("after an idle timeout: kind %v target %d, want inline", steer.Kind(r.dbg.Kind), r.dbg.Target)
 	}
@@ -120,7 +120,7 @@ func TestTwinGuard(t *testing.T) {
 	cfg.StaleAfter = 0
 	h := newHarness(t, cfg)
 	r := rand.New(rand.NewPCG(9, 10))
-	salt := uint32(h.hooks[RoleOverlay].NextIfindex)
+	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
 	cpus := cfg.SortedCPUs()
 	steps := map[string]int{}
 	for flow := range 40 {
@@ -140,10 +140,10 @@ func TestTwinGuard(t *testing.T) {
 				if r.IntN(2) == 0 {
 					n = uint64(r.IntN(int(n) + 1))
 				}
-				h.arrive(RoleOverlay, fh, n)
+				h.arrive(HookOnOverlay, fh, n)
 				done += n
 			}
-			res := h.run(RoleOverlay, pkt)
+			res := h.run(HookOnOverlay, pkt)
 			cur := int(res.dbg.Cur)
 			want := func(prev int) int {
 				idx, _ := steer.ChooseAdaptiveIndex(fh, salt, cpus, load, uint32(cfg.Threshold), 0, false, true, cur, prev)
@@ -208,7 +208,7 @@ func TestTwinAdaptive(t *testing.T) {
 		}
 		avg := uint32(r.IntN(cfg.Threshold + 15))
 		h.setLoad(load, avg, true)
-		role := RoleOverlay
+		role := HookOnOverlay
 		h.setSalt(role, r.IntN(1<<20))
 		f := flowSpec{proto: protoTCP, src: randomAddr(r, false), dst: randomAddr(r, false),
 			sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}

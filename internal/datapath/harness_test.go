@@ -25,9 +25,9 @@ func requireRoot(t *testing.T) {
 type harness struct {
 	t     *testing.T
 	d     *Datapath
-	progs map[Role]*ebpf.Program
-	hooks map[Role]Hook
-	ids   map[Role]uint32
+	progs map[HookRole]*ebpf.Program
+	hooks map[HookRole]Hook
+	ids   map[HookRole]uint32
 }
 
 func newHarness(t *testing.T, cfg Config) *harness {
@@ -45,15 +45,15 @@ func newHarnessDebug(t *testing.T, cfg Config, debug bool) *harness {
 		t.Fatal(err)
 	}
 	d.debug = debug
-	h := &harness{t: t, d: d, progs: map[Role]*ebpf.Program{}, hooks: map[Role]Hook{}, ids: map[Role]uint32{}}
+	h := &harness{t: t, d: d, progs: map[HookRole]*ebpf.Program{}, hooks: map[HookRole]Hook{}, ids: map[HookRole]uint32{}}
 	t.Cleanup(func() {
 		for _, p := range h.progs {
 			p.Close()
 		}
 		d.Close()
 	})
-	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: RoleNIC, NextIfindex: 7})
-	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: RoleOverlay, NextIfindex: 9})
+	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: HookOnNIC, NextIfindex: 7})
+	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: HookOnOverlay, NextIfindex: 9})
 	return h
 }
 
@@ -80,7 +80,7 @@ func (h *harness) addHook(hook Hook) {
 	h.ids[hook.Role] = id
 }
 
-func (h *harness) setSalt(role Role, next int) {
+func (h *harness) setSalt(role HookRole, next int) {
 	h.t.Helper()
 	hook := h.hooks[role]
 	hook.NextIfindex = next
@@ -107,7 +107,7 @@ func (h *harness) debugs() []falconDebug {
 	return v
 }
 
-func (h *harness) run(role Role, pkt []byte) result {
+func (h *harness) run(role HookRole, pkt []byte) result {
 	h.t.Helper()
 	r, ok := h.tryRun(role, pkt)
 	if !ok {
@@ -119,7 +119,7 @@ func (h *harness) run(role Role, pkt []byte) result {
 // tryRun is run for packets BPF_PROG_TEST_RUN may refuse: since about 6.16
 // it rejects frames whose ethertype is IPv4 or IPv6 but that are too short
 // for the IP header (34 and 54 bytes), so those lengths cannot be tested.
-func (h *harness) tryRun(role Role, pkt []byte) (result, bool) {
+func (h *harness) tryRun(role HookRole, pkt []byte) (result, bool) {
 	h.t.Helper()
 	before := h.debugs()
 	ret, err := h.progs[role].Run(&ebpf.RunOptions{Data: pkt})
@@ -169,7 +169,7 @@ func monotonicNs(t *testing.T) uint64 {
 }
 
 // checkSteer asserts a steered result agrees with the Go twin.
-func (h *harness) checkSteer(name string, r result, role Role, fh uint32, load []uint32, avg uint32, stale bool) {
+func (h *harness) checkSteer(name string, r result, role HookRole, fh uint32, load []uint32, avg uint32, stale bool) {
 	h.t.Helper()
 	cfg := h.d.Config()
 	cpus := cfg.SortedCPUs()

@@ -38,27 +38,27 @@ func TestParseAndSteer(t *testing.T) {
 
 	steered := []struct {
 		name string
-		role Role
+		role HookRole
 		flow flowSpec
 		pkt  []byte
 	}{
-		{"overlay tcp4", RoleOverlay, tcp4, frame(tcp4, pktOpts{payload: 100})},
-		{"overlay udp4", RoleOverlay, udp4, frame(udp4, pktOpts{})},
-		{"overlay tcp6", RoleOverlay, tcp6, frame(tcp6, pktOpts{payload: 10})},
-		{"overlay udp6", RoleOverlay, udp6, frame(udp6, pktOpts{})},
-		{"overlay icmp", RoleOverlay, icmp, frame(icmp, pktOpts{payload: 8})},
-		{"overlay vlan", RoleOverlay, tcp4, frame(tcp4, pktOpts{vlan: true})},
-		{"overlay ip options", RoleOverlay, udp4, frame(udp4, pktOpts{ipOptions: 3})},
-		{"overlay v6 hop-by-hop", RoleOverlay, tcp6, frame(tcp6, pktOpts{v6HopOpts: true})},
-		{"nic v4 in v4", RoleNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})},
-		{"nic v6 in v4", RoleNIC, udp6, vxlanFrame(underlay4a, underlay4b, 8472, frame(udp6, pktOpts{}), pktOpts{})},
-		{"nic v4 in v6", RoleNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{}), pktOpts{})},
-		{"nic v6 in v6", RoleNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 1400}), pktOpts{})},
-		{"nic outer vlan", RoleNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{vlan: true})},
-		{"nic inner vlan", RoleNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{vlan: true}), pktOpts{})},
-		{"nic outer v6 hop-by-hop", RoleNIC, tcp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp4, pktOpts{}), pktOpts{v6HopOpts: true})},
+		{"overlay tcp4", HookOnOverlay, tcp4, frame(tcp4, pktOpts{payload: 100})},
+		{"overlay udp4", HookOnOverlay, udp4, frame(udp4, pktOpts{})},
+		{"overlay tcp6", HookOnOverlay, tcp6, frame(tcp6, pktOpts{payload: 10})},
+		{"overlay udp6", HookOnOverlay, udp6, frame(udp6, pktOpts{})},
+		{"overlay icmp", HookOnOverlay, icmp, frame(icmp, pktOpts{payload: 8})},
+		{"overlay vlan", HookOnOverlay, tcp4, frame(tcp4, pktOpts{vlan: true})},
+		{"overlay ip options", HookOnOverlay, udp4, frame(udp4, pktOpts{ipOptions: 3})},
+		{"overlay v6 hop-by-hop", HookOnOverlay, tcp6, frame(tcp6, pktOpts{v6HopOpts: true})},
+		{"nic v4 in v4", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})},
+		{"nic v6 in v4", HookOnNIC, udp6, vxlanFrame(underlay4a, underlay4b, 8472, frame(udp6, pktOpts{}), pktOpts{})},
+		{"nic v4 in v6", HookOnNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{}), pktOpts{})},
+		{"nic v6 in v6", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 1400}), pktOpts{})},
+		{"nic outer vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{vlan: true})},
+		{"nic inner vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{vlan: true}), pktOpts{})},
+		{"nic outer v6 hop-by-hop", HookOnNIC, tcp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp4, pktOpts{}), pktOpts{v6HopOpts: true})},
 		// headers beyond MAX_DIRECT_OFF: read with bpf_skb_load_bytes
-		{"nic deep headers", RoleNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
+		{"nic deep headers", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
 	}
 	for _, c := range steered {
 		h.checkSteer(c.name, h.run(c.role, c.pkt), c.role, c.flow.hash(), load, 20, false)
@@ -66,31 +66,31 @@ func TestParseAndSteer(t *testing.T) {
 
 	passed := []struct {
 		name, reason string
-		role         Role
+		role         HookRole
 		pkt          []byte
 	}{
-		{"overlay arp", "non_ip", RoleOverlay, arpFrame()},
-		{"nic arp", "non_ip", RoleNIC, arpFrame()},
-		{"inner arp", "non_ip", RoleNIC, vxlanFrame(underlay4a, underlay4b, 4789, arpFrame(), pktOpts{})},
-		{"v4 more fragments", "fragment", RoleOverlay, frame(udp4, pktOpts{moreFrags: true})},
-		{"v4 later fragment", "fragment", RoleOverlay, frame(udp4, pktOpts{fragOff: 185})},
-		{"v6 fragment header", "fragment", RoleOverlay, frame(udp6, pktOpts{v6Frag: true})},
-		{"v6 hop-by-hop then fragment", "fragment", RoleOverlay, frame(udp6, pktOpts{v6HopOpts: true, v6Frag: true})},
-		{"outer fragment", "fragment", RoleNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{moreFrags: true})},
-		{"inner fragment", "fragment", RoleNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(udp4, pktOpts{fragOff: 3}), pktOpts{})},
-		{"unconfigured port", "not_vxlan", RoleNIC, vxlanFrame(underlay4a, underlay4b, 4790, frame(tcp4, pktOpts{}), pktOpts{})},
-		{"plain tcp at nic", "not_vxlan", RoleNIC, frame(tcp4, pktOpts{})},
-		{"plain udp at nic", "not_vxlan", RoleNIC, frame(udp6, pktOpts{})},
-		{"vxlan without I flag", "malformed", RoleNIC, func() []byte {
+		{"overlay arp", "non_ip", HookOnOverlay, arpFrame()},
+		{"nic arp", "non_ip", HookOnNIC, arpFrame()},
+		{"inner arp", "non_ip", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, arpFrame(), pktOpts{})},
+		{"v4 more fragments", "fragment", HookOnOverlay, frame(udp4, pktOpts{moreFrags: true})},
+		{"v4 later fragment", "fragment", HookOnOverlay, frame(udp4, pktOpts{fragOff: 185})},
+		{"v6 fragment header", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6Frag: true})},
+		{"v6 hop-by-hop then fragment", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6HopOpts: true, v6Frag: true})},
+		{"outer fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{moreFrags: true})},
+		{"inner fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(udp4, pktOpts{fragOff: 3}), pktOpts{})},
+		{"unconfigured port", "not_vxlan", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4790, frame(tcp4, pktOpts{}), pktOpts{})},
+		{"plain tcp at nic", "not_vxlan", HookOnNIC, frame(tcp4, pktOpts{})},
+		{"plain udp at nic", "not_vxlan", HookOnNIC, frame(udp6, pktOpts{})},
+		{"vxlan without I flag", "malformed", HookOnNIC, func() []byte {
 			p := vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})
 			p[14+20+8] = 0
 			return p
 		}()},
-		{"ip version 5", "malformed", RoleOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x55; return p }()},
-		{"ihl 4", "malformed", RoleOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x44; return p }()},
-		{"v6 header says 4", "malformed", RoleOverlay, func() []byte { p := frame(tcp6, pktOpts{}); p[14] = 0x40; return p }()},
-		{"ethertype says v6, v4 inside", "malformed", RoleOverlay, func() []byte { p := frame(tcp4, pktOpts{payload: 40}); p[12], p[13] = 0x86, 0xdd; return p }()},
-		{"short tcp", "truncated", RoleOverlay, frame(tcp4, pktOpts{})[:14+20+19]},
+		{"ip version 5", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x55; return p }()},
+		{"ihl 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x44; return p }()},
+		{"v6 header says 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp6, pktOpts{}); p[14] = 0x40; return p }()},
+		{"ethertype says v6, v4 inside", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{payload: 40}); p[12], p[13] = 0x86, 0xdd; return p }()},
+		{"short tcp", "truncated", HookOnOverlay, frame(tcp4, pktOpts{})[:14+20+19]},
 	}
 	want := map[string]uint64{}
 	for _, c := range passed {
@@ -129,17 +129,17 @@ func TestTruncatedAtEveryLength(t *testing.T) {
 	h.setLoad(nil, 0, true)
 	cases := []struct {
 		name string
-		role Role
+		role HookRole
 		flow flowSpec
 		pkt  []byte
 		hdrs int // bytes up to the end of the L4 header
 	}{
-		{"overlay tcp4", RoleOverlay, tcp4, frame(tcp4, pktOpts{payload: 10}), 14 + 20 + 20},
-		{"overlay udp6 hop-by-hop", RoleOverlay, udp6, frame(udp6, pktOpts{payload: 10, v6HopOpts: true}), 14 + 40 + 8 + 8},
-		{"overlay vlan udp4", RoleOverlay, udp4, frame(udp4, pktOpts{payload: 10, vlan: true}), 18 + 20 + 8},
-		{"nic tcp6 in v4", RoleNIC, tcp6, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp6, pktOpts{payload: 10}), pktOpts{}), 14 + 20 + 8 + 8 + 14 + 40 + 20},
-		{"nic udp4 in v6 vlan", RoleNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{payload: 10, vlan: true}), pktOpts{vlan: true}), 18 + 40 + 8 + 8 + 18 + 20 + 8},
-		{"nic deep headers", RoleNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 10, v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30}),
+		{"overlay tcp4", HookOnOverlay, tcp4, frame(tcp4, pktOpts{payload: 10}), 14 + 20 + 20},
+		{"overlay udp6 hop-by-hop", HookOnOverlay, udp6, frame(udp6, pktOpts{payload: 10, v6HopOpts: true}), 14 + 40 + 8 + 8},
+		{"overlay vlan udp4", HookOnOverlay, udp4, frame(udp4, pktOpts{payload: 10, vlan: true}), 18 + 20 + 8},
+		{"nic tcp6 in v4", HookOnNIC, tcp6, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp6, pktOpts{payload: 10}), pktOpts{}), 14 + 20 + 8 + 8 + 14 + 40 + 20},
+		{"nic udp4 in v6 vlan", HookOnNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{payload: 10, vlan: true}), pktOpts{vlan: true}), 18 + 40 + 8 + 8 + 18 + 20 + 8},
+		{"nic deep headers", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 10, v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30}),
 			14 + 40 + 8 + 240 + 8 + 8 + 14 + 40 + 8 + 160 + 20},
 	}
 	for _, c := range cases {
@@ -197,9 +197,9 @@ func TestRandomBytes(t *testing.T) {
 			}
 			pkt = pkt[:14+r.IntN(len(pkt)-13)]
 		}
-		role := RoleOverlay
+		role := HookOnOverlay
 		if i%3 == 0 {
-			role = RoleNIC
+			role = HookOnNIC
 		}
 		res, ok := h.tryRun(role, pkt)
 		if !ok {
@@ -224,10 +224,10 @@ func TestRandomBytes(t *testing.T) {
 func TestDisabledHookPasses(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.setLoad(nil, 0, true)
-	if err := h.d.writeHook(h.ids[RoleOverlay], h.hooks[RoleOverlay], false); err != nil {
+	if err := h.d.writeHook(h.ids[HookOnOverlay], h.hooks[HookOnOverlay], false); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.run(RoleOverlay, frame(tcp4, pktOpts{})); r.steered() {
+	if r := h.run(HookOnOverlay, frame(tcp4, pktOpts{})); r.steered() {
 		t.Error("inactive hook steered a packet")
 	}
 }
@@ -239,7 +239,7 @@ func TestFallbackSpellings(t *testing.T) {
 	fh := tcp4.hash()
 
 	h.setLoad(nil, 100, true) // average over the threshold
-	r := h.run(RoleOverlay, pkt)
+	r := h.run(HookOnOverlay, pkt)
 	if steer.Kind(r.dbg.Kind).String() != "fallback" || r.dbg.SetHash != 0 || int(r.dbg.Target) != r.cpu {
 		t.Errorf("inline: kind %s hash %#x target %d on CPU %d; want fallback, hash 0, target = current CPU",
 			steer.Kind(r.dbg.Kind).String(), r.dbg.SetHash, r.dbg.Target, r.cpu)
@@ -251,7 +251,7 @@ func TestFallbackSpellings(t *testing.T) {
 	if err := h.d.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	r = h.run(RoleOverlay, pkt)
+	r = h.run(HookOnOverlay, pkt)
 	cpus := cfg.SortedCPUs()
 	want := uint32(0)
 	if i := indexOf(cpus, r.cpu); i >= 0 {
@@ -277,7 +277,7 @@ func TestFallbackSpellings(t *testing.T) {
 	if err := h.d.SetConfig(cfg); err != nil {
 		t.Fatal(err)
 	}
-	r = h.run(RoleOverlay, pkt)
+	r = h.run(HookOnOverlay, pkt)
 	if r.cpu != 0 || steer.Kind(r.dbg.Kind) != steer.Fallback || r.dbg.SetHash != 0 || r.dbg.Target != 0 {
 		t.Errorf("local outside S: ran on %d, kind %v hash %#x target %d; want CPU 0, fallback, hash 0, target 0",
 			r.cpu, steer.Kind(r.dbg.Kind), r.dbg.SetHash, r.dbg.Target)

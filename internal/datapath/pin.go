@@ -139,7 +139,7 @@ func Cleanup(pinDir string, hooks []Hook) error {
 			continue
 		}
 		clean := cleanupHook
-		if h.Role == RoleSplit {
+		if h.Role == HookSplit {
 			clean = cleanupSplit
 		}
 		err := netns.Do(h.Netns, func() error { return clean(h) })

@@ -20,8 +20,8 @@ import (
 // poll. The choice is the tc program's own (bpf/choose.h) over the split
 // set, salted with the NIC's ifindex.
 
-// RoleSplit is the XDP program on a NIC (see AttachSplit).
-const RoleSplit Role = "split"
+// HookSplit is the XDP program on a NIC (see AttachSplit).
+const HookSplit HookRole = "split"
 
 // Inner protocols --split-proto takes.
 const (
@@ -56,7 +56,7 @@ type SplitHook struct {
 // Hook is the split hook as the hooks map and Cleanup know it: role split,
 // salted with the NIC's own ifindex.
 func (s SplitHook) Hook() Hook {
-	return Hook{Netns: s.Netns, Ifindex: s.Ifindex, Name: s.Name, Role: RoleSplit, NextIfindex: s.Ifindex}
+	return Hook{Netns: s.Netns, Ifindex: s.Ifindex, Name: s.Name, Role: HookSplit, NextIfindex: s.Ifindex}
 }
 
 func splitProto(p string) (uint32, error) {

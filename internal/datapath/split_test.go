@@ -16,7 +16,7 @@ const (
 )
 
 // addSplit loads a split (XDP) instance salted with nic, unattached, as
-// role RoleSplit of the harness; the cpumap gets entries for the split set
+// role HookSplit of the harness; the cpumap gets entries for the split set
 // of the datapath's config.
 func (h *harness) addSplit(nic int) {
 	h.t.Helper()
@@ -49,7 +49,7 @@ func (h *harness) addSplit(nic int) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.progs[RoleSplit], h.hooks[RoleSplit], h.ids[RoleSplit] = p, hook, id
+	h.progs[HookSplit], h.hooks[HookSplit], h.ids[HookSplit] = p, hook, id
 }
 
 // writeConfig installs cfg without touching the cpumap's entries, so that
@@ -91,7 +91,7 @@ func (h *harness) checkSplit(name string, r result, fh uint32, load []uint32, av
 	if r.dbg.Flowhash != fh {
 		h.t.Errorf("%s: flow hash %#x, want %#x", name, r.dbg.Flowhash, fh)
 	}
-	cpu, kind := steer.Choose(fh, uint32(h.hooks[RoleSplit].NextIfindex), cfg.SplitSet(), load,
+	cpu, kind := steer.Choose(fh, uint32(h.hooks[HookSplit].NextIfindex), cfg.SplitSet(), load,
 		uint32(cfg.Threshold), splitAvg(cfg, load, avg), stale)
 	if kind == steer.Fallback {
 		cpu = r.cpu
@@ -144,13 +144,13 @@ func TestSplitTwinAgrees(t *testing.T) {
 		} else {
 			h.setLoad(load, avg, true)
 		}
-		h.setSalt(RoleSplit, 1+r.IntN(1<<20))
+		h.setSalt(HookSplit, 1+r.IntN(1<<20))
 		v6, outer6 := r.IntN(2) == 0, r.IntN(2) == 0
 		f := flowSpec{proto: []uint8{protoTCP, protoUDP, 1}[r.IntN(3)],
 			src: randomAddr(r, v6), dst: randomAddr(r, v6), sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
 		pkt := vxlanFrame(randomAddr(r, outer6), randomAddr(r, outer6), DefaultVXLANPorts[r.IntN(2)],
 			frame(f, pktOpts{payload: r.IntN(64), vlan: r.IntN(8) == 0}), pktOpts{})
-		res := h.run(RoleSplit, pkt)
+		res := h.run(HookSplit, pkt)
 		if res.dbg.Hit != 0 {
 			continue // a repeated random flow within the gap: not a fresh choice
 		}
@@ -197,7 +197,7 @@ func TestSplitParse(t *testing.T) {
 		{"deep headers", tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
 	}
 	for _, c := range steered {
-		h.checkSplit(c.name, h.run(RoleSplit, c.pkt), c.flow.hash(), load, 0, false)
+		h.checkSplit(c.name, h.run(HookSplit, c.pkt), c.flow.hash(), load, 0, false)
 	}
 	passed := []struct {
 		name, reason string
@@ -215,7 +215,7 @@ func TestSplitParse(t *testing.T) {
 	}
 	want := map[string]uint64{}
 	for _, c := range passed {
-		r := h.run(RoleSplit, c.pkt)
+		r := h.run(HookSplit, c.pkt)
 		if r.ret != xdpPass || r.steered() {
 			t.Errorf("%s: verdict %d, decision %v; want XDP_PASS untouched", c.name, r.ret, steer.Kind(r.dbg.Kind))
 		}
@@ -227,7 +227,7 @@ func TestSplitParse(t *testing.T) {
 	}
 	var split *Stage
 	for i := range cnt.Stages {
-		if cnt.Stages[i].Hook.Role == RoleSplit {
+		if cnt.Stages[i].Hook.Role == HookSplit {
 			split = &cnt.Stages[i]
 		}
 	}
@@ -252,7 +252,7 @@ func TestSplitParse(t *testing.T) {
 	if err := h.d.maps.FalconConfig.Put(uint32(0), &b); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.run(RoleSplit, steered[0].pkt); r.ret != xdpPass || r.steered() {
+	if r := h.run(HookSplit, steered[0].pkt); r.ret != xdpPass || r.steered() {
 		t.Errorf("empty split set: verdict %d, decision %v; want XDP_PASS untouched", r.ret, steer.Kind(r.dbg.Kind))
 	}
 }

@@ -88,7 +88,7 @@ func splitStage(t *testing.T, d *Datapath) Stage {
 		t.Fatal(err)
 	}
 	for _, s := range c.Stages {
-		if s.Hook.Role == RoleSplit {
+		if s.Hook.Role == HookSplit {
 			return s
 		}
 	}
@@ -145,8 +145,8 @@ func TestSplitOnTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range []Hook{
-		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: RoleNIC, NextIfindex: ovlIdx},
-		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: RoleOverlay, NextIfindex: devIdx},
+		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: HookOnNIC, NextIfindex: ovlIdx},
+		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: HookOnOverlay, NextIfindex: devIdx},
 	} {
 		if err := d.Attach(h); err != nil {
 			t.Fatal(err)

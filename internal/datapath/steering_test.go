@@ -115,8 +115,8 @@ func TestSteeringOnTestbed(t *testing.T) {
 	}
 	defer d.Close()
 	hooks := []Hook{
-		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: RoleNIC, NextIfindex: ovlIdx},
-		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: RoleOverlay, NextIfindex: devIdx},
+		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: HookOnNIC, NextIfindex: ovlIdx},
+		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: HookOnOverlay, NextIfindex: devIdx},
 	}
 	attach := func() {
 		for _, h := range hooks {

@@ -87,16 +87,16 @@ func TestTwinAgrees(t *testing.T) {
 			h.setLoad(load, avg, true)
 		}
 
-		role := RoleOverlay
+		role := HookOnOverlay
 		if r.IntN(2) == 0 {
-			role = RoleNIC
+			role = HookOnNIC
 		}
 		h.setSalt(role, r.IntN(1<<20))
 		v6 := r.IntN(2) == 0
 		f := flowSpec{proto: []uint8{protoTCP, protoUDP, protoTCP, protoUDP, 1, 132}[r.IntN(6)],
 			src: randomAddr(r, v6), dst: randomAddr(r, v6), sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
 		pkt := frame(f, pktOpts{payload: r.IntN(64), vlan: r.IntN(8) == 0})
-		if role == RoleNIC {
+		if role == HookOnNIC {
 			outer6 := r.IntN(2) == 0
 			port := DefaultVXLANPorts[r.IntN(2)]
 			pkt = vxlanFrame(randomAddr(r, outer6), randomAddr(r, outer6), port, pkt, pktOpts{})

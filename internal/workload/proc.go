@@ -10,12 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
 )
@@ -69,17 +69,9 @@ func command(ns string, cpus []int, tool string, args ...string) []string {
 		argv = append(argv, "ip", "netns", "exec", ns)
 	}
 	if len(cpus) > 0 {
-		argv = append(argv, "taskset", "-c", cpuList(cpus))
+		argv = append(argv, "taskset", "-c", cpuset.Format(cpus))
 	}
 	return append(append(argv, tool), args...)
-}
-
-func cpuList(cpus []int) string {
-	s := make([]string, len(cpus))
-	for i, c := range cpus {
-		s[i] = strconv.Itoa(c)
-	}
-	return strings.Join(s, ",")
 }
 
 // checkCommon validates what every run needs, before anything starts.

@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+// The mode catalogue: every mode falcon knows, by the name that enable
+// --mode, agent --mode, bench --modes and the results files use. A mode is
+// an implementation (the code that changes the overlay) with some of its
+// settings fixed: "falcon+split" is the falcon implementation with
+// split=true. Adding a mode is one entry here, plus its implementation
+// when it needs new code.
+var catalogue = []catalogueEntry{
+	{"vanilla", ModeVanilla, "", "the kernel as it comes: nothing is changed (bench's baseline)"},
+	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load (the default)"},
+	{"falcon+split", ModeFalcon, "split=true", "falcon, and split the NIC stage off the interrupt CPU (XDP + cpumap)"},
+	{"rps", ModeRPS, "", "the Kubernetes RPS/RFS study's RPS: rps_cpus on the host's overlay devices"},
+	{"rps+", ModeRPS, "container-level=true", "RPS, also on the containers' eth0"},
+	{"rfs", ModeRFS, "", "the study's RFS: rps_sock_flow_entries and rps_flow_cnt"},
+	{"rfs+", ModeRFS, "container-level=true", "RFS, also on the containers' eth0"},
+}
+
+type catalogueEntry struct {
+	name     string // what users write
+	impl     string // the implementation, Options.Mode
+	settings string // the settings it fixes, key=value,…
+	summary  string
+}
+
+// ModeVanilla is the kernel as it comes. It has no implementation: there
+// is nothing to enable, and bench runs it as its baseline.
+const ModeVanilla = "vanilla"
+
+// ModeFalcon is the default implementation: BPF steering of each stage.
+const ModeFalcon = "falcon"
+
+// The implementations: the code behind the catalogue's modes.
+var implementations = map[string]implementation{
+	ModeFalcon: {
+		new:  func() Mode { return &falconMode{} },
+		what: "falcon to steer",
+		preflight: func(o Options) error {
+			if o.Split {
+				return datapath.SplitSupported()
+			}
+			return datapath.Supported()
+		},
+	},
+	ModeRPS: {new: func() Mode { return &rpsMode{} }, what: "RPS/RFS on it"},
+	ModeRFS: {
+		new:  func() Mode { return &rpsMode{rfs: true} },
+		what: "RPS/RFS on it",
+		preflight: func(Options) error {
+			if _, err := os.Stat(SockFlowPath); err != nil {
+				return fmt.Errorf("RFS needs %s, which only the initial network namespace has: %w", SockFlowPath, err)
+			}
+			return nil
+		},
+	},
+}
+
+type implementation struct {
+	new       func() Mode           // a fresh Mode for one agent
+	what      string                // "falcon to steer": what a layout without an overlay lacks
+	preflight func(o Options) error // can this kernel run it at all (nil: yes)
+}
+
+// Mode is what an agent does to an overlay. The agent owns discovery, the
+// journal, the state files and the lifecycle; a mode only turns overlays
+// into changes.
+type Mode interface {
+	// Check validates what the mode needs (kernel features, options,
+	// the overlay found) without changing the system.
+	Check(h *Host, o *discover.Overlay) error
+	// Start sets the mode up for overlay o; anything it changes must go
+	// through h.Apply (sysfs/procfs values) or be recorded with h.AddHooks
+	// before it is made, so that Disable can undo it after a crash.
+	Start(h *Host, o *discover.Overlay) error
+	// Update follows a changed overlay (containers came or went). It is
+	// called from one goroutine, never concurrently with Start or Stop.
+	Update(h *Host, o *discover.Overlay) error
+	// Ready reports whether the mode is fully working (for status --ready).
+	Ready() bool
+	// Stop undoes what Start and Update did, except the journaled values,
+	// which the agent restores after Stop.
+	Stop(h *Host) error
+}
+
+func lookupMode(impl string) (implementation, bool) {
+	m, ok := implementations[impl]
+	return m, ok
+}
+
+// implNames lists the implementations, sorted.
+func implNames() []string {
+	var out []string
+	for n := range implementations {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ModeNames lists the catalogue's modes, sorted.
+func ModeNames() []string {
+	var out []string
+	for _, e := range catalogue {
+		out = append(out, e.name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ModeHelp describes the catalogue for usage texts, one mode a line.
+func ModeHelp() string {
+	var b strings.Builder
+	for _, e := range catalogue {
+		fmt.Fprintf(&b, "  %-13s %s\n", e.name, e.summary)
+	}
+	return b.String()
+}
+
+// ParseMode reads a mode spec, name[:key=value,…] — "falcon",
+// "falcon+split", "falcon:threshold=90,cpus=2-5" — onto o: the
+// implementation, the settings the mode fixes, then the settings given,
+// each checked as its flag would be. A value may hold commas (cpus=0-1,4):
+// a part without '=' continues the value before it. Errors are
+// *SettingError.
+func ParseMode(spec string, o *Options) error {
+	name, rest, hasSettings := strings.Cut(strings.TrimSpace(spec), ":")
+	i := slices.IndexFunc(catalogue, func(e catalogueEntry) bool { return e.name == name })
+	if i < 0 {
+		return settingErrorf("unknown mode %q: want one of %s", name, strings.Join(ModeNames(), ", "))
+	}
+	e := catalogue[i]
+	o.Mode = e.impl
+	for _, kv := range append(splitSettings(e.settings), splitSettings(rest)...) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return settingErrorf("mode %s: %q: want key=value", name, kv)
+		}
+		s := lookupSetting(k, e.impl)
+		if s == nil {
+			return settingErrorf("mode %s: unknown setting %q: want one of %s", name, k, strings.Join(settingNames(e.impl), ", "))
+		}
+		if err := s.apply(o, v); err != nil {
+			return settingErrorf("mode %s: %s=%s: %v", name, k, v, err)
+		}
+	}
+	if hasSettings && rest == "" {
+		return settingErrorf("mode %s: no settings after ':'", name)
+	}
+	return nil
+}
+
+// splitSettings splits "a=1,b=0-1,4" into "a=1" and "b=0-1,4".
+func splitSettings(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		switch {
+		case p == "":
+		case !strings.Contains(p, "=") && len(out) > 0:
+			out[len(out)-1] += "," + p
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// SplitModes splits a list of mode specs, "vanilla,falcon:cpus=0-1,4,rps+":
+// a part is a new mode when it names one or holds a ':', else it continues
+// the settings of the mode before it.
+func SplitModes(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		name, _, _ := strings.Cut(p, ":")
+		switch {
+		case p == "":
+		case len(out) > 0 && strings.Contains(out[len(out)-1], ":") && !strings.Contains(p, ":") && !slices.Contains(ModeNames(), name):
+			out[len(out)-1] += "," + p
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Preflight says whether this kernel can run the mode of o at all, before
+// anything is created (bench checks every mode of a run first).
+func Preflight(o Options) error {
+	if m, ok := lookupMode(o.Mode); ok && m.preflight != nil {
+		return m.preflight(o)
+	}
+	return nil
+}
+
+// NeedsOverlay says, for a mode that changes an overlay, what a layout
+// without one lacks ("falcon to steer"); "" for vanilla.
+func NeedsOverlay(o Options) string {
+	m, ok := lookupMode(o.Mode)
+	if !ok {
+		return ""
+	}
+	return m.what
+}
+
+// SettingError is a mode spec or setting that cannot be right whatever the
+// system: a usage error.
+type SettingError struct{ Msg string }
+
+func (e *SettingError) Error() string { return e.Msg }
+
+func settingErrorf(format string, a ...any) error {
+	return &SettingError{fmt.Sprintf(format, a...)}
+}

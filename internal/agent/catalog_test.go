@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseMode: a mode spec sets the implementation, the settings the
+// mode fixes and those given; every mistake says what would be right.
+func TestParseMode(t *testing.T) {
+	for spec, want := range map[string]func(o *Options){
+		"falcon":       func(o *Options) {},
+		"falcon+split": func(o *Options) { o.Split = true },
+		"rps+":         func(o *Options) { o.Mode, o.ContainerLevel = ModeRPS, true },
+		"rfs":          func(o *Options) { o.Mode = ModeRFS },
+		"vanilla":      func(o *Options) { o.Mode = ModeVanilla },
+		"falcon:threshold=90,cpus=0-1,4,order=per-packet": func(o *Options) {
+			o.Threshold, o.CPUs, o.PerPacket = 90, []int{0, 1, 4}, true
+		},
+		"falcon+split:split-cpus=1,split-proto=udp,interval=20ms": func(o *Options) {
+			o.Split, o.SplitCPUs, o.SplitProto, o.Interval = true, []int{1}, "udp", 20*time.Millisecond
+		},
+		"rfs+:flow-entries=4096": func(o *Options) { o.Mode, o.ContainerLevel, o.FlowEntries = ModeRFS, true, 4096 },
+	} {
+		got, exp := DefaultOptions(), DefaultOptions()
+		exp.Mode = ModeFalcon
+		want(&exp)
+		if err := ParseMode(spec, &got); err != nil || !reflect.DeepEqual(got, exp) {
+			t.Errorf("ParseMode(%q) = %+v, %v; want %+v", spec, got, err, exp)
+		}
+	}
+	for spec, msg := range map[string]string{
+		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+split, rfs, rfs+, rps, rps+, vanilla`,
+		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, order, devices, split, split-cpus, split-proto`,
+		"rps:split=true":           `mode rps: unknown setting "split": want one of devices, container-level, rps-cpus`,
+		"falcon:threshold=101":     "mode falcon: threshold=101: 101: outside 0..100",
+		"falcon:threshold=hot":     `mode falcon: threshold=hot: "hot": want a percentage 0..100`,
+		"falcon:interval=20s":      "mode falcon: interval=20s: 20s: want 1ms..10s",
+		"falcon:guard-timeout=-1s": "mode falcon: guard-timeout=-1s: -1s: want 1ms..1m0s",
+		"falcon:policy=greedy":     `mode falcon: policy=greedy: "greedy": want adaptive or paper`,
+		"falcon:cpus=3-1":          `mode falcon: cpus=3-1: bad CPU list "3-1"`,
+		"falcon:order=random":      `want flowlet or per-packet`,
+		"falcon:split=maybe":       `mode falcon: split=maybe: "maybe": want true or false`,
+		"falcon:split-proto=sctp":  `mode falcon: split-proto=sctp: "sctp": want tcp, udp or all`,
+		"rfs:flow-entries=0":       "0 would switch RFS off",
+		"falcon:90":                `mode falcon: "90": want key=value`,
+		"falcon:":                  "mode falcon: no settings after ':'",
+	} {
+		o := DefaultOptions()
+		err := ParseMode(spec, &o)
+		if _, ok := err.(*SettingError); !ok || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseMode(%q): %v; want a SettingError saying %q", spec, err, msg)
+		}
+	}
+}
+
+func TestSplitModes(t *testing.T) {
+	for list, want := range map[string][]string{
+		"vanilla,falcon:threshold=100,falcon+split,rps+": {"vanilla", "falcon:threshold=100", "falcon+split", "rps+"},
+		"falcon:cpus=0-1,4,threshold=90,rfs":             {"falcon:cpus=0-1,4,threshold=90", "rfs"},
+		"vanilla, falcon ,":                              {"vanilla", "falcon"},
+		"warp,falcon":                                    {"warp", "falcon"},
+	} {
+		if got := SplitModes(list); !reflect.DeepEqual(got, want) {
+			t.Errorf("SplitModes(%q) = %q, want %q", list, got, want)
+		}
+	}
+}
+
+// TestFlags: the flags and the mode's keys are the same settings; flags
+// given win over the mode's, empty ones mean the default, and Args writes
+// the options back so that the agent enable starts gets the same.
+func TestFlags(t *testing.T) {
+	parse := func(args ...string) (Options, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		f := AddFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f.Options()
+	}
+	o, err := parse("--mode", "falcon+split:threshold=70", "--threshold", "60", "--cpus=", "--order", "per-packet", "--devices", "vx0,eth1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Mode != ModeFalcon || !o.Split || o.Threshold != 60 || o.CPUs != nil || !o.PerPacket || !reflect.DeepEqual(o.Devices, []string{"vx0", "eth1"}) {
+		t.Errorf("options %+v", o)
+	}
+	again, err := parse(Args(o)...)
+	if err != nil || !SameSettings(o, again) {
+		t.Errorf("Args %q: %+v, %v; want %+v", Args(o), again, err, o)
+	}
+	if o, err := parse("--mode", "rps+", "--container-level=false", "--split="); err != nil || o.Mode != ModeRPS || o.ContainerLevel || o.Split {
+		t.Errorf("rps+ --container-level=false: %+v, %v", o, err)
+	}
+	for args, msg := range map[string]string{
+		"--threshold 101":  "--threshold 101: outside 0..100",
+		"--cpus 1-":        `--cpus bad CPU list "1-"`,
+		"--mode vanilla":   "nothing to enable",
+		"--mode falcon:x=": `unknown setting "x"`,
+	} {
+		_, err := parse(strings.Fields(args)...)
+		if _, ok := err.(*SettingError); !ok || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s: %v; want a SettingError saying %q", args, err, msg)
+		}
+	}
+	if o, err := parse(); err != nil || !SameSettings(o, DefaultOptions()) {
+		t.Errorf("no flags: %+v, %v", o, err)
+	}
+}

@@ -1,0 +1,323 @@
+package agent
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/datapath"
+)
+
+// The settings of the modes: each is at once the flag --NAME of enable and
+// agent and the key NAME of a mode spec (falcon:NAME=value), parsed,
+// checked and written back here, once. Adding a setting is one entry in
+// this table, plus the Options field it sets.
+var settings = []setting{
+	cpuSetting("cpus", "CPUs that may run the stages after the NIC, e.g. 0-3,6 (default: all online)",
+		func(o *Options) *[]int { return &o.CPUs }, ModeFalcon),
+	{name: "threshold", impls: []string{ModeFalcon},
+		usage: "busy percent at which a CPU takes no new flows and, on average over the CPUs, falcon steps aside",
+		set: func(o *Options, v string) error {
+			t, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
+			if err != nil {
+				return fmt.Errorf("%q: want a percentage 0..100", v)
+			}
+			o.Threshold = t
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(o.Threshold) },
+		check: func(o *Options) error {
+			if o.Threshold < 0 || o.Threshold > 100 {
+				return fmt.Errorf("%d: outside 0..100", o.Threshold)
+			}
+			return nil
+		}},
+	durationSetting("interval", "how often CPU load is sampled from /proc/stat",
+		func(o *Options) *time.Duration { return &o.Interval }, time.Millisecond, 10*time.Second),
+	{name: "policy", impls: []string{ModeFalcon},
+		usage: "adaptive: move a stage only off a busy CPU onto one with room, and only while steering is measured to pay; paper: FALCON's Algorithm 1 as published",
+		set: func(o *Options, v string) error {
+			switch v {
+			case datapath.PolicyAdaptive, datapath.PolicyPaper:
+				o.Policy = v
+				return nil
+			}
+			return fmt.Errorf("%q: want %s or %s", v, datapath.PolicyAdaptive, datapath.PolicyPaper)
+		},
+		get: func(o *Options) string { return o.Policy }},
+	durationSetting("guard-timeout", "idle time after which the ordering guard stops waiting for a flow's packets lost on the way",
+		func(o *Options) *time.Duration { return &o.GuardTimeout }, time.Millisecond, time.Minute),
+	{name: "order", impls: []string{ModeFalcon},
+		usage: "guarded: a flow moves only when none of its packets is still queued; per-packet: choose per packet as the paper did (may reorder)",
+		set: func(o *Options, v string) error {
+			switch v {
+			case "guarded", "flowlet", "per-packet": // flowlet: the name before the guard
+				o.PerPacket = v == "per-packet"
+				return nil
+			}
+			return fmt.Errorf("%q: want guarded or per-packet", v)
+		},
+		get: func(o *Options) string {
+			if o.PerPacket {
+				return "per-packet"
+			}
+			return "guarded"
+		}},
+	{name: "devices", usage: "auto, or the VXLAN devices to accelerate, comma-separated, optionally with the NIC",
+		set: func(o *Options, v string) error {
+			o.Devices = nil
+			for _, d := range strings.Split(v, ",") {
+				if d = strings.TrimSpace(d); d != "" && v != "auto" {
+					o.Devices = append(o.Devices, d)
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string {
+			if len(o.Devices) == 0 {
+				return "auto"
+			}
+			return strings.Join(o.Devices, ",")
+		}},
+	boolSetting("container-level", "rps/rfs modes: also set the containers' eth0, from the host side (the study's RPS+ and RFS+; true/false)",
+		func(o *Options) *bool { return &o.ContainerLevel }, ModeRPS, ModeRFS),
+	cpuSetting("rps-cpus", "rps mode: the CPUs written to rps_cpus (default: all online, as the study); "+
+		"rfs mode: also set rps_cpus, so that flows with no socket CPU yet get plain RPS (default: left alone, as the study)",
+		func(o *Options) *[]int { return &o.RPSCPUs }, ModeRPS, ModeRFS),
+	{name: "flow-entries", impls: []string{ModeRFS},
+		usage: fmt.Sprintf("rfs mode: net.core.rps_sock_flow_entries, a power of two; each receive queue's "+
+			"rps_flow_cnt gets this divided by its device's queue count (default %d, as the study and the kernel's scaling.rst)", DefaultFlowEntries),
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q: want a power of two from 1 to %d (default %d; 0 would switch RFS off, which is 'falcon disable')",
+					v, MaxFlowEntries, DefaultFlowEntries)
+			}
+			o.FlowEntries = n
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.FlowEntries == 0 {
+				return ""
+			}
+			return strconv.Itoa(o.FlowEntries)
+		}},
+	boolSetting("split", "falcon mode: move the NIC stage (skb allocation, GRO from Linux 6.15, IP, UDP, VXLAN) off "+
+		"the interrupt CPU with native XDP and a cpumap (true/false)", func(o *Options) *bool { return &o.Split }, ModeFalcon),
+	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
+		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),
+	{name: "split-proto", impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",
+		set: func(o *Options, v string) error { o.SplitProto = v; return nil },
+		get: func(o *Options) string { return o.SplitProto },
+		check: func(o *Options) error {
+			switch o.SplitProto {
+			case "", datapath.SplitAll, datapath.SplitTCP, datapath.SplitUDP:
+				return nil
+			}
+			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
+		}},
+}
+
+// A setting is one knob of Options.
+type setting struct {
+	name  string
+	usage string
+	// impls are the implementations it belongs to (nil: all); a mode spec
+	// takes only theirs, while the flags take all and Options.validate
+	// says which do not fit the mode.
+	impls []string
+	set   func(o *Options, v string) error // parse v into o
+	get   func(o *Options) string          // o's value as set takes it; "" when unset
+	// check is the range check, for values however they were set (nil:
+	// set's parsing is check enough).
+	check   func(o *Options) error
+	boolean bool // --name alone means true
+}
+
+// apply parses v into o and checks it.
+func (s *setting) apply(o *Options, v string) error {
+	if err := s.set(o, v); err != nil {
+		return err
+	}
+	if s.check != nil {
+		return s.check(o)
+	}
+	return nil
+}
+
+func lookupSetting(name, impl string) *setting {
+	for i := range settings {
+		if s := &settings[i]; s.name == name && (impl == "" || s.impls == nil || slices.Contains(s.impls, impl)) {
+			return s
+		}
+	}
+	return nil
+}
+
+func settingNames(impl string) []string {
+	var out []string
+	for _, s := range settings {
+		if s.impls == nil || slices.Contains(s.impls, impl) {
+			out = append(out, s.name)
+		}
+	}
+	return out
+}
+
+func cpuSetting(name, usage string, field func(o *Options) *[]int, impls ...string) setting {
+	return setting{name: name, usage: usage, impls: impls,
+		set: func(o *Options, v string) error {
+			c, err := cpuset.Parse(v)
+			if err == nil {
+				*field(o) = c
+			}
+			return err
+		},
+		get: func(o *Options) string { return cpuset.Format(*field(o)) }}
+}
+
+// durationSetting is a falcon duration from lo to hi (hi 0: no upper bound).
+func durationSetting(name, usage string, field func(o *Options) *time.Duration, lo, hi time.Duration) setting {
+	return setting{name: name, usage: usage, impls: []string{ModeFalcon},
+		set: func(o *Options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%q: want a duration such as 10ms", v)
+			}
+			*field(o) = d
+			return nil
+		},
+		get: func(o *Options) string { return field(o).String() },
+		check: func(o *Options) error {
+			switch d := *field(o); {
+			case d < lo && lo == 0:
+				return fmt.Errorf("%v is negative", d)
+			case d < lo || hi > 0 && d > hi:
+				return fmt.Errorf("%v: want %v..%v", d, lo, hi)
+			}
+			return nil
+		}}
+}
+
+func boolSetting(name, usage string, field func(o *Options) *bool, impls ...string) setting {
+	return setting{name: name, usage: usage, impls: impls, boolean: true,
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%q: want true or false", v)
+			}
+			*field(o) = b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(*field(o)) }}
+}
+
+// checkSettings runs every setting's range check on o, however it was set.
+func checkSettings(o *Options) error {
+	for _, s := range settings {
+		if s.check != nil {
+			if err := s.check(o); err != nil {
+				return fmt.Errorf("--%s %v", s.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Flags are the command line of enable and agent: --netns, --mode and a
+// flag per setting. They are strings so that an empty value means the
+// default: the Kubernetes DaemonSet passes every ConfigMap key, set or not.
+type Flags struct {
+	netns, mode string
+	values      map[string]*string
+	given       []string // setting flags in the order given
+}
+
+// AddFlags defines enable's and agent's flags on fs.
+func AddFlags(fs *flag.FlagSet) *Flags {
+	f := &Flags{values: map[string]*string{}}
+	fs.StringVar(&f.netns, "netns", "", "host network namespace to accelerate (name under /run/netns or a path; default: the current one)")
+	fs.StringVar(&f.mode, "mode", "", "the mode, name[:key=value,…] with the keys of the flags below (default "+ModeFalcon+"):\n"+ModeHelp())
+	def := DefaultOptions()
+	for _, s := range settings {
+		v := new(string)
+		f.values[s.name] = v
+		usage := s.usage
+		if !strings.Contains(usage, "(default") {
+			usage += " (default " + s.get(&def) + ")"
+		}
+		fs.Var(flagValue{f, s.name, v, s.boolean}, s.name, usage)
+	}
+	return f
+}
+
+// flagValue is a setting's flag. A boolean one may also stand alone:
+// --split means true, --split=false false, and --split= (an empty
+// ConfigMap key) the default.
+type flagValue struct {
+	f       *Flags
+	name    string
+	s       *string
+	boolean bool
+}
+
+func (v flagValue) String() string {
+	if v.s == nil {
+		return ""
+	}
+	return *v.s
+}
+
+func (v flagValue) Set(s string) error {
+	*v.s = s
+	v.f.given = append(v.f.given, v.name)
+	return nil
+}
+
+func (v flagValue) IsBoolFlag() bool { return v.boolean }
+
+// Options builds the options the flags describe: the defaults, the mode
+// with its settings, then each setting flag given. Errors are
+// *SettingError.
+func (f *Flags) Options() (Options, error) {
+	o := DefaultOptions()
+	o.Netns = f.netns
+	if f.mode != "" {
+		if err := ParseMode(f.mode, &o); err != nil {
+			return o, err
+		}
+		if o.Mode == ModeVanilla {
+			return o, settingErrorf("mode %s is the kernel as it comes: there is nothing to enable ('falcon disable' restores it)", ModeVanilla)
+		}
+	}
+	for _, name := range f.given {
+		v := *f.values[name]
+		if v == "" {
+			continue
+		}
+		if err := lookupSetting(name, "").apply(&o, v); err != nil {
+			return o, settingErrorf("--%s %v", name, err)
+		}
+	}
+	return o, nil
+}
+
+// Args writes o back as agent flags, the settings that differ from the
+// defaults: the command line of the agent that enable starts.
+func Args(o Options) []string {
+	a := []string{"--mode=" + o.Mode}
+	if o.Netns != "" {
+		a = append(a, "--netns="+o.Netns)
+	}
+	def := DefaultOptions()
+	for _, s := range settings {
+		if v := s.get(&o); v != s.get(&def) {
+			a = append(a, "--"+s.name+"="+v)
+		}
+	}
+	return a
+}

@@ -1,0 +1,139 @@
+// Package cpuset is falcon's one notion of a set of CPUs: the kernel's list
+// syntax ("0-3,6", as in /sys/devices/system/cpu/online and taskset -c),
+// the hex mask of rps_cpus, and the CPUs this machine has online.
+package cpuset
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Set is a set of CPU ids, sorted and free of duplicates when it comes
+// from Parse or Of. It is a plain []int underneath, so it encodes to JSON
+// as a list of numbers.
+type Set = []int
+
+// Of returns cpus sorted and free of duplicates.
+func Of(cpus ...int) Set {
+	c := slices.Clone(cpus)
+	slices.Sort(c)
+	return slices.Compact(c)
+}
+
+// Parse reads the kernel's CPU list syntax ("0-3,6"). The result is sorted
+// and free of duplicates; an empty list is an error.
+func Parse(s string) (Set, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, fmt.Errorf("empty CPU list")
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("bad CPU list %q: %q is not a CPU number or range (like 0-3,6)", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad CPU list %q: %q is not a range (like 2-5)", s, part)
+			}
+		}
+		if b-a > 1<<16 {
+			return nil, fmt.Errorf("bad CPU list %q: range %q too large", s, part)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return Of(out...), nil
+}
+
+// Format writes cpus in the kernel's list syntax, ranges collapsed:
+// "0-2,5".
+func Format(cpus []int) string {
+	c := Of(cpus...)
+	var b strings.Builder
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] == c[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", c[i], c[j])
+		} else {
+			fmt.Fprintf(&b, "%d", c[i])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// Mask writes cpus as a sysfs CPU mask (rps_cpus): hex words of 32 CPUs,
+// most significant first, separated by commas.
+func Mask(cpus []int) string {
+	if len(cpus) == 0 {
+		return "0"
+	}
+	words := make([]uint32, slices.Max(cpus)/32+1)
+	for _, c := range cpus {
+		words[c/32] |= 1 << (c % 32)
+	}
+	var parts []string
+	for i := len(words) - 1; i >= 0; i-- {
+		if len(parts) == 0 {
+			parts = append(parts, fmt.Sprintf("%x", words[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%08x", words[i]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Where the kernel lists its CPUs; tests move them.
+var (
+	onlinePath  = "/sys/devices/system/cpu/online"
+	presentPath = "/sys/devices/system/cpu/present"
+)
+
+// Online reads the CPUs the kernel has online.
+func Online() (Set, error) { return read(onlinePath) }
+
+// Present reads the CPUs this machine has, online or not.
+func Present() (Set, error) { return read(presentPath) }
+
+func read(path string) (Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(string(b))
+}
+
+// Check says clearly which of cpus do not exist or are offline.
+func Check(cpus []int) error {
+	online, err := Online()
+	if err != nil {
+		return fmt.Errorf("read online CPUs: %w", err)
+	}
+	present, err := Present()
+	if err != nil {
+		present = online
+	}
+	for _, c := range cpus {
+		if !slices.Contains(present, c) {
+			return fmt.Errorf("CPU %d does not exist (this machine has CPUs %s)", c, Format(present))
+		}
+		if !slices.Contains(online, c) {
+			return fmt.Errorf("CPU %d is offline (online: %s)", c, Format(online))
+		}
+	}
+	return nil
+}
