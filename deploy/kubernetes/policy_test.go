@@ -14,7 +14,7 @@ const namespace = "falcon-system"
 
 // agentCaps is exactly what the agent may hold; the DaemonSet says why each is
 // needed. Adding one must be a deliberate change here too.
-var agentCaps = []string{"BPF", "NET_ADMIN", "PERFMON", "SYS_ADMIN", "SYS_PTRACE"}
+var agentCaps = []string{"BPF", "NET_ADMIN", "PERFMON", "SYS_ADMIN", "SYS_NICE", "SYS_PTRACE"}
 
 type daemonSetSpec struct {
 	Selector struct {

@@ -42,7 +42,7 @@ func TestParseMode(t *testing.T) {
 		"falcon:guard-timeout=-1s": "mode falcon: guard-timeout=-1s: -1s: want 1ms..1m0s",
 		"falcon:policy=greedy":     `mode falcon: policy=greedy: "greedy": want adaptive or paper`,
 		"falcon:cpus=3-1":          `mode falcon: cpus=3-1: bad CPU list "3-1"`,
-		"falcon:order=random":      `want flowlet or per-packet`,
+		"falcon:order=random":      `want guarded or per-packet`,
 		"falcon:split=maybe":       `mode falcon: split=maybe: "maybe": want true or false`,
 		"falcon:split-proto=sctp":  `mode falcon: split-proto=sctp: "sctp": want tcp, udp or all`,
 		"rfs:flow-entries=0":       "0 would switch RFS off",
