@@ -202,25 +202,25 @@ struct decision {
 };
 
 struct sum_ctx {
-	struct done_key k;
+	__u32 fh;
 	__u64 sum;
 };
 
 static long sum_cpu(__u32 cpu, void *ctx)
 {
 	struct sum_ctx *c = ctx;
-	__u64 *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->k, cpu);
+	__u64 *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->fh, cpu);
 
 	if (v)
 		c->sum += *v;
 	return 0;
 }
 
-/* Segments of the flow received so far at the stage a hook of this role
- * steers, on all CPUs. */
-static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 role)
+/* Segments of the flow that reached the last stage or were dropped on the
+ * way, on all CPUs. */
+static __always_inline __u64 done_sum(struct config *cfg, __u32 fh)
 {
-	struct sum_ctx c = { .k = { .flowhash = fh, .role = role }, .sum = 0 };
+	struct sum_ctx c = { .fh = fh, .sum = 0 };
 	__u32 n = cfg->ncpus;
 
 	if (n > MAX_CPUS)
@@ -232,16 +232,21 @@ static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 role)
 /* The ordering guard around the choice. A (flow, hook) keeps its decision
  * until cfg->recheck_ns has passed, then chooses again; a changed choice
  * (another CPU, or between steered and inline) takes effect only once every
- * segment the hook passed on has been received at the next stage, so no
- * packet of the flow can overtake one still queued at the old target. This
- * is RFS's rule (a flow moves when the old CPU's queue head passed its last
- * packet), kept per flow since the stages here have no queue of their own.
+ * segment the hook passed on has reached the last stage, so no packet of
+ * the flow can overtake one still queued anywhere behind this hook. The
+ * next stage's receive would not do: a stage ends in queues of its own CPU
+ * (gro_cells, the next backlog) that a moved packet can overtake (seen with
+ * split: 2 of 300 000 datagrams). This is RFS's rule (a flow moves when the
+ * old CPU's queue head passed its last packet), kept per flow.
  * Segments lost on the way never arrive: a flow idle for
  * cfg->guard_timeout_ns has nothing left in any queue, and its count is
- * resynchronised (counted). Per packet with cfg->per_packet, as the paper
- * did: no entry, no guard, reordering possible. */
-static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid, __u32 role,
-				   __u32 salt, __u32 fh, __u32 cur, __u64 now, __u32 segs, struct decision *d)
+ * resynchronised (counted). The same holds for packets that passed before
+ * the hook existed: they are in no count, so a flow the hook first sees
+ * while it is younger than the timeout stays inline (as those packets
+ * went) until it has been idle that long. Per packet with cfg->per_packet,
+ * as the paper did: no entry, no guard, reordering possible. */
+static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid, __u32 salt,
+				   __u32 fh, __u32 cur, __u64 now, __u64 attached_ns, __u32 segs, struct decision *d)
 {
 	struct flowlet_key fk = { .flowhash = fh, .hook = hid };
 	__u32 prev, want;
@@ -262,13 +267,19 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	if (!fe) {
 		struct flowlet v = {};
 
-		v.target = choose(cfg, ld, s, fh, salt, cur, TARGET_FALLBACK, now, &d->why);
+		if (attached_ns && now - attached_ns <= cfg->guard_timeout_ns) {
+			v.unsure = 1;
+			v.target = TARGET_FALLBACK;
+			d->why = CNT_GUARD_HOLD;
+		} else {
+			v.target = choose(cfg, ld, s, fh, salt, cur, TARGET_FALLBACK, now, &d->why);
+		}
 		v.cpu = v.target == TARGET_FALLBACK ? 0 : s->cpus[cpu_idx(v.target)];
 		v.kind = kind_of(v.target, d->why);
 		v.last_seen_ns = now;
 		v.next_check_ns = now + cfg->recheck_ns;
 		v.sent = segs;
-		v.base = done_sum(cfg, fh, role);
+		v.base = done_sum(cfg, fh);
 		bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);
 		d->target = v.target;
 		d->kind = v.kind;
@@ -281,6 +292,17 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	fe->last_seen_ns = now;
 	d->target = fe->target;
 	d->kind = fe->kind;
+	if (fe->unsure) {
+		if (idle <= cfg->guard_timeout_ns) {
+			d->why = CNT_GUARD_HOLD;
+			goto out;
+		}
+		/* Idle that long: nothing of the flow is queued, so the counts
+		 * can start agreeing from here. */
+		fe->base = done_sum(cfg, fh) - fe->sent;
+		fe->unsure = 0;
+		fe->next_check_ns = now;
+	}
 	if (valid && (__s64)(now - fe->next_check_ns) < 0) {
 		d->hit = 1;
 		d->why = CNT_FLOWLET_HIT;
@@ -295,7 +317,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		d->why = CNT_FLOWLET_HIT;
 		goto out;
 	}
-	done = done_sum(cfg, fh, role);
+	done = done_sum(cfg, fh);
 	out = (__s64)(fe->base + fe->sent - done);
 	if (out < 0) {
 		/* More arrived than was counted here (packets that passed while

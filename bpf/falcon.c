@@ -43,7 +43,7 @@ int falcon_steer(struct __sk_buff *skb)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->role, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(),
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), st.hk->attached_ns,
 	       skb->gso_segs > 1 ? skb->gso_segs : 1, &dc);
 	count(st.cnt, &dc);
 

@@ -24,6 +24,11 @@ enum policy {
 	POLICY_PAPER = 1,    /* FALCON's Algorithm 1, unconditionally */
 };
 
+enum stage_kind {
+	STAGE_PATH = 0, /* on the way (a VXLAN device): count only what its backlog drops */
+	STAGE_LAST = 1, /* the last stage (a container's end): count every arrival */
+};
+
 enum fallback {
 	FALLBACK_INLINE = 0, /* hash 0: no RPS, the next stage runs where this one did */
 	FALLBACK_LOCAL = 1,  /* aim RPS at the current CPU (a backlog hop on the same CPU) */
@@ -70,6 +75,7 @@ struct config {
 	__u32 policy;   /* enum policy */
 	__u32 engaged;  /* adaptive: the agent measured that steering pays */
 	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
+	__u32 drain;    /* the agent is stopping: every flow goes inline, under its guard */
 	__u32 nports;
 	__u16 ports[MAX_PORTS]; /* host byte order */
 	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */
@@ -96,6 +102,7 @@ struct hook {
 	__u32 egress;
 	__u32 pad;
 	__u64 netns_ino;   /* for display by another process */
+	__u64 attached_ns; /* CLOCK_MONOTONIC of the attach: older packets of a flow may still be queued */
 	char name[16];
 	char netns[64];
 };
@@ -118,28 +125,22 @@ struct flowlet_key {
 };
 
 /* One (flow, hook)'s decision and its ordering guard. sent counts the
- * segments the hook passed on, steered or inline; the next stage's receive
+ * segments the hook passed on, steered or inline; the last stage's receive
  * counts them again in falcon_done (guard.c). The decision may change only
- * when base + sent == done: nothing of the flow is still queued anywhere. */
+ * when base + sent == done: nothing of the flow is still queued anywhere
+ * between this hook and the last stage. */
 struct flowlet {
 	__u32 target; /* index in S, or TARGET_FALLBACK */
 	__u32 cpu;    /* S[target] when it was chosen; detects a changed S */
 	__u32 kind;   /* enum kind of the decision */
-	__u32 pad;
+	__u32 unsure; /* made while packets from before the hook may be queued: sent is not all */
 	__u64 last_seen_ns;
 	__u64 next_check_ns; /* the decision is kept until then */
 	__u64 sent;
 	__u64 base; /* done's sum when the entry was made (or resynchronised) */
 };
 
-/* Where a flow's next stage is received: the key of falcon_done. role is
- * the role of the hook that steered the stage. */
-struct done_key {
-	__u32 flowhash;
-	__u32 role;
-};
-
-/* A device whose receive is a steered stage, and which hook steers it. */
+/* A device on the overlay's receive path the guard counts at (falcon_stages). */
 struct stage_dev {
 	__u32 netns_ino;
 	__u32 ifindex;

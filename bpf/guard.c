@@ -1,20 +1,15 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
 /* falcon guard: the receiving half of the ordering guard (choose.h).
  *
- * A hook counts, per (flow, hook), the segments it passes on to the next
- * stage; this program counts them again where that stage begins: at
- * net:netif_receive_skb of every device the agent registered in
- * falcon_stages (the VXLAN devices for the NIC hooks, the containers' ends
- * for the VXLAN hooks, the NIC for the split program), which fires on the
- * CPU that runs the stage, after the backlog or cpumap queue it waited in.
- * Packets an RPS backlog drops on the way in (skb:kfree_skb with reason
- * CPU_BACKLOG) count as arrived, since they will never arrive. Counts are
- * per CPU, so no cache line moves between the stage CPUs; the hook that
- * wants to move a flow sums them.
- *
- * No vmlinux.h: the kernel fields needed are declared below with
- * preserve_access_index (CO-RE); the uapi header has no struct of these
- * names. */
+ * Every hook counts, per (flow, hook), the segments it passes on; this
+ * program counts, per flow, the segments that reach the last stage: at
+ * net:netif_receive_skb of a container's end (a STAGE_LAST device in
+ * falcon_stages), which fires on the CPU that runs that stage once the
+ * packet has left every queue behind it. Packets a backlog drops on the
+ * way (skb:kfree_skb with reason CPU_BACKLOG, at any registered device)
+ * count too, since they will never arrive. Counts are per CPU, so no cache
+ * line moves between the stage CPUs; a hook that wants to move a flow sums
+ * them and compares with what it sent. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -24,86 +19,56 @@
 #include "maps.h"
 #include "parse.h"
 #include "choose.h"
-
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} possible_net_t;
-
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
-
-struct sk_buff {
-	struct net_device *dev;
-	unsigned int len;
-	unsigned int data_len;
-	__be16 protocol;
-	unsigned int end;
-	unsigned char *head;
-	unsigned char *data;
-} __attribute__((preserve_access_index));
-
-struct skb_shared_info {
-	unsigned short gso_segs;
-} __attribute__((preserve_access_index));
+#include "kernel.h"
 
 enum skb_drop_reason {
 	SKB_DROP_REASON_CPU_BACKLOG = 0,
 };
 
-static __always_inline int arrived(struct sk_buff *skb)
+static __always_inline int count_done(struct sk_buff *skb, int dropped)
 {
 	struct net_device *dev = skb->dev;
 	struct stage_dev sd = {};
 	struct config *cfg;
 	struct flow fl = {};
-	struct done_key k = {};
-	__u32 zero = 0, *role, segs = 1;
-	__u64 *v, one;
+	__u32 zero = 0, *kind, segs = 1, fh;
+	__u64 *v, n;
 	__u16 gs;
 
 	if (!dev)
 		return 0;
 	sd.netns_ino = dev->nd_net.net->ns.inum;
 	sd.ifindex = dev->ifindex;
-	role = bpf_map_lookup_elem(&falcon_stages, &sd);
-	if (!role)
+	kind = bpf_map_lookup_elem(&falcon_stages, &sd);
+	if (!kind || (!dropped && *kind != STAGE_LAST))
 		return 0;
 	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 	if (!cfg)
 		return 0;
 
+	/* The kernel has pulled the MAC header: data is the (inner) network
+	 * header, protocol its ethertype. */
 	struct pkt p = {
 		.ctx = skb,
 		.data = skb->data,
 		.len = skb->len - skb->data_len,
 		.kmem = 1,
 	};
-	if (parse_l3_up(&p, *role == ROLE_SPLIT, cfg, 0, bpf_ntohs(skb->protocol), &fl))
+	if (parse_l3_up(&p, 0, cfg, 0, bpf_ntohs(skb->protocol), &fl))
 		return 0;
 
 	gs = BPF_CORE_READ((struct skb_shared_info *)(skb->head + skb->end), gso_segs);
 	if (gs > 1)
 		segs = gs;
-	k.flowhash = flow_hash(&fl);
-	k.role = *role;
-	v = bpf_map_lookup_elem(&falcon_done, &k);
+	fh = flow_hash(&fl);
+	v = bpf_map_lookup_elem(&falcon_done, &fh);
 	if (v) {
 		*v += segs;
 		return 0;
 	}
-	one = segs;
-	if (bpf_map_update_elem(&falcon_done, &k, &one, BPF_NOEXIST)) {
-		v = bpf_map_lookup_elem(&falcon_done, &k);
+	n = segs;
+	if (bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST)) {
+		v = bpf_map_lookup_elem(&falcon_done, &fh);
 		if (v)
 			*v += segs;
 	}
@@ -113,7 +78,7 @@ static __always_inline int arrived(struct sk_buff *skb)
 SEC("tp_btf/netif_receive_skb")
 int falcon_guard_receive(__u64 *ctx)
 {
-	return arrived((struct sk_buff *)ctx[0]);
+	return count_done((struct sk_buff *)ctx[0], 0);
 }
 
 /* kfree_skb(skb, location, reason, ...) */
@@ -122,7 +87,7 @@ int falcon_guard_drop(__u64 *ctx)
 {
 	if ((__u32)ctx[2] != bpf_core_enum_value(enum skb_drop_reason, SKB_DROP_REASON_CPU_BACKLOG))
 		return 0;
-	return arrived((struct sk_buff *)ctx[0]);
+	return count_done((struct sk_buff *)ctx[0], 1);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

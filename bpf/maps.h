@@ -65,23 +65,23 @@ struct {
 	__type(value, struct flowlet);
 } falcon_flowlets SEC(".maps");
 
-/* Segments of a flow received at its next stage (guard.c), per CPU: each
- * stage's CPU counts its own, so the counts cost no shared cache line; the
- * hook that wants to move the flow sums them. */
+/* Segments of a flow, by flow hash, that reached the last stage or were
+ * dropped on the way (guard.c), per CPU: each CPU counts its own, so the
+ * counts cost no shared cache line; a hook that wants to move the flow
+ * sums them. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, FLOWLET_ENTRIES);
-	__type(key, struct done_key);
+	__type(key, __u32);
 	__type(value, __u64);
 } falcon_done SEC(".maps");
 
-/* The devices whose receive is a steered stage (the VXLAN devices, the
- * containers' ends, the split NICs), written by the agent. */
+/* The devices the guard counts at, written by the agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, struct stage_dev);
-	__type(value, __u32); /* enum role of the hook that steers it */
+	__type(value, __u32); /* enum stage_kind */
 } falcon_stages SEC(".maps");
 
 struct {

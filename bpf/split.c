@@ -62,7 +62,8 @@ int falcon_split(struct xdp_md *ctx)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, ROLE_SPLIT, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), 1, &dc);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), st.hk->attached_ns, 1,
+	       &dc);
 	count(st.cnt, &dc);
 
 	/* Fallback: the skb is built here, as without falcon. A choice of this

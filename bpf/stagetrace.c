@@ -5,7 +5,7 @@
 // that runs the device's stage after RPS has chosen it, whether the packet
 // came from a driver's NAPI poll, GRO, gro_cells or the netif_rx backlog.
 //
-// No vmlinux.h: the few kernel fields needed are declared below with
+// No vmlinux.h: the few kernel fields needed are declared in kernel.h with
 // preserve_access_index, so CO-RE finds them wherever this kernel keeps them.
 
 typedef unsigned char __u8;
@@ -31,36 +31,7 @@ enum {
 	BPF_NOEXIST = 1,
 };
 
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} possible_net_t;
-
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
-
-struct sk_buff {
-	struct net_device *dev;
-	unsigned int len;
-	unsigned int data_len;
-	__be16 protocol;
-	unsigned int end;
-	unsigned char *head;
-	unsigned char *data;
-} __attribute__((preserve_access_index));
-
-struct skb_shared_info {
-	unsigned short gso_segs;
-} __attribute__((preserve_access_index));
+#include "kernel.h"
 
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD

@@ -38,6 +38,7 @@ type falconMode struct {
 	running atomic.Bool
 	bg      sync.WaitGroup                 // the engagement test
 	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
+	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -81,11 +82,11 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	return cfg
 }
 
+// Start attaches the hooks before it sets RPS: until the hooks run, RPS
+// would spread each flow by the kernel's own hash, and the first packets
+// the hooks keep inline would overtake those.
 func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	m.hooks, m.applied = map[string]datapath.Hook{}, map[string]bool{}
-	if err := m.setRPS(h, ov, true); err != nil {
-		return err
-	}
 	m.cfg = m.config(h, ov)
 	var err error
 	if m.dp, err = datapath.Load(m.cfg, h.PinDir); err != nil {
@@ -94,7 +95,17 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if err := m.startSampler(h); err != nil {
 		return err
 	}
-	return m.syncHooks(h, ov, true)
+	if err := m.syncHooks(h, ov, true); err != nil {
+		return err
+	}
+	if err := m.setRPS(h, ov, true); err != nil {
+		return err
+	}
+	// Flows the hooks first see within the guard timeout stay inline until
+	// they pause (their older packets are in no count): enable returns once
+	// new flows are steered from their first packet.
+	time.Sleep(m.cfg.GuardTimeout)
+	return nil
 }
 
 // startSampler feeds the datapath with load and returns after the first
@@ -144,7 +155,7 @@ func (m *falconMode) startSampler(h *Host) error {
 }
 
 func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
-	errs := []error{m.setRPS(h, ov, false)}
+	var errs []error
 	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
 		if err := m.dp.SetConfig(cfg); err != nil {
 			errs = append(errs, err)
@@ -152,7 +163,7 @@ func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 			m.cfg = cfg
 		}
 	}
-	errs = append(errs, m.syncHooks(h, ov, false))
+	errs = append(errs, m.syncHooks(h, ov, false), m.setRPS(h, ov, false))
 	return errors.Join(errs...)
 }
 
@@ -167,6 +178,12 @@ func (m *falconMode) Stop(h *Host) error {
 	}
 	if m.dp == nil {
 		return nil
+	}
+	m.drain(h)
+	// RPS goes back while the hooks still keep every flow inline: once they
+	// are gone, RPS would spread the flows by the kernel's hash.
+	if err := h.journal.Restore(); err != nil {
+		return fmt.Errorf("restore values: %w", err)
 	}
 	err := m.dp.Close() // detaches every hook and unpins the maps
 	if err == nil {
@@ -270,6 +287,13 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 // Each hook is recorded in the state before it is attached.
 func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error {
 	want := wantHooks(h, ov)
+	var nss []string
+	for _, d := range steered(ov) {
+		if d.Role == discover.RoleContainer && !slices.Contains(nss, d.Netns) {
+			nss = append(nss, d.Netns)
+		}
+	}
+	m.nss.Store(&nss)
 	var errs []error
 	if err := m.syncStages(h, ov); err != nil {
 		if strict {
@@ -313,4 +337,41 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+func (m *falconMode) containerNetns() []string {
+	if p := m.nss.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// drainWaits bounds how long Stop waits for steered flows to come inline: a
+// flow that lost packets on the way holds its target until it idles for the
+// guard timeout, so three of those are plenty.
+const drainWaits = 3
+
+// drain sends every flow inline under its guard and waits until none is
+// steered, so that detaching reorders nothing.
+func (m *falconMode) drain(h *Host) {
+	if err := m.dp.SetDraining(true); err != nil {
+		h.Logf("drain before disable: %v", err)
+		return
+	}
+	deadline := time.Now().Add(drainWaits * m.dp.Config().GuardTimeout)
+	for {
+		n, err := m.dp.Steered()
+		if err != nil {
+			h.Logf("drain before disable: %v", err)
+			return
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.Logf("drain before disable: %d flows still steered after %v; their next packets may overtake queued ones", n, drainWaits*m.dp.Config().GuardTimeout)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -9,42 +9,27 @@ import (
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// wantStages are the devices whose receive is a stage a hook steers, for
-// the ordering guard to count arrivals at: the VXLAN devices (the NIC's
-// hook steers them), the containers' ends behind a hooked VXLAN device, and
-// with --split the NICs themselves.
-func wantStages(h *Host, ov *discover.Overlay) (map[datapath.StageDev]string, error) {
+// wantStages are the devices the ordering guard counts at: the containers'
+// ends behind a hooked VXLAN device (the last stage) and the VXLAN devices
+// (on the way, where a backlog may drop).
+func wantStages(ov *discover.Overlay) (map[datapath.StageDev]string, error) {
 	want := map[datapath.StageDev]string{}
 	inodes := map[string]uint32{}
-	add := func(d discover.Device, by datapath.HookRole) error {
+	var errs []error
+	for _, d := range steered(ov) {
 		ino, ok := inodes[d.Netns]
 		if !ok {
 			n, err := netns.Inode(d.Netns)
 			if err != nil {
-				return fmt.Errorf("namespace of %s: %w", d, err)
+				if netns.Exists(d.Netns) { // a container that vanished on the way is no error
+					errs = append(errs, fmt.Errorf("namespace of %s: %w", d, err))
+				}
+				continue
 			}
 			ino = uint32(n)
 			inodes[d.Netns] = ino
 		}
-		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, SteeredBy: by}] = d.String()
-		return nil
-	}
-	var errs []error
-	for _, d := range steered(ov) {
-		by := datapath.HookOnOverlay
-		if d.Role == discover.RoleOverlay {
-			by = datapath.HookOnNIC
-		}
-		errs = append(errs, add(d, by))
-	}
-	if h.Opts.Split {
-		for _, hk := range wantHooks(h, ov) {
-			if hk.Role == datapath.HookOnNIC {
-				if nic, ok := ov.Find(hk.Netns, hk.Ifindex); ok {
-					errs = append(errs, add(nic, datapath.HookSplit))
-				}
-			}
-		}
+		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, Last: d.Role == discover.RoleContainer}] = d.String()
 	}
 	return want, errors.Join(errs...)
 }
@@ -53,7 +38,7 @@ func wantStages(h *Host, ov *discover.Overlay) (map[datapath.StageDev]string, er
 // steers into them, and forgets those that left. A container that vanished
 // on the way is no error.
 func (m *falconMode) syncStages(h *Host, ov *discover.Overlay) error {
-	want, err := wantStages(h, ov)
+	want, err := wantStages(ov)
 	errs := []error{err}
 	if m.stages == nil {
 		m.stages = map[datapath.StageDev]bool{}

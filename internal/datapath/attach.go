@@ -151,15 +151,15 @@ func (d *Datapath) attach(a *attachment) error {
 	})
 }
 
-// attachWith fills a's hook slot, loads a's program with load and runs fn
-// in the hook's namespace with its device, checked to be still the one
-// named; kind names the hook in errors. On failure the slot is marked
+// attachWith loads a's program with load, runs fn in the hook's namespace
+// with its device, checked to be still the one named, and then fills a's
+// hook slot: the program passes everything untouched until then, and the
+// slot's attach time (which the ordering guard relies on) comes after the
+// attach, not before a program load that can take longer than the guard
+// timeout. kind names the hook in errors. On failure the slot is marked
 // inactive and the program closed.
 func (d *Datapath) attachWith(a *attachment, kind string, load func(id uint32) (*ebpf.Program, error), fn func(netlink.Link) error) (err error) {
 	if err := d.resetSlot(a.id); err != nil {
-		return err
-	}
-	if err := d.writeHook(a.id, a.hook, true); err != nil {
 		return err
 	}
 	defer func() {
@@ -181,7 +181,10 @@ func (d *Datapath) attachWith(a *attachment, kind string, load func(id uint32) (
 		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
 			return fmt.Errorf("%s %s: ifindex %d is %s now", kind, a.hook, a.hook.Ifindex, l.Attrs().Name)
 		}
-		return fn(l)
+		if err := fn(l); err != nil {
+			return err
+		}
+		return d.writeHook(a.id, a.hook, true)
 	})
 }
 
@@ -363,6 +366,7 @@ func (d *Datapath) writeHook(id uint32, h Hook, active bool) error {
 		NextIfindex: uint32(h.NextIfindex),
 		Role:        role,
 		NetnsIno:    ino,
+		AttachedNs:  d.attachClock(),
 	}
 	if active {
 		b.Active = 1

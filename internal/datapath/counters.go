@@ -66,10 +66,13 @@ func (d *Datapath) Counters() (Counters, error) {
 }
 
 // Config returns the configuration in force.
+// It takes no lock: the load sampler reads it on every sample and must not
+// wait for a program being loaded and attached.
 func (d *Datapath) Config() Config {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.cfg
+	if c := d.cfg.Load(); c != nil {
+		return *c
+	}
+	return Config{}
 }
 
 func openPinned(pinDir, name string) (*ebpf.Map, error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -105,6 +106,7 @@ type Config struct {
 	Threshold int           // load percent, 0..100
 	Policy    string        // PolicyAdaptive or PolicyPaper; "" = adaptive
 	Engaged   bool          // adaptive: the agent measured that steering pays
+	Draining  bool          // stopping: every flow goes inline, under its guard
 	Recheck   time.Duration // a flow's decision is reconsidered after this long
 	// GuardTimeout: a flow idle this long has nothing left in any queue, so
 	// segments still missing at its next stage were lost; the guard stops
@@ -235,6 +237,9 @@ func (c Config) toBPF() falconConfig {
 	if c.Engaged {
 		b.Engaged = 1
 	}
+	if c.Draining {
+		b.Drain = 1
+	}
 	b.Ncpus = uint32(possibleCPUs())
 	if c.PerPacket {
 		b.PerPacket = 1
@@ -258,6 +263,7 @@ func configFromBPF(b *falconConfig) Config {
 		Threshold:    int(b.Threshold),
 		Policy:       PolicyAdaptive,
 		Engaged:      b.Engaged != 0,
+		Draining:     b.Drain != 0,
 		Recheck:      time.Duration(b.RecheckNs),
 		GuardTimeout: time.Duration(b.GuardTimeoutNs),
 		StaleAfter:   time.Duration(b.StaleNs),
@@ -290,7 +296,7 @@ type Datapath struct {
 	maps   falconMaps
 	pinDir string
 	pinned []string
-	cfg    Config
+	cfg    atomic.Pointer[Config] // written under mu, read without it
 	hooks  map[hookKey]*attachment
 	splits map[hookKey]*attachment // XDP on NICs (split.go)
 	split  *cpumapState            // the cpumap, while splits is not empty
@@ -299,6 +305,8 @@ type Datapath struct {
 	debug  bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
+	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
+	clock func() uint64
 }
 
 // Load validates cfg, creates the maps and writes cfg. With pinDir set the
@@ -361,7 +369,7 @@ func (d *Datapath) SetConfig(cfg Config) error {
 	if err := d.maps.FalconConfig.Put(uint32(0), &b); err != nil {
 		return fmt.Errorf("write BPF config: %w", err)
 	}
-	d.cfg = cfg
+	d.cfg.Store(&cfg)
 	if d.split != nil {
 		return d.split.sync(cfg.SplitSet(), false)
 	}

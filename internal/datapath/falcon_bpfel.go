@@ -25,6 +25,7 @@ type falconConfig struct {
 	Policy         uint32
 	Engaged        uint32
 	Ncpus          uint32
+	Drain          uint32
 	Nports         uint32
 	Ports          [8]uint16
 	Cpus           [1024]uint32
@@ -32,6 +33,7 @@ type falconConfig struct {
 	SplitN         uint32
 	SplitProto     uint32
 	SplitCpus      [1024]uint32
+	_              [4]byte
 }
 
 type falconCounters struct {
@@ -56,18 +58,12 @@ type falconDebug struct {
 	Seq      uint64
 }
 
-type falconDoneKey struct {
-	_        structs.HostLayout
-	Flowhash uint32
-	Role     uint32
-}
-
 type falconFlowlet struct {
 	_           structs.HostLayout
 	Target      uint32
 	Cpu         uint32
 	Kind        uint32
-	Pad         uint32
+	Unsure      uint32
 	LastSeenNs  uint64
 	NextCheckNs uint64
 	Sent        uint64
@@ -89,6 +85,7 @@ type falconHook struct {
 	Egress      uint32
 	Pad         uint32
 	NetnsIno    uint64
+	AttachedNs  uint64
 	Name        [16]int8
 	Netns       [64]int8
 }

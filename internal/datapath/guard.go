@@ -7,12 +7,14 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // The receiving half of the ordering guard (bpf/guard.c): programs on
 // net:netif_receive_skb and skb:kfree_skb that count, per flow, the
-// segments arriving at each registered stage device. A hook moves a flow
-// only when they match what it sent (bpf/choose.h).
+// segments that reach the last stage or are dropped by a backlog on the
+// way. A hook moves a flow only when they match what it sent
+// (bpf/choose.h).
 
 type guardState struct {
 	progs []*ebpf.Program
@@ -64,26 +66,32 @@ func (d *Datapath) openGuard() (err error) {
 	return nil
 }
 
-// StageDev is a device whose receive is a stage some hook steers: the
-// VXLAN devices (steered by the NIC's hook, HookOnNIC), the containers' ends
-// (steered by the VXLAN device's hook, HookOnOverlay) and the split NICs
-// (HookSplit). NetnsIno identifies the device's namespace.
+// StageDev is a device on the overlay's receive path the guard counts at:
+// the last stage (Last: a container's end), where every arrival counts, or
+// a device on the way (a VXLAN device), where only what its backlog drops
+// counts. NetnsIno identifies the device's namespace.
 type StageDev struct {
-	NetnsIno  uint32
-	Ifindex   int
-	SteeredBy HookRole
+	NetnsIno uint32
+	Ifindex  int
+	Last     bool
 }
 
-// AddStage registers a stage device with the guard. A hook's flows can move
-// safely only when every device they reach next is registered: elsewhere
+// Stage kinds, as enum stage_kind in bpf/falcon.h.
+const (
+	stagePath = 0
+	stageLast = 1
+)
+
+// AddStage registers a device with the guard. A hook's flows can move
+// safely only when the last stage they reach is registered: elsewhere
 // their packets are never counted, and the guard waits for the timeout.
 func (d *Datapath) AddStage(s StageDev) error {
-	r, err := s.SteeredBy.bpf()
-	if err != nil {
-		return err
+	kind := uint32(stagePath)
+	if s.Last {
+		kind = stageLast
 	}
 	k := falconStageDev{NetnsIno: s.NetnsIno, Ifindex: uint32(s.Ifindex)}
-	if err := d.maps.FalconStages.Put(&k, r); err != nil {
+	if err := d.maps.FalconStages.Put(&k, kind); err != nil {
 		return fmt.Errorf("register stage device %d in netns %d: %w", s.Ifindex, s.NetnsIno, err)
 	}
 	return nil
@@ -118,3 +126,54 @@ var possible = sync.OnceValue(func() int {
 })
 
 func possibleCPUs() int { return possible() }
+
+func (d *Datapath) attachClock() uint64 {
+	if d.clock != nil {
+		return d.clock()
+	}
+	return monotonicNow()
+}
+
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// SetDraining makes every hook send its flows inline, each under its
+// guard; Drained says when they have gone. Stopping with flows still
+// steered would let their next packets overtake the ones queued at the
+// old targets.
+func (d *Datapath) SetDraining(on bool) error {
+	cfg := d.Config()
+	if cfg.Draining == on {
+		return nil
+	}
+	cfg.Draining = on
+	return d.SetConfig(cfg)
+}
+
+// Steered counts the flows whose next stage is still steered away from
+// the current CPU and that sent a packet within the guard timeout: what
+// detaching now could reorder.
+func (d *Datapath) Steered() (int, error) {
+	now := monotonicNow()
+	timeout := uint64(d.Config().GuardTimeout)
+	var (
+		k falconFlowletKey
+		v falconFlowlet
+		n int
+	)
+	it := d.maps.FalconFlowlets.Iterate()
+	for it.Next(&k, &v) {
+		if v.Target != targetFallback && now-v.LastSeenNs <= timeout {
+			n++
+		}
+	}
+	return n, it.Err()
+}
+
+// targetFallback is TARGET_FALLBACK (bpf/falcon.h): the next stage inline.
+const targetFallback = 0xffffffff

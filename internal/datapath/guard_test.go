@@ -10,18 +10,16 @@ import (
 	"github.com/falconnet/falcon/internal/steer"
 )
 
-// arrive records n segments of flow fh arriving at the stage a hook of role
-// steers, as guard.c does at the next device's receive.
-func (h *harness) arrive(role HookRole, fh uint32, n uint64) {
+// arrive records n segments of flow fh reaching the last stage, as guard.c
+// does at a container's receive.
+func (h *harness) arrive(fh uint32, n uint64) {
 	h.t.Helper()
-	r, _ := role.bpf()
-	k := falconDoneKey{Flowhash: fh, Role: r}
 	vals := make([]uint64, possibleCPUs())
-	if err := h.d.maps.FalconDone.Lookup(&k, &vals); err != nil {
+	if err := h.d.maps.FalconDone.Lookup(&fh, &vals); err != nil {
 		vals = make([]uint64, possibleCPUs())
 	}
 	vals[0] += n
-	if err := h.d.maps.FalconDone.Put(&k, vals); err != nil {
+	if err := h.d.maps.FalconDone.Put(&fh, vals); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -72,11 +70,11 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 			t.Fatalf("packet %d moved to %d with segments in flight", i, r.dbg.Target)
 		}
 	}
-	h.arrive(HookOnOverlay, fh, 14) // 15 sent, 14 arrived
+	h.arrive(fh, 14) // 15 sent, 14 arrived
 	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != first {
 		t.Fatalf("moved to %d with one segment in flight", r.dbg.Target)
 	}
-	h.arrive(HookOnOverlay, fh, 2) // all 16
+	h.arrive(fh, 2) // all 16
 	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != other {
 		t.Fatalf("all arrived: target %d, want the move to %d", r.dbg.Target, other)
 	}
@@ -140,7 +138,7 @@ func TestTwinGuard(t *testing.T) {
 				if r.IntN(2) == 0 {
 					n = uint64(r.IntN(int(n) + 1))
 				}
-				h.arrive(HookOnOverlay, fh, n)
+				h.arrive(fh, n)
 				done += n
 			}
 			res := h.run(HookOnOverlay, pkt)
@@ -230,5 +228,38 @@ func TestTwinAdaptive(t *testing.T) {
 		if kinds[k] < 100 {
 			t.Errorf("only %d %v decisions", kinds[k], k)
 		}
+	}
+}
+
+// TestGuardYoungHook: a flow a hook first sees while the hook is younger
+// than the guard timeout may have packets queued from before the hook, in
+// no count: it stays inline until it has idled for the timeout.
+func TestGuardYoungHook(t *testing.T) {
+	cfg := testConfig()
+	cfg.Policy = PolicyPaper
+	cfg.PerPacket = false
+	cfg.Recheck = 0
+	cfg.GuardTimeout = 60 * time.Millisecond
+	h := newHarness(t, cfg)
+	h.d.clock = nil // stamp attachments now
+	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: HookOnOverlay, NextIfindex: 9})
+	h.setLoad(nil, 0, true)
+	pkt := frame(tcp4, pktOpts{})
+	for i := range 20 {
+		if r := h.run(HookOnOverlay, pkt); steer.Kind(r.dbg.Kind) != steer.Fallback {
+			t.Fatalf("packet %d of a flow older than the hook: kind %v, want inline", i, steer.Kind(r.dbg.Kind))
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	h.setLoad(nil, 0, true)
+	if r := h.run(HookOnOverlay, pkt); steer.Kind(r.dbg.Kind) == steer.Fallback {
+		t.Fatalf("after an idle timeout: still inline (kind %v)", steer.Kind(r.dbg.Kind))
+	}
+	c, err := h.d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Holds < 20 || c.Moved != 1 {
+		t.Errorf("holds %d moved %d, want at least 20 and 1", c.Holds, c.Moved)
 	}
 }

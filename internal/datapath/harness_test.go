@@ -45,6 +45,7 @@ func newHarnessDebug(t *testing.T, cfg Config, debug bool) *harness {
 		t.Fatal(err)
 	}
 	d.debug = debug
+	d.clock = func() uint64 { return 0 } // attach time unknown: no flow is taken to predate a hook
 	h := &harness{t: t, d: d, progs: map[HookRole]*ebpf.Program{}, hooks: map[HookRole]Hook{}, ids: map[HookRole]uint32{}}
 	t.Cleanup(func() {
 		for _, p := range h.progs {
@@ -68,11 +69,11 @@ func (h *harness) addHook(hook Hook) {
 	if err := d.resetSlot(id); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := d.writeHook(id, hook, true); err != nil {
-		h.t.Fatal(err)
-	}
 	p, err := d.program(id)
 	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := d.writeHook(id, hook, true); err != nil {
 		h.t.Fatal(err)
 	}
 	h.progs[hook.Role] = p

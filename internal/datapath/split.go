@@ -251,7 +251,7 @@ func (d *Datapath) openSplit() (err error) {
 		}
 		s.links = append(s.links, l)
 	}
-	if err := s.sync(d.cfg.SplitSet(), true); err != nil {
+	if err := s.sync(d.Config().SplitSet(), true); err != nil {
 		return err
 	}
 	if d.pinDir != "" {

@@ -64,9 +64,7 @@ func (h *harness) writeConfig(cfg Config) {
 	if err := h.d.maps.FalconConfig.Put(uint32(0), &b); err != nil {
 		h.t.Fatal(err)
 	}
-	h.d.mu.Lock()
-	h.d.cfg = cfg
-	h.d.mu.Unlock()
+	h.d.cfg.Store(&cfg)
 }
 
 // splitAvg is the average the split set is switched off by: the caller's

@@ -124,6 +124,9 @@ func TestSteeringOnTestbed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Flows first seen while the hooks are younger than the guard
+		// timeout stay inline: they may have packets from before queued.
+		time.Sleep(cfg.GuardTimeout)
 	}
 	attach()
 	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {

@@ -122,6 +122,10 @@ func (s *Sampler) runRealTime(ctx context.Context, interval time.Duration) error
 	}
 	for ctx.Err() == nil {
 		next = unix.NsecToTimespec(next.Nano() + int64(interval))
+		var now unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil && now.Nano() > next.Nano() {
+			next = now // behind (a stall): sample now, not every missed deadline
+		}
 		for {
 			err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &next, nil)
 			if err != unix.EINTR {

@@ -66,6 +66,7 @@ func indexOf(cpus []int, cpu int) int {
 // stage when counting began. Times are nanoseconds.
 type Entry struct {
 	Target          int
+	Unsure          bool // made while packets from before the hook may be queued
 	LastSeen        uint64
 	NextCheck       uint64
 	Sent, Base      uint64
@@ -91,6 +92,13 @@ func (e *Entry) Guard(now, done, segs uint64, want func(prev int) int) Step {
 	e.LastSeen = now
 	s := Step{Target: e.Target}
 	defer func() { e.Sent += segs }()
+	if e.Unsure {
+		if idle <= e.Expiry {
+			s.Held = true
+			return s
+		}
+		e.Base, e.Unsure, e.NextCheck = done-e.Sent, false, now
+	}
 	if int64(now-e.NextCheck) < 0 {
 		s.Kept = true
 		return s

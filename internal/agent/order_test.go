@@ -1,0 +1,177 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// orderPackets is how many datagrams each case of TestNoReorderingSaturated
+// sends: enough for the suite by default; FALCON_ORDER_PACKETS=10000000
+// gives the evidence run (about two minutes a case on 2 vCPUs).
+func orderPackets(t *testing.T) int {
+	if s := os.Getenv("FALCON_ORDER_PACKETS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1000 {
+			t.Fatalf("FALCON_ORDER_PACKETS=%q: want a count of at least 1000", s)
+		}
+		return n
+	}
+	return 300_000
+}
+
+// TestNoReorderingSaturated saturates both CPUs with unpaced sequenced UDP
+// flows (senders on CPU 0, a busy loop toggling between CPU 1 and CPU 0)
+// while falcon is disabled and enabled again every few load swings, for
+// pipelining and for split, on each container layout. The paper policy at
+// a 60 % threshold moves flows whenever a CPU's load crosses it: the
+// ordering guard's hardest case. No datagram may arrive out of order, and
+// the load signal must never go stale.
+func TestNoReorderingSaturated(t *testing.T) {
+	needTestbed(t)
+	if err := workload.CheckTools("taskset"); err != nil {
+		t.Skip(err)
+	}
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		for _, split := range []bool{false, true} {
+			name := layout + "/pipeline"
+			if split {
+				name = layout + "/split"
+			}
+			t.Run(name, func(t *testing.T) { orderSaturated(t, layout, split) })
+		}
+	}
+}
+
+func orderSaturated(t *testing.T, layout string, split bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tag := "o" + layout[:3]
+	if split {
+		tag += "s"
+	}
+	tb := ibed(t, tag, layout, 2)
+	warm(t, tb)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	if split {
+		o.Split, o.SplitCPUs = true, []int{0, 1}
+	}
+
+	var (
+		mu      sync.Mutex
+		a       *Agent
+		totals  Decisions
+		cycles  int
+		restart = func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if a != nil {
+				if r, err := Status(o); err == nil && r.Totals != nil {
+					add(&totals, r.Totals)
+				}
+				if err := a.Stop(); err != nil {
+					return err
+				}
+				a = nil
+				time.Sleep(50 * time.Millisecond)
+			}
+			next, err := Start(ctx, o)
+			a = next
+			cycles++
+			return err
+		}
+	)
+	if err := restart(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if a != nil {
+			a.Stop()
+		}
+	}()
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var churnErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			stop, err := burn(1 - i%2)
+			if err != nil {
+				churnErr = err
+				return
+			}
+			select {
+			case <-done:
+				stop()
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			stop()
+			if i%4 == 3 && os.Getenv("FALCON_ORDER_NORESTART") == "" {
+				if err := restart(); err != nil {
+					churnErr = err
+					return
+				}
+			}
+		}
+	}()
+	const flows = 16
+	per := orderPackets(t) / (flows * 2) // two container pairs
+	runs := sendPairs(ctx, t, tb, 41240, seqcheck.SendOptions{Flows: flows, PktsPerFlow: per, Size: 64})
+	close(done)
+	wg.Wait()
+	if churnErr != nil {
+		t.Fatal(churnErr)
+	}
+	mu.Lock()
+	if r, err := Status(o); err == nil && r.Totals != nil {
+		add(&totals, r.Totals)
+	}
+	mu.Unlock()
+
+	var sent, received, reordered, dups uint64
+	for _, f := range sortedFlows(runs) {
+		s := runs[f].stats
+		sent += s.Total
+		received += s.Received
+		reordered += s.Reordered
+		dups += s.Duplicates
+	}
+	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d",
+		t.Name(), sent, received, reordered, dups, cycles, totals.First, totals.Second, totals.Fallback,
+		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts)
+	if reordered != 0 || dups != 0 {
+		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", reordered, received, dups)
+	}
+	if received < sent/4 {
+		t.Errorf("only %d of %d datagrams arrived: the run tested little", received, sent)
+	}
+	if totals.Moved == 0 {
+		t.Error("no flow changed its target: the guard was not exercised")
+	}
+	if totals.FallbackStale != 0 {
+		t.Errorf("%d decisions fell back on stale load: the sampler missed its cadence under saturation", totals.FallbackStale)
+	}
+}
+
+func add(dst, src *Decisions) {
+	dst.First += src.First
+	dst.Second += src.Second
+	dst.Fallback += src.Fallback
+	dst.FallbackStale += src.FallbackStale
+	dst.Moved += src.Moved
+	dst.GuardHolds += src.GuardHolds
+	dst.GuardTimeouts += src.GuardTimeouts
+}
