@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // applyStatic enables a mode that only sets values (rps, rfs): they are
@@ -20,7 +21,7 @@ func applyStatic(o agent.Options) error {
 		return err
 	}
 	if st != nil {
-		fmt.Printf("falcon runs in network namespace %s (mode %s, agent pid %d): replacing it\n", nsLabel(o.Netns), st.Options.Mode, st.Pid)
+		fmt.Printf("falcon runs in network namespace %s (mode %s, agent pid %d): replacing it\n", netns.Label(o.Netns), st.Options.Mode, st.Pid)
 		if _, err := agent.Disable(o); err != nil {
 			return fmt.Errorf("stop the running agent: %w", err)
 		}
@@ -38,7 +39,7 @@ func applyStatic(o agent.Options) error {
 		return err
 	}
 	fmt.Printf("falcon enabled in network namespace %s (mode %s): %s; no agent runs, 'falcon status' lists every value, 'falcon disable%s' restores them\n",
-		nsLabel(o.Netns), o.Mode, summarizeValues(applied.Values), netnsFlag(o.Netns))
+		netns.Label(o.Netns), o.Mode, summarizeValues(applied.Values), netnsFlag(o.Netns))
 	return nil
 }
 
@@ -107,12 +108,8 @@ func writeValues(w io.Writer, vs []agent.Value) {
 	fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tQUEUES\tRPS_CPUS\tRPS_FLOW_CNT")
 	for _, d := range order {
 		a := attrs[d]
-		ns := d.netns
-		if ns == "" {
-			ns = "host"
-		}
 		n := max(len(a["rps_cpus"]), len(a["rps_flow_cnt"]))
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", d.name, ns, d.role, n, sameOrList(a["rps_cpus"]), sameOrList(a["rps_flow_cnt"]))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", d.name, netns.Label(d.netns), d.role, n, sameOrList(a["rps_cpus"]), sameOrList(a["rps_flow_cnt"]))
 	}
 	tw.Flush()
 }

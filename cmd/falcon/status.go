@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 func init() {
@@ -128,11 +129,7 @@ func writeStatus(w io.Writer, r *agent.Report) {
 		fmt.Fprintln(w, "\noverlay:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, d := range r.Devices {
-			ns := d.Netns
-			if ns == "" {
-				ns = "host"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Role, d.Name, ns)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Role, d.Name, netns.Label(d.Netns))
 		}
 		tw.Flush()
 	}
