@@ -113,7 +113,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 				pid = st.Pid
 			}
 			return nil, fmt.Errorf("falcon is %w in network namespace %s (agent pid %d); run 'falcon disable%s' first",
-				ErrRunning, netns.Label(opts.Netns), pid, nsFlag(opts.Netns))
+				ErrRunning, netns.Label(opts.Netns), pid, NetnsFlag(opts.Netns))
 		}
 		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
 	}
@@ -329,7 +329,9 @@ func Run(ctx context.Context, opts Options, ready func()) error {
 	return a.Wait()
 }
 
-func nsFlag(ns string) string {
+// NetnsFlag is the --netns flag that names ns on a falcon command line;
+// "" for the current namespace.
+func NetnsFlag(ns string) string {
 	if ns == "" {
 		return ""
 	}

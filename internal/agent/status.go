@@ -119,10 +119,10 @@ func Status(opts Options) (*Report, error) {
 	case st.Static && !st.Ready && r.Running:
 		r.Problem = fmt.Sprintf("mode %s is being applied", st.Options.Mode)
 	case st.Static && !st.Ready:
-		r.Problem = fmt.Sprintf("applying mode %s was interrupted half-way: run 'falcon disable%s' to restore, then enable again", st.Options.Mode, nsFlag(opts.Netns))
+		r.Problem = fmt.Sprintf("applying mode %s was interrupted half-way: run 'falcon disable%s' to restore, then enable again", st.Options.Mode, NetnsFlag(opts.Netns))
 	case st.Static:
 	case !r.Running:
-		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, nsFlag(opts.Netns))
+		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, NetnsFlag(opts.Netns))
 	case !st.Ready:
 		r.Problem = "the agent is starting, or failed to undo its changes: see " + dir + "/" + LogFile
 	}
