@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,44 +56,22 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	if *nsList != "" {
 		o.Netns = strings.Split(*nsList, ",")
 	}
-	switch *proto {
-	case "all":
-	case "tcp":
-		o.Proto = 6
-	case "udp":
-		o.Proto = 17
-	default:
-		return a, usagef("--proto must be tcp, udp or all, not %q", *proto)
+	var err error
+	if o.Proto, err = stagetrace.ParseProto(*proto); err != nil {
+		return a, usagef("--proto %v", err)
 	}
 	if *ports != "" {
-		lo, hi, isRange := strings.Cut(*ports, "-")
-		if !isRange {
-			hi = lo
+		if o.PortMin, o.PortMax, err = stagetrace.ParsePortRange(*ports); err != nil {
+			return a, usagef("--ports %v", err)
 		}
-		l, err1 := strconv.ParseUint(lo, 10, 16)
-		h, err2 := strconv.ParseUint(hi, 10, 16)
-		if err1 != nil || err2 != nil || l == 0 || l > h {
-			return a, usagef("--ports %q: want PORT or LO-HI with 1 <= LO <= HI <= 65535", *ports)
-		}
-		o.PortMin, o.PortMax = uint16(l), uint16(h)
 	}
-	o.VXLANPorts = []uint16{}
-	for _, p := range strings.Split(*vxlan, ",") {
-		if p == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil || n == 0 {
-			return a, usagef("--vxlan-ports: %q is not a port", p)
-		}
-		o.VXLANPorts = append(o.VXLANPorts, uint16(n))
+	if o.VXLANPorts, err = stagetrace.ParsePorts(*vxlan); err != nil {
+		return a, usagef("--vxlan-ports: %v", err)
 	}
 	if *seq != "" {
-		ns, dev, ok := strings.Cut(*seq, "/")
-		if !ok || dev == "" {
-			return a, usagef("--seq %q: want NETNS/DEV (NETNS empty for the current namespace)", *seq)
+		if o.SeqNetns, o.SeqDev, err = stagetrace.ParseDevice(*seq); err != nil {
+			return a, usagef("--seq %v", err)
 		}
-		o.SeqNetns, o.SeqDev = ns, dev
 	}
 	return a, nil
 }
