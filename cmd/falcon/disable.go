@@ -5,6 +5,7 @@ import (
 	"log"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 func init() {
@@ -25,9 +26,9 @@ func runDisable(args []string) error {
 		return err
 	}
 	if !was {
-		fmt.Printf("falcon was not enabled in network namespace %s\n", nsLabel(*ns))
+		fmt.Printf("falcon was not enabled in network namespace %s\n", netns.Label(*ns))
 		return nil
 	}
-	fmt.Printf("falcon disabled in network namespace %s: programs detached, every changed value restored\n", nsLabel(*ns))
+	fmt.Printf("falcon disabled in network namespace %s: programs detached, every changed value restored\n", netns.Label(*ns))
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 func init() {
@@ -52,10 +53,10 @@ func runEnable(args []string) error {
 	}
 	if st != nil {
 		if st.Pid > 0 && agent.SameSettings(st.Options, o) {
-			fmt.Printf("falcon is already enabled in network namespace %s with these settings (agent pid %d)\n", nsLabel(o.Netns), st.Pid)
+			fmt.Printf("falcon is already enabled in network namespace %s with these settings (agent pid %d)\n", netns.Label(o.Netns), st.Pid)
 			return nil
 		}
-		fmt.Printf("falcon is enabled in network namespace %s with other settings: replacing agent pid %d\n", nsLabel(o.Netns), st.Pid)
+		fmt.Printf("falcon is enabled in network namespace %s with other settings: replacing agent pid %d\n", netns.Label(o.Netns), st.Pid)
 		if _, err := agent.Disable(o); err != nil {
 			return fmt.Errorf("stop the running agent: %w", err)
 		}
@@ -69,13 +70,6 @@ func runEnable(args []string) error {
 		return err
 	}
 	fmt.Printf("falcon enabled in network namespace %s (mode %s, CPUs %s, threshold %d%%): agent pid %d, log %s\n",
-		nsLabel(o.Netns), o.Mode, cpuset.Format(o.CPUs), o.Threshold, pid, logPath)
+		netns.Label(o.Netns), o.Mode, cpuset.Format(o.CPUs), o.Threshold, pid, logPath)
 	return nil
-}
-
-func nsLabel(ns string) string {
-	if ns == "" {
-		return "host (the current one)"
-	}
-	return ns
 }

@@ -70,7 +70,7 @@ func testbedUp(args []string) error {
 	if *asJSON {
 		return printJSON(t)
 	}
-	printTestbed(t)
+	t.WriteText(testbedOut)
 	return nil
 }
 
@@ -135,22 +135,7 @@ func testbedList(args []string) error {
 		}
 		return printJSON(list)
 	}
-	if len(list) == 0 {
-		fmt.Fprintln(testbedOut, "no testbeds")
-		return nil
-	}
-	fmt.Fprintf(testbedOut, "%-24s %-8s %-10s %s\n", "NAME", "LAYOUT", "CONTAINERS", "STATUS")
-	for _, t := range list {
-		status := "up"
-		if len(t.Problems) > 0 {
-			status = "broken: " + strings.Join(t.Problems, "; ")
-		}
-		layout := t.Layout
-		if layout == "" {
-			layout = "?"
-		}
-		fmt.Fprintf(testbedOut, "%-24s %-8s %-10d %s\n", t.Name, layout, len(t.Hosts[0].Containers), status)
-	}
+	testbed.WriteList(testbedOut, list)
 	return nil
 }
 
@@ -161,31 +146,4 @@ func printJSON(v any) error {
 	}
 	_, err = fmt.Fprintf(testbedOut, "%s\n", b)
 	return err
-}
-
-func printTestbed(t *testbed.Testbed) {
-	w := testbedOut
-	fmt.Fprintf(w, "testbed %s (%s) is up\n", t.Name, t.Layout)
-	for _, h := range t.Hosts {
-		fmt.Fprintf(w, "  %s  %-28s %s %s", h.Name, h.Netns, h.NIC, h.Addr)
-		if h.Overlay != "" {
-			fmt.Fprintf(w, "  %s vni %d port %d", h.Overlay, h.VNI, h.Port)
-			if h.OverlayAddr != "" {
-				fmt.Fprintf(w, " %s", h.OverlayAddr)
-			}
-		}
-		if h.Bridge != "" {
-			fmt.Fprintf(w, "  bridge %s", h.Bridge)
-		}
-		fmt.Fprintln(w)
-		for _, c := range h.Containers {
-			fmt.Fprintf(w, "      %-3s %-28s %s %s  (host side %s)\n", c.Name, c.Netns, c.Dev, c.Addr, c.HostVeth)
-		}
-	}
-	clients, servers := t.Endpoints()
-	if len(clients) > 0 && len(servers) > 0 {
-		fmt.Fprintf(w, "try:    ip netns exec %s iperf3 -s -D; ip netns exec %s iperf3 -c %s\n",
-			servers[0].Netns, clients[0].Netns, servers[0].Addr)
-	}
-	fmt.Fprintf(w, "remove: falcon testbed down --name %s\n", t.Name)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/stagetrace"
 )
 
 func TestTraceBadInput(t *testing.T) {
@@ -78,7 +79,7 @@ func TestTraceLoopback(t *testing.T) {
 	if err := runTrace([]string{"--duration", "500ms", "--netns", ns, "--ports", "40123", "--json"}); err != nil {
 		t.Fatal(err)
 	}
-	var rep traceResult
+	var rep stagetrace.Report
 	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, buf.String())
 	}

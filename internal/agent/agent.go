@@ -15,6 +15,7 @@ import (
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/journal"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // ErrRunning is wrapped by Start's error when an agent already runs for the
@@ -112,7 +113,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 				pid = st.Pid
 			}
 			return nil, fmt.Errorf("falcon is %w in network namespace %s (agent pid %d); run 'falcon disable%s' first",
-				ErrRunning, nsName(opts.Netns), pid, nsFlag(opts.Netns))
+				ErrRunning, netns.Label(opts.Netns), pid, NetnsFlag(opts.Netns))
 		}
 		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
 	}
@@ -143,9 +144,9 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("write state: %w", err)
 	}
 	if h.state.PinDir == "" {
-		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, nsName(opts.Netns))
+		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, netns.Label(opts.Netns))
 	} else {
-		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, nsName(opts.Netns), cpuset.Format(opts.CPUs))
+		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, netns.Label(opts.Netns), cpuset.Format(opts.CPUs))
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
@@ -296,7 +297,7 @@ func (a *Agent) teardown() error {
 	if err == nil {
 		removeState(h.Dir)
 		removeRoots(h.Opts)
-		h.Logf("falcon disabled in network namespace %s; every changed value restored", nsName(h.Opts.Netns))
+		h.Logf("falcon disabled in network namespace %s; every changed value restored", netns.Label(h.Opts.Netns))
 	} else {
 		// Keep the state: 'falcon disable' retries what is left.
 		h.update(func(s *State) { s.Ready = false; s.Pid = 0 })
@@ -328,14 +329,9 @@ func Run(ctx context.Context, opts Options, ready func()) error {
 	return a.Wait()
 }
 
-func nsName(ns string) string {
-	if ns == "" {
-		return "host (the current one)"
-	}
-	return ns
-}
-
-func nsFlag(ns string) string {
+// NetnsFlag is the --netns flag that names ns on a falcon command line;
+// "" for the current namespace.
+func NetnsFlag(ns string) string {
 	if ns == "" {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/journal"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Apply sets a static mode (rps, rfs) on opts.Netns once and returns,
@@ -33,7 +34,7 @@ func Apply(opts Options) (*State, error) {
 	if h.lock, err = tryLock(h.Dir); err != nil {
 		if errors.Is(err, errLocked) {
 			return nil, fmt.Errorf("falcon is %w in network namespace %s by a running agent; run 'falcon disable%s' first",
-				ErrRunning, nsName(opts.Netns), nsFlag(opts.Netns))
+				ErrRunning, netns.Label(opts.Netns), NetnsFlag(opts.Netns))
 		}
 		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
 	}
@@ -54,7 +55,7 @@ func Apply(opts Options) (*State, error) {
 	}
 	undo := func(cause error) (*State, error) {
 		if rerr := errors.Join(h.journal.Restore(), releaseGlobal(h.Dir)); rerr != nil {
-			return nil, fmt.Errorf("%w; restoring the values set so far failed too: %v (run 'falcon disable%s')", cause, rerr, nsFlag(opts.Netns))
+			return nil, fmt.Errorf("%w; restoring the values set so far failed too: %v (run 'falcon disable%s')", cause, rerr, NetnsFlag(opts.Netns))
 		}
 		removeState(h.Dir)
 		removeRoots(opts)
@@ -70,7 +71,7 @@ func Apply(opts Options) (*State, error) {
 	if err := h.update(func(s *State) { s.Ready = true }); err != nil {
 		return undo(fmt.Errorf("write state: %w", err))
 	}
-	h.Logf("%s enabled in network namespace %s; 'falcon disable%s' restores every value", opts.Mode, nsName(opts.Netns), nsFlag(opts.Netns))
+	h.Logf("%s enabled in network namespace %s; 'falcon disable%s' restores every value", opts.Mode, netns.Label(opts.Netns), NetnsFlag(opts.Netns))
 	st := h.state
 	return &st, nil
 }

@@ -66,10 +66,10 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Mode:         ModeFalcon,
-		Threshold:    85,
+		Threshold:    datapath.DefaultThreshold,
 		Policy:       datapath.PolicyAdaptive,
 		Interval:     loadavg.DefaultInterval,
-		GuardTimeout: 100 * time.Millisecond,
+		GuardTimeout: datapath.DefaultGuardTimeout,
 	}
 }
 

@@ -74,7 +74,7 @@ func checkRPS(d discover.Device) error {
 func checkOverlay(h *Host, ov *discover.Overlay) error {
 	vxs := ov.Role(discover.RoleOverlay)
 	if len(vxs) == 0 {
-		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, nsName(h.Opts.Netns))
+		return fmt.Errorf("%w in network namespace %s", discover.ErrNoOverlay, netns.Label(h.Opts.Netns))
 	}
 	if len(ov.Role(discover.RoleNIC)) == 0 {
 		return fmt.Errorf("no NIC found under the VXLAN devices (%s); name it with --devices", ov.Warnings)

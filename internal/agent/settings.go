@@ -29,13 +29,8 @@ var settings = []setting{
 			o.Threshold = t
 			return nil
 		},
-		get: func(o *Options) string { return strconv.Itoa(o.Threshold) },
-		check: func(o *Options) error {
-			if o.Threshold < 0 || o.Threshold > 100 {
-				return fmt.Errorf("%d: outside 0..100", o.Threshold)
-			}
-			return nil
-		}},
+		get:   func(o *Options) string { return strconv.Itoa(o.Threshold) },
+		check: func(o *Options) error { return datapath.CheckThreshold(o.Threshold) }},
 	durationSetting("interval", "how often CPU load is sampled from /proc/stat",
 		func(o *Options) *time.Duration { return &o.Interval }, time.Millisecond, 10*time.Second),
 	{name: "policy", impls: []string{ModeFalcon},

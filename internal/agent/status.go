@@ -85,10 +85,7 @@ func Status(opts Options) (*Report, error) {
 		return nil, err
 	}
 	dir := opts.stateDir(key)
-	r := &Report{Netns: opts.Netns}
-	if r.Netns == "" {
-		r.Netns = "host"
-	}
+	r := &Report{Netns: netns.Label(opts.Netns)}
 	st, err := readState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		if running(dir) {
@@ -122,10 +119,10 @@ func Status(opts Options) (*Report, error) {
 	case st.Static && !st.Ready && r.Running:
 		r.Problem = fmt.Sprintf("mode %s is being applied", st.Options.Mode)
 	case st.Static && !st.Ready:
-		r.Problem = fmt.Sprintf("applying mode %s was interrupted half-way: run 'falcon disable%s' to restore, then enable again", st.Options.Mode, nsFlag(opts.Netns))
+		r.Problem = fmt.Sprintf("applying mode %s was interrupted half-way: run 'falcon disable%s' to restore, then enable again", st.Options.Mode, NetnsFlag(opts.Netns))
 	case st.Static:
 	case !r.Running:
-		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, nsFlag(opts.Netns))
+		r.Problem = fmt.Sprintf("agent pid %d is gone (killed?) and left its changes behind: run 'falcon disable%s'", st.Pid, NetnsFlag(opts.Netns))
 	case !st.Ready:
 		r.Problem = "the agent is starting, or failed to undo its changes: see " + dir + "/" + LogFile
 	}
@@ -161,7 +158,7 @@ func Status(opts Options) (*Report, error) {
 	r.Totals = decisions(c.First, c.Second, c.Fallback, c.FallbackStale, c.FallbackIdle, c.FlowletHits, c.Guard, c.Passed)
 	for _, s := range c.Stages {
 		r.Stages = append(r.Stages, StageReport{
-			Device: s.Hook.Name, Netns: nsLabel(s.Hook.Netns), Role: s.Hook.Role,
+			Device: s.Hook.Name, Netns: netns.Label(s.Hook.Netns), Role: s.Hook.Role,
 			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
 			Decisions: *decisions(s.First, s.Second, s.Fallback, s.FallbackStale, s.FallbackIdle, s.FlowletHits, s.Guard, s.Passed),
 		})
@@ -181,13 +178,6 @@ func Status(opts Options) (*Report, error) {
 	}
 	r.Ready = r.Running && st.Ready && len(c.Stages) > 0 && !r.Load.Stale
 	return r, nil
-}
-
-func nsLabel(ns string) string {
-	if ns == "" {
-		return "host"
-	}
-	return ns
 }
 
 // steersWhat names the stage a hook chooses CPUs for.

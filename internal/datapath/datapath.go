@@ -126,15 +126,31 @@ type Config struct {
 // DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports.
 var DefaultVXLANPorts = []uint16{4789, 8472}
 
+// DefaultThreshold is the paper's load threshold in percent: it found
+// 80–90 best.
+const DefaultThreshold = 85
+
+// DefaultGuardTimeout is how long the ordering guard waits, at most, for a
+// flow's packets lost on the way.
+const DefaultGuardTimeout = 100 * time.Millisecond
+
+// CheckThreshold is the threshold's range check, for whoever takes one.
+func CheckThreshold(pct int) error {
+	if pct < 0 || pct > 100 {
+		return fmt.Errorf("%d: outside 0..100", pct)
+	}
+	return nil
+}
+
 // DefaultConfig has the paper's threshold, the adaptive policy, a decision
 // reconsidered every 10 ms (the load sampling period) and a guard that
 // waits up to 100 ms for lost packets; CPUs is left for the caller.
 func DefaultConfig() Config {
 	return Config{
-		Threshold:    85,
+		Threshold:    DefaultThreshold,
 		Policy:       PolicyAdaptive,
 		Recheck:      10 * time.Millisecond,
-		GuardTimeout: 100 * time.Millisecond,
+		GuardTimeout: DefaultGuardTimeout,
 		Fallback:     FallbackInline,
 		VXLANPorts:   slices.Clone(DefaultVXLANPorts),
 		StaleAfter:   250 * time.Millisecond,
@@ -156,8 +172,8 @@ func (c Config) Validate() error {
 	if _, err := splitProto(c.SplitProto); err != nil {
 		return err
 	}
-	if c.Threshold < 0 || c.Threshold > 100 {
-		return fmt.Errorf("threshold %d%% outside 0..100", c.Threshold)
+	if err := CheckThreshold(c.Threshold); err != nil {
+		return fmt.Errorf("threshold %w", err)
 	}
 	if _, err := policyBPF(c.Policy); err != nil {
 		return err

@@ -255,7 +255,7 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 	if s.Veth && (!s.PeerKnown || s.PeerTxChecksum) {
 		what := "its sending end (not found)"
 		if s.PeerKnown {
-			what = fmt.Sprintf("its sending end (ifindex %d in network namespace %s) offloads tx checksums", peerIdx, nsLabel(peerNS))
+			what = fmt.Sprintf("its sending end (ifindex %d in network namespace %s) offloads tx checksums", peerIdx, netns.Label(peerNS))
 		}
 		s.Notes = append(s.Notes, fmt.Sprintf("NIC %s is a veth and %s: veth passes partially checksummed packets, "+
 			"which lose the kernel's trust when cpumap rebuilds them and are dropped; run 'ethtool -K <peer> tx off' there", name, what))
@@ -323,11 +323,4 @@ func txChecksum(ns string, ifindex int) (on, known bool) {
 		return nil
 	})
 	return on, known
-}
-
-func nsLabel(ns string) string {
-	if ns == "" {
-		return "(current)"
-	}
-	return ns
 }

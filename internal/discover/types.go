@@ -5,7 +5,11 @@
 // plain VXLAN device are all found the same way.
 package discover
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
 
 // Role is what a device does on the overlay's receive path.
 type Role string
@@ -57,11 +61,7 @@ type Device struct {
 }
 
 func (d Device) String() string {
-	ns := d.Netns
-	if ns == "" {
-		ns = "host"
-	}
-	return fmt.Sprintf("%s (%s, ifindex %d, netns %s)", d.Name, d.Role, d.Ifindex, ns)
+	return fmt.Sprintf("%s (%s, ifindex %d, netns %s)", d.Name, d.Role, d.Ifindex, netns.Label(d.Netns))
 }
 
 // Key identifies a device across namespaces.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Kernel feature names (ethtool -k shows the same strings).
@@ -220,7 +221,7 @@ func peersWithGRO(st *state, d *devState) string {
 			continue
 		}
 		if on, _ := o.active(featGRO); on {
-			names = append(names, o.Name+" in "+nsLabel(o.Netns))
+			names = append(names, o.Name+" in "+netns.Label(o.Netns))
 		}
 	}
 	if len(names) > 3 {

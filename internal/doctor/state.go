@@ -99,7 +99,7 @@ func gather(ov *discover.Overlay) (*state, error) {
 			continue
 		}
 		if err := netns.Do(ns, func() error { return gatherLinks(byNS[ns]) }); err != nil {
-			return nil, fmt.Errorf("network namespace %s: %w", nsLabel(ns), err)
+			return nil, fmt.Errorf("network namespace %s: %w", netns.Label(ns), err)
 		}
 		if err := netns.WithSysfs(ns, func(root string) error {
 			for _, d := range byNS[ns] {
@@ -109,7 +109,7 @@ func gather(ov *discover.Overlay) (*state, error) {
 			}
 			return nil
 		}); err != nil {
-			return nil, fmt.Errorf("sysfs of network namespace %s: %w", nsLabel(ns), err)
+			return nil, fmt.Errorf("sysfs of network namespace %s: %w", netns.Label(ns), err)
 		}
 	}
 	// Devices that went away since discovery are not findings.
@@ -194,12 +194,4 @@ func readQueues(root, dev string) ([]rxQueue, error) {
 func queueNum(dir string) int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "rx-"))
 	return n
-}
-
-// nsLabel names a namespace for people.
-func nsLabel(ns string) string {
-	if ns == "" {
-		return "(current)"
-	}
-	return ns
 }

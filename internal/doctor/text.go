@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 var sevRank = map[Severity]int{Error: 0, Warn: 1, Info: 2, OK: 3}
@@ -13,7 +15,7 @@ var sevRank = map[Severity]int{Error: 0, Warn: 1, Info: 2, OK: 3}
 // WriteText prints the report for people: the overlay, then the findings
 // worst first (ok ones only counted), then what --fix changed.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "falcon doctor: network namespace %s, kernel %s\n\noverlay:\n", nsLabel(r.Netns), r.Kernel)
+	fmt.Fprintf(w, "falcon doctor: network namespace %s, kernel %s\n\noverlay:\n", netns.Label(r.Netns), r.Kernel)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, d := range r.Overlay.Devices {
 		extra := ""
@@ -24,12 +26,12 @@ func (r *Report) WriteText(w io.Writer) error {
 				extra += " local " + d.VXLAN.Local
 			}
 		case d.Peer != nil:
-			extra = "peer " + d.Peer.Name + " in " + nsLabel(d.Peer.Netns)
+			extra = "peer " + d.Peer.Name + " in " + netns.Label(d.Peer.Netns)
 		}
 		if d.Master != "" {
 			extra += " master " + d.Master
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\tmtu %d\t%s\t%s\n", d.Role, d.Name, d.Kind, d.MTU, nsLabel(d.Netns), strings.TrimSpace(extra))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\tmtu %d\t%s\t%s\n", d.Role, d.Name, d.Kind, d.MTU, netns.Label(d.Netns), strings.TrimSpace(extra))
 	}
 	tw.Flush()
 	for _, wn := range r.Overlay.Warnings {
@@ -48,7 +50,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		if f.Device != "" {
 			where = " " + f.Device
 			if f.Netns != r.Netns {
-				where += " (" + nsLabel(f.Netns) + ")"
+				where += " (" + netns.Label(f.Netns) + ")"
 			}
 		}
 		fmt.Fprintf(w, "  %-5s %s%s: %s\n", strings.ToUpper(string(f.Severity)), f.Check, where, f.Message)

@@ -27,6 +27,15 @@ func Path(name string) string {
 	return filepath.Join(Dir, name)
 }
 
+// Label names a namespace for people: "host" for "" (the namespace falcon
+// runs in, the host's own in normal use), else the name or path as given.
+func Label(name string) string {
+	if name == "" {
+		return "host"
+	}
+	return name
+}
+
 // Exists reports whether the namespace can be opened.
 func Exists(name string) bool {
 	if name == "" {

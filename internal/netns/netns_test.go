@@ -118,3 +118,11 @@ func TestInode(t *testing.T) {
 		t.Errorf("Inode(\"\") inside %s = %d, Inode(%q) = %d", name, inside, name, other)
 	}
 }
+
+func TestLabel(t *testing.T) {
+	for name, want := range map[string]string{"": "host", "fb-x-h1": "fb-x-h1", "/proc/1/ns/net": "/proc/1/ns/net"} {
+		if got := Label(name); got != want {
+			t.Errorf("Label(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

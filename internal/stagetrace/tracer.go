@@ -72,6 +72,7 @@ type Tracer struct {
 	link  link.Link
 	hook  string
 	names *resolver
+	seq   bool // a sequence device was set (Options.SeqDev)
 }
 
 type cfg struct {
@@ -195,7 +196,7 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", prog, err)
 	}
-	t := &Tracer{coll: coll}
+	t := &Tracer{coll: coll, seq: o.SeqDev != ""}
 	for _, ino := range c.inodes {
 		if err := coll.Maps[stagetraceMapNetnsFilter].Put(ino, uint8(1)); err != nil {
 			coll.Close()

@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// WhyNotReady says why a report that is not Ready is not.
+func (r *Report) WhyNotReady() string {
+	if !r.Enabled {
+		return "falcon is not enabled"
+	}
+	return r.Problem
+}
+
+// WriteReady writes the line of falcon status --ready for a ready report.
+func (r *Report) WriteReady(w io.Writer) {
+	if r.Static {
+		fmt.Fprintf(w, "ready: mode %s applied (no agent needed)\n", r.Mode)
+	} else {
+		fmt.Fprintf(w, "ready: agent pid %d\n", r.Pid)
+	}
+}
+
+// WriteText writes the report as falcon status prints it.
+func (r *Report) WriteText(w io.Writer) {
+	if !r.Enabled {
+		fmt.Fprintf(w, "falcon is not enabled in network namespace %s\n", r.Netns)
+		return
+	}
+	state := "ready"
+	if !r.Ready {
+		state = "NOT READY"
+	}
+	fmt.Fprintf(w, "falcon is enabled in network namespace %s: %s\n", r.Netns, state)
+	if r.Problem != "" {
+		fmt.Fprintf(w, "  problem    %s\n", r.Problem)
+	}
+	up := ""
+	if r.Started != nil && !r.Started.IsZero() {
+		up = ", up " + time.Since(*r.Started).Round(time.Second).String()
+	}
+	if r.Static {
+		ago := ""
+		if r.Started != nil && !r.Started.IsZero() {
+			ago = ", set " + time.Since(*r.Started).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "  agent      none needed (mode %s only sets values%s)\n", r.Mode, ago)
+	} else {
+		fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, r.Mode, up)
+	}
+	if r.Mode == ModeFalcon {
+		order := r.Order
+		if order == "guarded" {
+			order += " (timeout " + r.GuardTimeout + ")"
+		}
+		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   policy %s   order %s   load sampled every %s\n", r.CPUs, r.Threshold, r.Policy, order, r.Interval)
+	}
+	writeValues(w, r.Values)
+	if l := r.Load; l != nil {
+		fmt.Fprintf(w, "  load       %s   average %d%%", perCPU(l.PerCPU, "%d%%"), l.Avg)
+		if l.Stale {
+			fmt.Fprintf(w, "   STALE (%.0f ms old: steering is off)\n", l.AgeMs)
+		} else {
+			fmt.Fprintf(w, "   (%.1f ms ago)\n", l.AgeMs)
+		}
+	}
+	if t := r.Totals; t != nil {
+		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",
+			t.First, t.Second, t.Fallback, t.FallbackStale, t.FallbackIdle, t.FlowletHits, passed(t.Passed))
+		fmt.Fprintf(w, "  guard      moved %d, held %d packets until earlier ones arrived, timeouts %d\n",
+			t.Moved, t.GuardHolds, t.GuardTimeouts)
+	}
+	if len(r.Stages) > 0 {
+		fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK\tHELD\tTIMEOUTS")
+		for _, s := range r.Stages {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
+				perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback,
+				s.Decisions.GuardHolds, s.Decisions.GuardTimeouts)
+		}
+		tw.Flush()
+	}
+	writeSplit(w, r.Split)
+	if len(r.Devices) > 0 {
+		fmt.Fprintln(w, "\noverlay:")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, d := range r.Devices {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Role, d.Name, netns.Label(d.Netns))
+		}
+		tw.Flush()
+	}
+}
+
+// perCPU writes "cpu0 12 cpu1 40", CPUs in order, or "-".
+func perCPU[V uint32 | uint64](m map[int]V, format string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	cpus := make([]int, 0, len(m))
+	for c := range m {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	parts := make([]string, 0, len(cpus))
+	for _, c := range cpus {
+		parts = append(parts, fmt.Sprintf("cpu%d "+format, c, m[c]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func passed(m map[string]uint64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return ", passed untouched: " + strings.Join(parts, ", ")
+}
+
+// writeSplit shows each split CPU's cpumap: frames queued to it, dropped
+// at its full queue, turned into skbs by its kthread, and how often that
+// kthread ran and slept.
+func writeSplit(w io.Writer, sp *SplitReport) {
+	if sp == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nsplit NIC stage (XDP redirects into a cpumap), CPUs %s, inner protocol %s:\n", sp.CPUs, sp.Proto)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")
+	cpus := make([]int, 0, len(sp.PerCPU))
+	for c := range sp.PerCPU {
+		cpus = append(cpus, c)
+	}
+	sort.Ints(cpus)
+	for _, c := range cpus {
+		s := sp.PerCPU[c]
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c, s.Enqueued, s.EnqueueDrops, s.Built, s.BuildDrops,
+			s.Batches, s.Sleeps, s.RedirectFail)
+	}
+	tw.Flush()
+}
+
+// writeValues lists what the rps and rfs modes set: the global values, then
+// each device's queues, in one line per device.
+func writeValues(w io.Writer, vs []Value) {
+	if len(vs) == 0 {
+		return
+	}
+	type dev struct{ netns, name, role string }
+	var order []dev
+	attrs := map[dev]map[string][]string{}
+	fmt.Fprintln(w, "\nvalues set (restored by 'falcon disable'):")
+	for _, v := range vs {
+		name := v.Path[strings.LastIndex(v.Path, "/")+1:]
+		if v.Device == "" {
+			fmt.Fprintf(w, "  %s = %s (global)\n", name, v.Value)
+			continue
+		}
+		d := dev{v.Netns, v.Device, v.Role}
+		if attrs[d] == nil {
+			attrs[d] = map[string][]string{}
+			order = append(order, d)
+		}
+		attrs[d][name] = append(attrs[d][name], v.Value)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tQUEUES\tRPS_CPUS\tRPS_FLOW_CNT")
+	for _, d := range order {
+		a := attrs[d]
+		n := max(len(a["rps_cpus"]), len(a["rps_flow_cnt"]))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", d.name, netns.Label(d.netns), d.role, n, sameOrList(a["rps_cpus"]), sameOrList(a["rps_flow_cnt"]))
+	}
+	tw.Flush()
+}
+
+// sameOrList writes one value for all queues, or each queue's; "-" when
+// the attribute was left alone.
+func sameOrList(vs []string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return strings.Join(vs, ",")
+		}
+	}
+	return vs[0]
+}
+
+// SummarizeValues says in a few words what was set: "rps_cpus 3 on 5
+// devices, rps_sock_flow_entries 32768".
+func SummarizeValues(vs []Value) string {
+	type attr struct{ name, value string }
+	devs := map[attr]map[string]bool{}
+	var order []attr
+	var global []string
+	for _, v := range vs {
+		name := v.Path[strings.LastIndex(v.Path, "/")+1:]
+		if v.Device == "" {
+			global = append(global, name+" "+v.Value)
+			continue
+		}
+		a := attr{name, v.Value}
+		if devs[a] == nil {
+			devs[a] = map[string]bool{}
+			order = append(order, a)
+		}
+		devs[a][v.Netns+"/"+v.Device] = true
+	}
+	var parts []string
+	for _, a := range order {
+		parts = append(parts, fmt.Sprintf("%s %s on %d device(s)", a.name, a.value, len(devs[a])))
+	}
+	parts = append(parts, global...)
+	if len(parts) == 0 {
+		return "every value was already as wanted"
+	}
+	return strings.Join(parts, ", ")
+}
