@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log"
 	"os"
+	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
@@ -44,32 +46,44 @@ func runEnable(args []string) error {
 	if err := agent.Check(&o); err != nil {
 		return err
 	}
-	if agent.IsStatic(o.Mode) {
-		return applyStatic(o)
-	}
-	st, err := agent.Running(o)
-	if err != nil {
-		return err
-	}
-	if st != nil {
-		if st.Pid > 0 && agent.SameSettings(st.Options, o) {
-			fmt.Printf("falcon is already enabled in network namespace %s with these settings (agent pid %d)\n", netns.Label(o.Netns), st.Pid)
-			return nil
-		}
-		fmt.Printf("falcon is enabled in network namespace %s with other settings: replacing agent pid %d\n", netns.Label(o.Netns), st.Pid)
-		if _, err := agent.Disable(o); err != nil {
-			return fmt.Errorf("stop the running agent: %w", err)
-		}
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	pid, logPath, err := agent.Spawn(o, exe, "agent")
+	if agent.IsStatic(o.Mode) {
+		o.Logf = staticLog()
+	}
+	e, err := agent.Enable(o, exe, "agent")
+	ns := netns.Label(o.Netns)
+	switch r := e.Replaced; {
+	case e.Already:
+		fmt.Printf("falcon is already enabled in network namespace %s with these settings (agent pid %d)\n", ns, e.Pid)
+		return nil
+	case r != nil && agent.IsStatic(o.Mode):
+		fmt.Printf("falcon runs in network namespace %s (mode %s, agent pid %d): replacing it\n", ns, r.Options.Mode, r.Pid)
+	case r != nil:
+		fmt.Printf("falcon is enabled in network namespace %s with other settings: replacing agent pid %d\n", ns, r.Pid)
+	}
 	if err != nil {
 		return err
 	}
+	if e.Applied != nil {
+		fmt.Printf("falcon enabled in network namespace %s (mode %s): %s; no agent runs, 'falcon status' lists every value, 'falcon disable%s' restores them\n",
+			ns, o.Mode, agent.SummarizeValues(e.Applied.Values), agent.NetnsFlag(o.Netns))
+		return nil
+	}
 	fmt.Printf("falcon enabled in network namespace %s (mode %s, CPUs %s, threshold %d%%): agent pid %d, log %s\n",
-		netns.Label(o.Netns), o.Mode, cpuset.Format(o.CPUs), o.Threshold, pid, logPath)
+		ns, o.Mode, cpuset.Format(o.CPUs), o.Threshold, e.Pid, e.Log)
 	return nil
+}
+
+// staticLog: a static mode's summary says what was set; of its log only
+// warnings (from discovery) and the undoing of earlier settings are news.
+func staticLog() func(string, ...any) {
+	l := log.New(os.Stderr, "falcon enable: ", 0)
+	return func(format string, a ...any) {
+		if msg := fmt.Sprintf(format, a...); strings.HasPrefix(msg, "warning") || strings.HasPrefix(msg, "restoring") {
+			l.Print(msg)
+		}
+	}
 }
