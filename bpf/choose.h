@@ -251,7 +251,8 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	struct flowlet_key fk = { .flowhash = fh, .hook = hid };
 	__u32 prev, want;
 	struct flowlet *fe;
-	__u64 idle, done;
+	__u64 done;
+	__s64 idle;
 	__s64 out;
 	int why, valid;
 
@@ -288,12 +289,16 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 
 	valid = fe->target == TARGET_FALLBACK || (fe->target < s->n && s->cpus[cpu_idx(fe->target)] == fe->cpu);
 	prev = valid ? fe->target : TARGET_FALLBACK;
-	idle = now - fe->last_seen_ns;
-	fe->last_seen_ns = now;
+	/* Signed: another CPU may have stamped the entry after this one read
+	 * the clock. Unsigned, that would look like an age of centuries: a
+	 * flow taken for idle, its guard dropped, while it flows. */
+	idle = (__s64)(now - fe->last_seen_ns);
+	if (idle > 0)
+		fe->last_seen_ns = now;
 	d->target = fe->target;
 	d->kind = fe->kind;
 	if (fe->unsure) {
-		if (idle <= cfg->guard_timeout_ns) {
+		if (idle <= (__s64)cfg->guard_timeout_ns) {
 			d->why = CNT_GUARD_HOLD;
 			goto out;
 		}
@@ -326,7 +331,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		fe->base = done - fe->sent;
 		out = 0;
 	}
-	if (out > 0 && idle <= cfg->guard_timeout_ns) {
+	if (out > 0 && idle <= (__s64)cfg->guard_timeout_ns) {
 		/* Hold: look again soon, not on every packet. */
 		fe->next_check_ns = now + (cfg->recheck_ns >> 6);
 		d->why = CNT_GUARD_HOLD;

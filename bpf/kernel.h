@@ -29,6 +29,7 @@ struct sk_buff {
 	unsigned int data_len;
 	__be16 protocol;
 	unsigned int end;
+	__u16 network_header;
 	unsigned char *head;
 	unsigned char *data;
 } __attribute__((preserve_access_index));

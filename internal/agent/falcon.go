@@ -65,8 +65,9 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	// A decision is no better informed than the load it was made with.
 	cfg.Recheck = h.Opts.Interval
 	cfg.PerPacket = h.Opts.PerPacket
-	// Load older than a few missed samples switches steering off.
-	cfg.StaleAfter = max(cfg.StaleAfter, 10*h.Opts.Interval)
+	// Load older than a few missed samples switches steering off; a quiet
+	// sampler's samples are maxSampleGap apart.
+	cfg.StaleAfter = max(cfg.StaleAfter, 3*maxSampleGap(h.Opts.Interval))
 	var ports []uint16
 	for _, d := range ov.Role(discover.RoleOverlay) {
 		if p := uint16(d.VXLAN.Port); p != 0 && !slices.Contains(ports, p) {
@@ -114,16 +115,17 @@ func (m *falconMode) startSampler(h *Host) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan error, 1)
 	first := make(chan struct{})
-	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, RealTime: true, Publish: func(smp loadavg.Sample) error {
-		if err := m.dp.SetLoad(smp.PerCPU, smp.Avg, smp.MonotonicNs); err != nil {
-			return err
-		}
-		m.last.Store(&smp)
-		if m.running.CompareAndSwap(false, true) {
-			close(first)
-		}
-		return nil
-	}}
+	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, RealTime: true,
+		QuietBelow: quietBelow(h.Opts.Threshold), MaxInterval: maxSampleGap(h.Opts.Interval), Publish: func(smp loadavg.Sample) error {
+			if err := m.dp.SetLoad(smp.PerCPU, smp.Avg, smp.MonotonicNs); err != nil {
+				return err
+			}
+			m.last.Store(&smp)
+			if m.running.CompareAndSwap(false, true) {
+				close(first)
+			}
+			return nil
+		}}
 	s.Warn = func(err error) { h.Logf("%v", err) }
 	if m.cfg.Policy != datapath.PolicyPaper {
 		m.bg.Add(1)
@@ -375,3 +377,12 @@ func (m *falconMode) drain(h *Host) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// While no CPU is within quietMargin of the threshold, the sampler slows
+// down to maxSampleGap: no choice can change until one gets there, and
+// the next sample after it does comes within that gap.
+const quietMargin = 15
+
+func quietBelow(threshold int) uint32 { return uint32(max(1, threshold-quietMargin)) }
+
+func maxSampleGap(interval time.Duration) time.Duration { return 10 * interval }

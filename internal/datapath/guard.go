@@ -168,7 +168,8 @@ func (d *Datapath) Steered() (int, error) {
 	)
 	it := d.maps.FalconFlowlets.Iterate()
 	for it.Next(&k, &v) {
-		if v.Target != targetFallback && now-v.LastSeenNs <= timeout {
+		// Signed: a packet may have stamped the entry after now was read.
+		if v.Target != targetFallback && int64(now-v.LastSeenNs) <= int64(timeout) {
 			n++
 		}
 	}

@@ -103,3 +103,28 @@ func TestLive(t *testing.T) {
 		t.Errorf("CPU 0 spinning, sample %+v", last)
 	}
 }
+
+func TestQuietSamplerSlowsDown(t *testing.T) {
+	s := &Sampler{QuietBelow: 70, MaxInterval: 100 * time.Millisecond}
+	base := 10 * time.Millisecond
+	quiet := Sample{PerCPU: []uint32{30, 69}}
+	busy := Sample{PerCPU: []uint32{30, 70}}
+	cur := base
+	var got []time.Duration
+	for range 5 {
+		cur = s.nextInterval(quiet, cur, base)
+		got = append(got, cur)
+	}
+	want := []time.Duration{20, 40, 80, 100, 100}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("quiet intervals %v, want %v ms", got, want)
+		}
+	}
+	if cur = s.nextInterval(busy, cur, base); cur != base {
+		t.Errorf("a CPU at 70 %%: interval %v, want %v at once", cur, base)
+	}
+	if off := (&Sampler{}).nextInterval(quiet, base, base); off != base {
+		t.Errorf("QuietBelow 0: interval %v, want %v", off, base)
+	}
+}

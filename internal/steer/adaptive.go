@@ -88,12 +88,12 @@ type Step struct {
 // choice takes effect only when every segment passed on has arrived; a flow
 // idle for longer than the guard timeout has its count restarted instead.
 func (e *Entry) Guard(now, done, segs uint64, want func(prev int) int) Step {
-	idle := now - e.LastSeen
-	e.LastSeen = now
+	idle := int64(now - e.LastSeen) // signed: another CPU may have stamped it later
+	e.LastSeen = max(e.LastSeen, now)
 	s := Step{Target: e.Target}
 	defer func() { e.Sent += segs }()
 	if e.Unsure {
-		if idle <= e.Expiry {
+		if idle <= int64(e.Expiry) {
 			s.Held = true
 			return s
 		}
@@ -113,7 +113,7 @@ func (e *Entry) Guard(now, done, segs uint64, want func(prev int) int) Step {
 		e.Base = done - e.Sent
 		out = 0
 	}
-	if out > 0 && idle <= e.Expiry {
+	if out > 0 && idle <= int64(e.Expiry) {
 		e.NextCheck = now + e.Recheck>>6
 		s.Held = true
 		return s
