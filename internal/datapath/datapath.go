@@ -313,12 +313,15 @@ type Datapath struct {
 	pinDir string
 	pinned []string
 	cfg    atomic.Pointer[Config] // written under mu, read without it
-	hooks  map[hookKey]*attachment
-	splits map[hookKey]*attachment // XDP on NICs (split.go)
-	split  *cpumapState            // the cpumap, while splits is not empty
-	guard  *guardState             // the guard's counting programs (guard.go)
-	ids    [MaxHooks]bool
-	debug  bool // tests: programs record their last decision in falcon_debug
+	// stateMu serialises read-modify-writes of the configuration, so that
+	// SetConfig and the running state never undo each other.
+	stateMu sync.Mutex
+	hooks   map[hookKey]*attachment
+	splits  map[hookKey]*attachment // XDP on NICs (split.go)
+	split   *cpumapState            // the cpumap, while splits is not empty
+	guard   *guardState             // the guard's counting programs (guard.go)
+	ids     [MaxHooks]bool
+	debug   bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
 	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
@@ -346,7 +349,7 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 	if err := spec.LoadAndAssign(&d.maps, nil); err != nil {
 		return nil, fmt.Errorf("create BPF maps: %w", err)
 	}
-	if err := d.SetConfig(cfg); err != nil {
+	if err := d.setConfig(cfg); err != nil {
 		d.maps.Close()
 		return nil, err
 	}
@@ -366,8 +369,27 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 }
 
 // SetConfig replaces the configuration; flowlets whose CPU left the set
-// choose again on their next packet.
+// choose again on their next packet. Engaged and Draining are the agent's
+// running state, not configuration: SetConfig keeps the values in force
+// (SetEngaged and SetDraining change them; Load takes the first ones).
 func (d *Datapath) SetConfig(cfg Config) error {
+	d.stateMu.Lock()
+	defer d.stateMu.Unlock()
+	cur := d.Config()
+	cfg.Engaged, cfg.Draining = cur.Engaged, cur.Draining
+	return d.setConfig(cfg)
+}
+
+// setState changes the running state in the configuration in force.
+func (d *Datapath) setState(change func(*Config)) error {
+	d.stateMu.Lock()
+	defer d.stateMu.Unlock()
+	cfg := d.Config()
+	change(&cfg)
+	return d.setConfig(cfg)
+}
+
+func (d *Datapath) setConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

@@ -109,12 +109,7 @@ func (d *Datapath) RemoveStage(s StageDev) error {
 // SetEngaged tells the adaptive policy whether steering pays (the agent's
 // engagement test); flows move accordingly, each under its guard.
 func (d *Datapath) SetEngaged(on bool) error {
-	cfg := d.Config()
-	if cfg.Engaged == on {
-		return nil
-	}
-	cfg.Engaged = on
-	return d.SetConfig(cfg)
+	return d.setState(func(c *Config) { c.Engaged = on })
 }
 
 var possible = sync.OnceValue(func() int {
@@ -143,16 +138,11 @@ func monotonicNow() uint64 {
 }
 
 // SetDraining makes every hook send its flows inline, each under its
-// guard; Drained says when they have gone. Stopping with flows still
-// steered would let their next packets overtake the ones queued at the
-// old targets.
+// guard; Steered says how many have not come yet. Stopping with flows
+// still steered would let their next packets overtake the ones queued at
+// the old targets.
 func (d *Datapath) SetDraining(on bool) error {
-	cfg := d.Config()
-	if cfg.Draining == on {
-		return nil
-	}
-	cfg.Draining = on
-	return d.SetConfig(cfg)
+	return d.setState(func(c *Config) { c.Draining = on })
 }
 
 // Steered counts the flows whose next stage is still steered away from

@@ -24,16 +24,23 @@ func (h *harness) arrive(fh uint32, n uint64) {
 	}
 }
 
-// TestGuardHoldsUntilArrived: a flow whose choice changes keeps its target
-// while segments it sent have not arrived at the next stage, moves once they
-// have, and after an idle guard timeout moves anyway (counted).
-func TestGuardHoldsUntilArrived(t *testing.T) {
+// guardOnlyConfig is an engaged adaptive datapath that reconsiders every
+// packet and waits for lost packets an hour: the guard alone decides.
+func guardOnlyConfig() Config {
 	cfg := testConfig()
 	cfg.Policy = PolicyAdaptive
 	cfg.Engaged = true
 	cfg.PerPacket = false
 	cfg.Recheck = 0
 	cfg.GuardTimeout = time.Hour
+	return cfg
+}
+
+// TestGuardHoldsUntilArrived: a flow whose choice changes keeps its target
+// while segments it sent have not arrived at the last stage, moves once they
+// have, and after an idle guard timeout moves anyway (counted).
+func TestGuardHoldsUntilArrived(t *testing.T) {
+	cfg := guardOnlyConfig()
 	cfg.CPUs = []int{8, 9}
 	h := newHarness(t, cfg)
 	// A flow whose two hash choices differ.
@@ -109,13 +116,7 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 // the BPF program and internal/steer's Entry.Guard with ChooseAdaptiveIndex
 // and checks they agree packet by packet.
 func TestTwinGuard(t *testing.T) {
-	cfg := testConfig()
-	cfg.Policy = PolicyAdaptive
-	cfg.Engaged = true
-	cfg.PerPacket = false
-	cfg.Recheck = 0
-	cfg.GuardTimeout = time.Hour
-	cfg.StaleAfter = 0
+	cfg := guardOnlyConfig()
 	h := newHarness(t, cfg)
 	r := rand.New(rand.NewPCG(9, 10))
 	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
@@ -194,6 +195,9 @@ func TestTwinAdaptive(t *testing.T) {
 			cfg.PerPacket = true
 			cfg.Engaged = r.IntN(8) != 0
 			if err := h.d.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.d.SetEngaged(cfg.Engaged); err != nil {
 				t.Fatal(err)
 			}
 		}
