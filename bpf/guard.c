@@ -2,16 +2,23 @@
 /* falcon guard: the receiving half of the ordering guard (choose.h).
  *
  * Every hook counts, per (flow, hook), the segments it passes on; this
- * program counts, per flow, the segments that reach the last stage: at
- * net:netif_receive_skb of a container's end (a STAGE_LAST device in
- * falcon_stages), which fires on the CPU that runs that stage once the
- * packet has left every queue behind it. Packets dropped on the way count
- * too, since they will never arrive: any drop (skb:kfree_skb) at a device
- * on the way (a STAGE_PATH device: the gro_cells queue, the backlog, the
- * stack behind it), and at the last stage only a backlog's (reason
- * CPU_BACKLOG): later drops there come after the arrival was counted. Counts are per CPU, so no cache
- * line moves between the stage CPUs; a hook that wants to move a flow sums
- * them and compares with what it sent. */
+ * program counts, per flow, the segments that the last stage has finished
+ * with. A segment reaching a container's end (a STAGE_LAST device in
+ * falcon_stages) is seen at net:netif_receive_skb, on the CPU that runs
+ * that stage once the packet has left every queue behind it; but the stack
+ * still has it until the socket has it, and a moved segment taking the
+ * short way through another CPU could overtake it there while this CPU is
+ * stalled (an interrupt, a preempted vCPU). So it is only noted as pending
+ * on this CPU, and counted once the stack is done with it: when this CPU
+ * starts on its next skb, or when the NAPI poll that delivered it returns
+ * (napi:napi_poll). Packets dropped on the way count at once, since they
+ * will never arrive: any drop (skb:kfree_skb) at a device on the way (a
+ * STAGE_PATH device: the gro_cells queue, the backlog, the stack behind
+ * it), and at the last stage only a backlog's (reason CPU_BACKLOG): later
+ * drops there come after the arrival was noted. Counts are per CPU, so no
+ * cache line moves between the stage CPUs; a hook that wants to move a flow
+ * sums them
+ * and compares with what it sent. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
@@ -33,6 +40,57 @@ enum event {
 	DROPPED_BACKLOG = 2, /* refused by a full backlog: never reached the stage */
 };
 
+/* The segment that reached a last stage on this CPU and is still on its way
+ * up the stack: counted when this CPU starts on its next skb (the stack
+ * handles one skb at a time, to the socket, before the next) or when the
+ * NAPI poll that carried it returns, whichever comes first. A container
+ * end with a device stacked on it in the container (a bridge, a VLAN)
+ * would see its next receive before the socket has the skb; containers'
+ * ends have none. */
+struct pending {
+	__u32 fh;
+	__u32 segs; /* 0: none */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pending);
+} falcon_pending SEC(".maps");
+
+static __always_inline void add_done(__u32 fh, __u32 segs)
+{
+	__u64 *v, n = segs;
+
+	v = bpf_map_lookup_elem(&falcon_done, &fh);
+	if (v) {
+		*v += segs;
+		return;
+	}
+	if (bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST)) {
+		v = bpf_map_lookup_elem(&falcon_done, &fh);
+		if (v)
+			*v += segs;
+	}
+}
+
+/* Counts the pending segment, if any, and returns the slot (NULL only if
+ * the map is missing). An arrival outside any NAPI poll (a driver that
+ * delivers from process context) waits for this CPU's next skb or poll,
+ * and its flow for the guard timeout at worst: late, never early. */
+static __always_inline struct pending *flush_pending(void)
+{
+	__u32 zero = 0;
+	struct pending *p = bpf_map_lookup_elem(&falcon_pending, &zero);
+
+	if (p && p->segs) {
+		add_done(p->fh, p->segs);
+		p->segs = 0;
+	}
+	return p;
+}
+
 static __always_inline int count_done(struct sk_buff *skb, int ev)
 {
 	struct net_device *dev = skb->dev;
@@ -40,9 +98,10 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	struct config *cfg;
 	struct flow fl = {};
 	__u32 zero = 0, *kind, segs = 1, fh;
-	__u64 *v, n;
 	__u16 gs;
 
+	if (ev == ARRIVED)
+		flush_pending();
 	if (!dev)
 		return 0;
 	sd.netns_ino = dev->nd_net.net->ns.inum;
@@ -84,17 +143,16 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	if (gs > 1)
 		segs = gs;
 	fh = flow_hash(&fl);
-	v = bpf_map_lookup_elem(&falcon_done, &fh);
-	if (v) {
-		*v += segs;
-		return 0;
+	if (ev == ARRIVED) {
+		struct pending *pd = flush_pending();
+
+		if (pd) {
+			pd->fh = fh;
+			pd->segs = segs;
+			return 0;
+		}
 	}
-	n = segs;
-	if (bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST)) {
-		v = bpf_map_lookup_elem(&falcon_done, &fh);
-		if (v)
-			*v += segs;
-	}
+	add_done(fh, segs);
 	return 0;
 }
 
@@ -102,6 +160,15 @@ SEC("tp_btf/netif_receive_skb")
 int falcon_guard_receive(__u64 *ctx)
 {
 	return count_done((struct sk_buff *)ctx[0], ARRIVED);
+}
+
+/* napi_poll(napi, work, budget): fires once the poll has returned, so
+ * every skb it delivered has been through the whole stack. */
+SEC("tp_btf/napi_poll")
+int falcon_guard_poll(__u64 *ctx)
+{
+	flush_pending();
+	return 0;
 }
 
 /* kfree_skb(skb, location, reason, ...) */

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,7 +122,11 @@ func orderSaturated(t *testing.T, layout, variant string) {
 			case <-time.After(300 * time.Millisecond):
 			}
 			stop()
-			if i%4 == 3 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
+			// Flows running when an agent starts stay inline until they
+			// pause (bpf/choose.h: the young hook's rule), so the moves the
+			// guard must order come in the first agent's time: it gets
+			// two full swings of the hog before the first restart.
+			if i%4 == 3 && i >= 7 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
 				if err := restart(); err != nil {
 					churnErr = err
 					return
@@ -130,6 +136,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	}()
 	const flows = 16
 	per := orderPackets(t) / (flows * 2) // two container pairs
+	neighBefore := neighStats(t)
 	runs := sendPairs(ctx, t, tb, 41240, seqcheck.SendOptions{Flows: flows, PktsPerFlow: per, Size: 64})
 	close(done)
 	wg.Wait()
@@ -150,10 +157,15 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		reordered += s.Reordered
 		dups += s.Duplicates
 	}
-	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d",
+	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d; neighbour table during the run: %s",
 		t.Name(), sent, received, reordered, dups, cycles, totals.First, totals.Second, totals.Fallback,
-		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts)
-	if reordered != 0 || dups != 0 {
+		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts, neighStats(t).since(neighBefore))
+	switch {
+	case vanilla && reordered+dups != 0:
+		// The baseline measures the kernel, not falcon: said loudly, not
+		// failed. The falcon cases are held to 0 all the same.
+		t.Logf("WITHOUT falcon the kernel itself reordered %d and duplicated %d of %d datagrams under this load", reordered, dups, received)
+	case reordered != 0 || dups != 0:
 		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", reordered, received, dups)
 	}
 	if received < sent/4 {
@@ -175,4 +187,45 @@ func add(dst, src *Decisions) {
 	dst.Moved += src.Moved
 	dst.GuardHolds += src.GuardHolds
 	dst.GuardTimeouts += src.GuardTimeouts
+}
+
+// neighStats are the kernel's ARP table counters (summed over CPUs): a
+// neighbour resolved anew during a run queues a flow's packets and releases
+// them from whichever CPU takes the reply, which reorders them with or
+// without falcon; a failing case says whether that happened.
+type neighStat struct{ allocs, resFailed, forcedGC, unresolvedDiscards uint64 }
+
+func neighStats(t *testing.T) neighStat {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/stat/arp_cache")
+	if err != nil {
+		return neighStat{}
+	}
+	var n neighStat
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	names := strings.Fields(lines[0])
+	for _, l := range lines[1:] {
+		for i, f := range strings.Fields(l) {
+			v, err := strconv.ParseUint(f, 16, 64)
+			if err != nil || i >= len(names) {
+				continue
+			}
+			switch names[i] {
+			case "allocs":
+				n.allocs += v
+			case "res_failed":
+				n.resFailed += v
+			case "forced_gc_runs":
+				n.forcedGC += v
+			case "unresolved_discards":
+				n.unresolvedDiscards += v
+			}
+		}
+	}
+	return n
+}
+
+func (n neighStat) since(o neighStat) string {
+	return fmt.Sprintf("%d entries made, %d resolutions failed, %d forced GCs, %d packets discarded unresolved",
+		n.allocs-o.allocs, n.resFailed-o.resFailed, n.forcedGC-o.forcedGC, n.unresolvedDiscards-o.unresolvedDiscards)
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // The receiving half of the ordering guard (bpf/guard.c): programs on
-// net:netif_receive_skb and skb:kfree_skb that count, per flow, the
-// segments that reach the last stage or are dropped by a backlog on the
-// way. A hook moves a flow only when they match what it sent
+// net:netif_receive_skb, napi:napi_poll and skb:kfree_skb that count, per
+// flow, the segments the last stage has delivered (once the NAPI poll that
+// carried them returns) or that were dropped on the way. A hook moves a flow only when they match what it sent
 // (bpf/choose.h).
 
 type guardState struct {
@@ -41,6 +41,7 @@ func (d *Datapath) openGuard() (err error) {
 	var objs struct {
 		Receive *ebpf.Program `ebpf:"falcon_guard_receive"`
 		Drop    *ebpf.Program `ebpf:"falcon_guard_drop"`
+		Poll    *ebpf.Program `ebpf:"falcon_guard_poll"`
 	}
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
 		var ve *ebpf.VerifierError
@@ -49,7 +50,7 @@ func (d *Datapath) openGuard() (err error) {
 		}
 		return fmt.Errorf("load BPF guard programs: %w", err)
 	}
-	g := &guardState{progs: []*ebpf.Program{objs.Receive, objs.Drop}}
+	g := &guardState{progs: []*ebpf.Program{objs.Receive, objs.Drop, objs.Poll}}
 	defer func() {
 		if err != nil {
 			g.close()

@@ -98,6 +98,12 @@ type guardLoad struct {
 	Pct       [1024]uint32
 }
 
+type guardPending struct {
+	_    structs.HostLayout
+	Fh   uint32
+	Segs uint32
+}
+
 type guardStageDev struct {
 	_        structs.HostLayout
 	NetnsIno uint32
@@ -121,9 +127,11 @@ const (
 	guardMapFalconFlowlets      = "falcon_flowlets"
 	guardMapFalconHooks         = "falcon_hooks"
 	guardMapFalconLoad          = "falcon_load"
+	guardMapFalconPending       = "falcon_pending"
 	guardMapFalconStages        = "falcon_stages"
 	guardMapFalconSteered       = "falcon_steered"
 	guardProgFalconGuardDrop    = "falcon_guard_drop"
+	guardProgFalconGuardPoll    = "falcon_guard_poll"
 	guardProgFalconGuardReceive = "falcon_guard_receive"
 	guardVarDebugOn             = "debug_on"
 	guardVarHookId              = "hook_id"
@@ -172,6 +180,7 @@ type guardSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
 	FalconGuardDrop    *ebpf.ProgramSpec `ebpf:"falcon_guard_drop"`
+	FalconGuardPoll    *ebpf.ProgramSpec `ebpf:"falcon_guard_poll"`
 	FalconGuardReceive *ebpf.ProgramSpec `ebpf:"falcon_guard_receive"`
 }
 
@@ -186,6 +195,7 @@ type guardMapSpecs struct {
 	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconPending  *ebpf.MapSpec `ebpf:"falcon_pending"`
 	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
@@ -225,6 +235,7 @@ type guardMaps struct {
 	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
+	FalconPending  *ebpf.Map `ebpf:"falcon_pending"`
 	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
 }
@@ -238,6 +249,7 @@ func (m *guardMaps) Close() error {
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
+		m.FalconPending,
 		m.FalconStages,
 		m.FalconSteered,
 	)
@@ -256,12 +268,14 @@ type guardVariables struct {
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
 	FalconGuardDrop    *ebpf.Program `ebpf:"falcon_guard_drop"`
+	FalconGuardPoll    *ebpf.Program `ebpf:"falcon_guard_poll"`
 	FalconGuardReceive *ebpf.Program `ebpf:"falcon_guard_receive"`
 }
 
 func (p *guardPrograms) Close() error {
 	return _GuardClose(
 		p.FalconGuardDrop,
+		p.FalconGuardPoll,
 		p.FalconGuardReceive,
 	)
 }

@@ -142,9 +142,13 @@ func TestSteeringOnTestbed(t *testing.T) {
 	defer tr.Close()
 	nicStage, ovlStage, devStage := h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
 
-	// run sends 8 flows from CPU 0 and returns, per flow, the CPU that ran
-	// most of each stage (and fails if a stage was split over CPUs).
-	type stages struct{ nic, ovl, dev int }
+	// run sends 8 flows from a sender pinned to CPU 0 and returns, per
+	// flow, how many packets each CPU ran at each stage. The NIC stage runs
+	// wherever the kernel delivered the packet, which is the sender's CPU
+	// as a rule but not always (a neighbour queue drained by an ARP reply
+	// on another CPU moves a burst): the checks below hold the stages
+	// falcon places to where it placed them, relative to that.
+	type stages struct{ nic, ovl, dev map[int]uint64 }
 	run := func(phase string) map[stagetrace.Flow]stages {
 		t.Helper()
 		time.Sleep(5 * time.Millisecond) // past the flowlet gap: fresh decisions
@@ -169,20 +173,7 @@ func TestSteeringOnTestbed(t *testing.T) {
 		}
 		out := map[stagetrace.Flow]stages{}
 		for f, st := range stagetrace.StagesByFlow(recs) {
-			main := func(stage string) int {
-				per := st[stage]
-				best, total := -1, stagetrace.Total(per)
-				for c, n := range per {
-					if best < 0 || n > per[best] {
-						best = c
-					}
-				}
-				if total < 100 || per[best]*100 < total*95 {
-					t.Errorf("%s: %s at %s: %s, want >= 100 packets, 95%% on one CPU", phase, f, stage, stagetrace.FormatCPUs(per))
-				}
-				return best
-			}
-			out[f] = stages{main(nicStage), main(ovlStage), main(devStage)}
+			out[f] = stages{st[nicStage], st[ovlStage], st[devStage]}
 			t.Logf("%s: %s: nic %s | vxlan %s | container %s", phase, f,
 				stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]), stagetrace.FormatCPUs(st[devStage]))
 		}
@@ -191,6 +182,21 @@ func TestSteeringOnTestbed(t *testing.T) {
 		}
 		return out
 	}
+	// main is the CPU that ran most of a stage; where falcon placed the
+	// stage, at least 95 % of 100 or more packets must have run there.
+	main := func(phase string, f stagetrace.Flow, stage string, per map[int]uint64, placed bool) int {
+		t.Helper()
+		best, total := -1, stagetrace.Total(per)
+		for c, n := range per {
+			if best < 0 || n > per[best] {
+				best = c
+			}
+		}
+		if placed && (total < 100 || per[best]*100 < total*95) {
+			t.Errorf("%s: %s at %s: %s, want >= 100 packets, 95%% on one CPU", phase, f, stage, stagetrace.FormatCPUs(per))
+		}
+		return best
+	}
 
 	// Steering: every stage where the twin says.
 	load := make([]uint32, len(cpus))
@@ -198,7 +204,9 @@ func TestSteeringOnTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := 0
-	for f, s := range run("steer") {
+	for f, st := range run("steer") {
+		s := struct{ nic, ovl, dev int }{main("steer", f, nicStage, st.nic, false),
+			main("steer", f, ovlStage, st.ovl, true), main("steer", f, devStage, st.dev, true)}
 		fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
 		wantOvl, _ := steer.Choose(fh, uint32(ovlIdx), cpus, load, 85, 0, false)
 		wantDev, _ := steer.Choose(fh, uint32(devIdx), cpus, load, 85, 0, false)
@@ -232,9 +240,12 @@ func TestSteeringOnTestbed(t *testing.T) {
 		if err := d.SetLoad(load, 100, 0); err != nil {
 			t.Fatal(err)
 		}
-		for f, s := range run("fallback " + fb) {
-			if s.ovl != s.nic || s.dev != s.nic {
-				t.Errorf("fallback %s: %s: stages on CPUs %d/%d/%d, want all on the NIC stage's CPU", fb, f, s.nic, s.ovl, s.dev)
+		// Packet by packet, so compared CPU by CPU: each later stage ran
+		// on the CPUs the NIC stage ran on, in the same numbers.
+		for f, st := range run("fallback " + fb) {
+			if !sameSpread(st.nic, st.ovl) || !sameSpread(st.nic, st.dev) {
+				t.Errorf("fallback %s: %s: nic %s, vxlan %s, container %s: want every stage on the NIC stage's CPUs", fb, f,
+					stagetrace.FormatCPUs(st.nic), stagetrace.FormatCPUs(st.ovl), stagetrace.FormatCPUs(st.dev))
 			}
 		}
 	}
@@ -246,12 +257,25 @@ func TestSteeringOnTestbed(t *testing.T) {
 		}
 	}
 	spread := 0
-	for _, s := range run("no program") {
-		if s.ovl != s.nic || s.dev != s.nic {
+	for f, st := range run("no program") {
+		nic := main("no program", f, nicStage, st.nic, false)
+		if main("no program", f, ovlStage, st.ovl, true) != nic || main("no program", f, devStage, st.dev, true) != nic {
 			spread++
 		}
 	}
 	if spread == 0 {
 		t.Error("no program: RPS kept every stage on the NIC's CPU, so the fallback check above proves nothing")
 	}
+}
+
+// sameSpread says whether two stages of a flow ran on the same CPUs in the
+// same numbers, give or take 2 % of the packets (drops on the way).
+func sameSpread(a, b map[int]uint64) bool {
+	var diff, total uint64
+	for c := range 64 {
+		x, y := a[c], b[c]
+		diff += max(x, y) - min(x, y)
+		total += x
+	}
+	return total > 0 && diff*50 <= total
 }
