@@ -24,7 +24,7 @@ func topOnce(t *testing.T, bin, ns string) {
 	if strings.ContainsRune(out, 0x1b) {
 		t.Error("--once wrote escape codes")
 	}
-	for _, want := range []string{"falcon top  netns " + ns, "cpu0 ", "cpu1 ", "steered", "fallback"} {
+	for _, want := range []string{"falcon top  netns " + ns, "cpu0 ", "cpu1 ", "decided", "fallback"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("frame lacks %q", want)
 		}

@@ -31,7 +31,7 @@ var defs = []def{
 	{"falcon_agent_stale_intervals_total", prometheus.CounterValue, nil, "Gaps between load samples long enough that the datapath saw stale load and steered nothing."},
 	{"falcon_agent_containers", prometheus.GaugeValue, nil, "Container ends the agent follows."},
 	{"falcon_stage_packets_total", prometheus.CounterValue, append(hookLabels, "cpu"), "Packets a hook saw, by the CPU they were on: where the stage the hook sees ran."},
-	{"falcon_steered_packets_total", prometheus.CounterValue, append(hookLabels, "cpu"), "Packets whose next stage a hook sent to another CPU's backlog, by that CPU."},
+	{"falcon_steered_packets_total", prometheus.CounterValue, append(hookLabels, "cpu"), "Packets a hook decided on, by the CPU it gave their next stage: the CPU it steered them to, or the one they were on when kept inline."},
 	{"falcon_decisions_total", prometheus.CounterValue, append(hookLabels, "decision"), "A hook's fresh decisions: first (the first hash choice), second (the second), fallback (the next stage stays inline)."},
 	{"falcon_fallbacks_total", prometheus.CounterValue, append(hookLabels, "reason"), "Fallback decisions by reason: load (the set is busy), stale (old load data), not_paying (adaptive: moving would not pay)."},
 	{"falcon_kept_decisions_total", prometheus.CounterValue, hookLabels, "Packets that kept their flow's earlier decision."},

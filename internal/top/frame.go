@@ -166,11 +166,14 @@ func writeTotals(b *strings.Builder, r, before *agent.Report, rate func(uint64, 
 			steeredWas += n
 		}
 	}
-	fmt.Fprintf(b, "steered    %8s/s   total %s packets\n", rate(steered, steeredWas), human(float64(steered)))
-	fmt.Fprintf(b, "fallback   %8s/s   total %s (stale load %s, not paying %s)\n", rate(t.Fallback, was.Fallback),
+	// A hook counts every packet it decides on by the CPU of its next
+	// stage, inline ones on their own CPU: the decisions, not the moves.
+	fmt.Fprintf(b, "%-12s%8s/s   total %s packets given their next stage's CPU (inline ones on their own)\n",
+		"decided", rate(steered, steeredWas), human(float64(steered)))
+	fmt.Fprintf(b, "%-12s%8s/s   total %s (stale load %s, not paying %s)\n", "fallback", rate(t.Fallback, was.Fallback),
 		human(float64(t.Fallback)), human(float64(t.FallbackStale)), human(float64(t.FallbackIdle)))
-	fmt.Fprintf(b, "flows      %8s/s moved   total %s moved, %s after a guard timeout; %s packets held until earlier ones arrived\n",
-		rate(t.Moved, was.Moved), human(float64(t.Moved)), human(float64(t.GuardTimeouts)), human(float64(t.GuardHolds)))
+	fmt.Fprintf(b, "%-12s%8s/s   total %s, %s after a guard timeout; %s packets held until earlier ones arrived\n",
+		"flows moved", rate(t.Moved, was.Moved), human(float64(t.Moved)), human(float64(t.GuardTimeouts)), human(float64(t.GuardHolds)))
 }
 
 // human writes 1234567 as 1.23M.

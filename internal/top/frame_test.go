@@ -51,7 +51,7 @@ func TestFrame(t *testing.T) {
 	if strings.ContainsRune(f, 0x1b) {
 		t.Error("a plain frame holds escape codes")
 	}
-	for _, want := range []string{"netns " + r0.Netns, "cpu0", "cpu1", "threshold 85%", "fallback        500/s"} {
+	for _, want := range []string{"netns " + r0.Netns, "cpu0", "cpu1", "threshold 85%", "fallback         500/s"} {
 		if !strings.Contains(f, want) {
 			t.Errorf("frame lacks %q", want)
 		}
