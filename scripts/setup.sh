@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs what falcon's benchmark and tests need on Debian/Ubuntu, as root.
+# Installs what falcon's benchmark and tests need (tmux: falcon top's terminal test) on Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2; do
+for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done

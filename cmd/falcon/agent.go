@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/metrics"
 )
 
 func init() {
@@ -29,12 +28,29 @@ func runAgent(args []string) error {
 		ready.Report(err)
 		return err
 	}
-	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
-	log.SetPrefix(fmt.Sprintf("falcon agent[%d]: ", os.Getpid()))
-	o.Logf = log.Printf
+	o.Log = agent.NewLogger(os.Stderr, o.LogFormat).With("pid", os.Getpid())
+	var started func(*agent.Agent)
+	if o.MetricsAddr != "" {
+		// Bound now, served below: a port in use stops the agent before
+		// it has changed anything.
+		l, err := agent.ListenMetrics(o.MetricsAddr)
+		if err != nil {
+			ready.Report(err)
+			return err
+		}
+		srv := metrics.NewServer(l, metrics.New(o, version), o.Log)
+		defer srv.Close()
+		go func() {
+			if err := srv.Serve(); err != nil {
+				o.Log.Error("metrics server stopped", "err", err)
+			}
+		}()
+		o.Log.Info("serving metrics", "addr", srv.Addr().String(), "path", "/metrics")
+		started = srv.Attach
+	}
 	// SIGHUP too: an agent started by hand dies with its terminal, and
 	// should clean up when it does.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	return agent.RunReporting(ctx, o, ready)
+	return agent.RunReporting(ctx, o, ready, started)
 }

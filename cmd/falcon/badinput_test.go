@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	h2 := tb.Hosts[1].Netns
 	plain := tb.Hosts[0].Containers[0].Netns // no overlay there
+	// A port in use, for --metrics-addr: the agent binds it before it
+	// attaches anything.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := busy.Addr().String()
 	before := systemState(t, tb.Namespaces())
 	if _, ok := before[h2+":/sys/class/net/"+tb.Hosts[1].Overlay+"/queues/rx-0/rps_cpus"]; !ok {
 		t.Fatalf("the snapshot misses %s's RPS values: %v", tb.Hosts[1].Overlay, before)
@@ -68,6 +77,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{[]string{"agent", "--netns", h2, "--threshold", "101"}, 2, "outside 0..100"},
 		{[]string{"agent", "--netns", "fct-no-such-netns"}, 1, `network namespace "fct-no-such-netns" not found`},
 		{[]string{"agent", "--netns", plain}, 1, "no VXLAN overlay found"},
+		{[]string{"agent", "--netns", h2, "--metrics-addr", "9750"}, 2, `"9750": want HOST:PORT`},
+		{[]string{"agent", "--netns", h2, "--metrics-addr", "127.0.0.1:99999"}, 2, "not a number from 0 to 65535"},
+		{[]string{"enable", "--netns", h2, "--metrics-addr", "localhost:http"}, 2, "not a number from 0 to 65535"},
+		{[]string{"agent", "--netns", h2, "--metrics-addr", inUse}, 1, "the port is in use"},
+		{[]string{"enable", "--netns", h2, "--metrics-addr", inUse}, 1, "the port is in use"},
+		{[]string{"agent", "--netns", h2, "--log-format", "xml"}, 2, `"xml": want text or json`},
 		{[]string{"disable", "--netns", "fct-no-such-netns"}, 1, `network namespace "fct-no-such-netns" not found`},
 		{[]string{"status", "--netns", "fct-no-such-netns"}, 1, `network namespace "fct-no-such-netns" not found`},
 		{[]string{"status", "--netns", "fct-no-such-netns", "--json"}, 1, `network namespace "fct-no-such-netns" not found`},

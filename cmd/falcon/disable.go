@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log"
+	"os"
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/netns"
@@ -20,7 +20,7 @@ func runDisable(args []string) error {
 	}
 	o := agent.DefaultOptions()
 	o.Netns = *ns
-	o.Logf = log.New(log.Writer(), "falcon disable: ", 0).Printf
+	o.Log = cliLogger(os.Stderr, "falcon disable: ", nil)
 	was, err := agent.Disable(o)
 	if err != nil {
 		return err

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -18,7 +18,7 @@ func init() {
 
 const agentSynopsis = "[--netns HOSTNS] [--mode NAME[:KEY=VALUE,…]] [--cpus LIST] [--threshold PCT] [--interval DUR] " +
 	"[--policy adaptive|paper] [--guard-timeout DUR] [--order guarded|per-packet] [--devices auto|LIST] [--container-level] [--rps-cpus LIST] [--flow-entries N] " +
-	"[--split] [--split-cpus LIST] [--split-proto tcp|udp|all]"
+	"[--split] [--split-cpus LIST] [--split-proto tcp|udp|all] [--metrics-addr HOST:PORT] [--log-format text|json]"
 
 // agentOptions turns enable's and agent's flags into options; a setting
 // that cannot be right is a usage error.
@@ -51,7 +51,7 @@ func runEnable(args []string) error {
 		return err
 	}
 	if agent.IsStatic(o.Mode) {
-		o.Logf = staticLog()
+		o.Log = staticLog()
 	}
 	e, err := agent.Enable(o, exe, "agent")
 	ns := netns.Label(o.Netns)
@@ -79,11 +79,8 @@ func runEnable(args []string) error {
 
 // staticLog: a static mode's summary says what was set; of its log only
 // warnings (from discovery) and the undoing of earlier settings are news.
-func staticLog() func(string, ...any) {
-	l := log.New(os.Stderr, "falcon enable: ", 0)
-	return func(format string, a ...any) {
-		if msg := fmt.Sprintf(format, a...); strings.HasPrefix(msg, "warning") || strings.HasPrefix(msg, "restoring") {
-			l.Print(msg)
-		}
-	}
+func staticLog() *slog.Logger {
+	return cliLogger(os.Stderr, "falcon enable: ", func(r slog.Record) bool {
+		return r.Level >= slog.LevelWarn || strings.HasPrefix(r.Message, "restoring")
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,8 +36,9 @@ type Host struct {
 	state   State
 }
 
-// Logf writes a line to the agent's log.
-func (h *Host) Logf(format string, args ...any) { h.Opts.logf(format, args...) }
+// Log is the agent's log. It gets one line per decision that matters
+// (enabled, stepped aside, a container followed), never one per packet.
+func (h *Host) Log() *slog.Logger { return h.Opts.log() }
 
 // Apply changes sysfs/procfs values in namespace ns through the journal, so
 // that Disable restores them even after a crash.
@@ -118,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
 	}
 	// A previous agent may have been killed: undo what it left first.
-	if err := cleanupDead(h.Dir, h.PinDir, opts.logf); err != nil {
+	if err := cleanupDead(h.Dir, h.PinDir, opts.log()); err != nil {
 		h.lock.release()
 		return nil, fmt.Errorf("cleaning up after a killed agent: %w", err)
 	}
@@ -144,9 +146,10 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("write state: %w", err)
 	}
 	if h.state.PinDir == "" {
-		h.Logf("falcon enabled (mode %s) in network namespace %s", opts.Mode, netns.Label(opts.Netns))
+		h.Log().Info("falcon enabled", "mode", opts.Mode, "netns", netns.Label(opts.Netns))
 	} else {
-		h.Logf("falcon enabled (mode %s) in network namespace %s on CPUs %s", opts.Mode, netns.Label(opts.Netns), cpuset.Format(opts.CPUs))
+		h.Log().Info("falcon enabled", "mode", opts.Mode, "netns", netns.Label(opts.Netns), "cpus", cpuset.Format(opts.CPUs),
+			"threshold", opts.Threshold, "policy", opts.Policy)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
@@ -182,7 +185,7 @@ func newHost(opts Options) (*Host, Mode, *discover.Overlay, error) {
 		return nil, nil, nil, err
 	}
 	for _, w := range ov.Warnings {
-		h.Logf("warning: %s", w)
+		h.Log().Warn("overlay", "warning", w)
 	}
 	return h, mode, ov, nil
 }
@@ -224,7 +227,7 @@ func (a *Agent) follow(ctx context.Context) {
 			defer mu.Unlock()
 			if e.Type == discover.Failed {
 				if msg := e.Err.Error(); msg != lastErr {
-					h.Logf("overlay: %s", msg)
+					h.Log().Warn("overlay discovery failed", "err", msg)
 					lastErr = msg
 				}
 				return
@@ -248,11 +251,11 @@ func (a *Agent) follow(ctx context.Context) {
 		mu.Unlock()
 		sel, err := discover.Select(ov, h.Opts.Devices)
 		if err != nil {
-			h.Logf("overlay: %v", err)
+			h.Log().Warn("overlay selection failed", "err", err)
 			continue
 		}
 		if err := a.mode.Update(h, sel); err != nil {
-			h.Logf("update: %v", err)
+			h.Log().Warn("following the overlay", "err", err)
 		}
 		h.update(func(s *State) { s.Devices = sel.Devices })
 	}
@@ -297,7 +300,7 @@ func (a *Agent) teardown() error {
 	if err == nil {
 		removeState(h.Dir)
 		removeRoots(h.Opts)
-		h.Logf("falcon disabled in network namespace %s; every changed value restored", netns.Label(h.Opts.Netns))
+		h.Log().Info("falcon disabled: every changed value restored", "netns", netns.Label(h.Opts.Netns))
 	} else {
 		// Keep the state: 'falcon disable' retries what is left.
 		h.update(func(s *State) { s.Ready = false; s.Pid = 0 })
@@ -318,13 +321,13 @@ func removeRoots(o Options) {
 
 // Run is Start, then following the overlay until ctx ends, then Stop:
 // falcon agent.
-func Run(ctx context.Context, opts Options, ready func()) error {
+func Run(ctx context.Context, opts Options, ready func(*Agent)) error {
 	a, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
 	if ready != nil {
-		ready()
+		ready(a)
 	}
 	return a.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -56,9 +57,19 @@ func testOptions(t *testing.T, ns string) Options {
 	o.Netns = ns
 	o.StateRoot = filepath.Join(t.TempDir(), "run")
 	o.PinRoot = filepath.Join(datapath.BPFFS, fmt.Sprintf("falcon-test-%d", os.Getpid()))
-	o.Logf = t.Logf
+	o.Log = testLog(t)
 	t.Cleanup(func() { os.Remove(o.PinRoot) })
 	return o
+}
+
+// testLog writes the agent's log lines to the test's log.
+func testLog(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(testWriter{t}, nil)) }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
 
 // snapshot reads every RPS/RFS value of the overlay's devices, host and

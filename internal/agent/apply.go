@@ -43,7 +43,7 @@ func Apply(opts Options) (*State, error) {
 	prev, _ := readState(h.Dir)
 	if prev != nil && prev.Static && prev.Ready && sameSettings(prev.Options, opts) {
 		started = prev.Started
-	} else if err := cleanupDead(h.Dir, h.PinDir, opts.logf); err != nil {
+	} else if err := cleanupDead(h.Dir, h.PinDir, opts.log()); err != nil {
 		return nil, fmt.Errorf("undoing the settings there before: %w", err)
 	}
 	if h.journal, err = journal.Open(filepath.Join(h.Dir, journalFile)); err != nil {
@@ -71,7 +71,7 @@ func Apply(opts Options) (*State, error) {
 	if err := h.update(func(s *State) { s.Ready = true }); err != nil {
 		return undo(fmt.Errorf("write state: %w", err))
 	}
-	h.Logf("%s enabled in network namespace %s; 'falcon disable%s' restores every value", opts.Mode, netns.Label(opts.Netns), NetnsFlag(opts.Netns))
+	h.Log().Info("falcon enabled: values set, 'falcon disable"+NetnsFlag(opts.Netns)+"' restores them", "mode", opts.Mode, "netns", netns.Label(opts.Netns))
 	st := h.state
 	return &st, nil
 }

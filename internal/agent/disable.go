@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -51,7 +52,7 @@ func Disable(opts Options) (bool, error) {
 		return true, err
 	}
 	defer l.release()
-	if err := cleanupDead(dir, pinDir, opts.logf); err != nil {
+	if err := cleanupDead(dir, pinDir, opts.log()); err != nil {
 		return true, err
 	}
 	removeState(dir)
@@ -89,7 +90,7 @@ func stopAgent(dir string) error {
 // cleanupDead undoes what a dead agent left in dir: its BPF filters, tcx
 // links and pins, and every value in its journal. It leaves the log and the
 // lock (the caller holds it).
-func cleanupDead(dir, pinDir string, logf func(string, ...any)) error {
+func cleanupDead(dir, pinDir string, log *slog.Logger) error {
 	st, err := readState(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -107,9 +108,9 @@ func cleanupDead(dir, pinDir string, logf func(string, ...any)) error {
 			pinDir = st.PinDir
 		}
 		if st.Static {
-			logf("restoring the values mode %s set", st.Options.Mode)
+			log.Info("restoring the values an earlier mode set", "mode", st.Options.Mode)
 		} else {
-			logf("cleaning up after agent pid %d, which did not stop cleanly", st.Pid)
+			log.Warn("cleaning up after an agent that did not stop cleanly", "pid", st.Pid)
 		}
 	}
 	var errs []error

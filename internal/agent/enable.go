@@ -23,6 +23,14 @@ func Enable(o Options, argv ...string) (Enabled, error) {
 		return e, err
 	}
 	static := IsStatic(o.Mode)
+	if static && o.MetricsAddr != "" {
+		return e, fmt.Errorf("--metrics-addr: mode %s only sets values and leaves no process to serve metrics (run 'falcon agent --mode %s --metrics-addr ...' instead)", o.Mode, o.Mode)
+	}
+	if !static {
+		if err := probeMetricsAddr(o, st); err != nil {
+			return e, err
+		}
+	}
 	if st != nil {
 		if !static && st.Pid > 0 && sameSettings(st.Options, o) {
 			e.Already, e.Pid = true, st.Pid

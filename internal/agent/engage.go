@@ -44,9 +44,9 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		if !m.worthTesting(h) {
 			if time.Since(busy) > engageIdle && m.dp.Config().Engaged {
 				if err := m.dp.SetEngaged(false); err != nil {
-					h.Logf("engagement: %v", err)
+					h.Log().Warn("engagement", "err", err)
 				} else {
-					h.Logf("steering stepped aside: no CPU busy for %v", engageIdle)
+					h.Log().Info("steering stepped aside: no CPU busy", "for", engageIdle)
 				}
 			}
 			continue
@@ -62,14 +62,14 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		}
 		was := m.dp.Config().Engaged
 		if err := m.dp.SetEngaged(on); err != nil {
-			h.Logf("engagement: %v", err)
+			h.Log().Warn("engagement", "err", err)
 			continue
 		}
 		if on != was {
 			if on {
-				h.Logf("steering engaged: the containers received more with it")
+				h.Log().Info("steering engaged: the containers received more with it")
 			} else {
-				h.Logf("steering stepped aside: the containers received no more with it")
+				h.Log().Info("steering stepped aside: the containers received no more with it")
 			}
 		}
 	}

@@ -39,6 +39,9 @@ type falconMode struct {
 	bg      sync.WaitGroup                 // the engagement test
 	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
 	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
+	// published, stale, lastSample: the sampler's work, for the metrics
+	// (activity.go).
+	published, stale, lastSample atomic.Uint64
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -121,12 +124,13 @@ func (m *falconMode) startSampler(h *Host) error {
 				return err
 			}
 			m.last.Store(&smp)
+			m.countSample(h, smp.MonotonicNs)
 			if m.running.CompareAndSwap(false, true) {
 				close(first)
 			}
 			return nil
 		}}
-	s.Warn = func(err error) { h.Logf("%v", err) }
+	s.Warn = func(err error) { h.Log().Warn("load sampler", "err", err) }
 	if m.cfg.Policy != datapath.PolicyPaper {
 		m.bg.Add(1)
 		go func() {
@@ -138,7 +142,7 @@ func (m *falconMode) startSampler(h *Host) error {
 		err := s.Run(ctx)
 		m.running.Store(false)
 		if err != nil {
-			h.Logf("load sampler stopped: %v (steering is off until the agent restarts)", err)
+			h.Log().Error("load sampler stopped: steering is off until the agent restarts", "err", err)
 		}
 		m.done <- err
 	}()
@@ -239,7 +243,7 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 		case err == nil:
 			m.applied[k] = true
 			if d.Role == discover.RoleContainer {
-				h.Logf("container %s: RPS set to CPUs %s", d, cpuset.Format(h.Opts.CPUs))
+				h.Log().Info("container followed: RPS set", "container", d.String(), "cpus", cpuset.Format(h.Opts.CPUs))
 			}
 		case strict && d.Role == discover.RoleOverlay:
 			return fmt.Errorf("set RPS of %s: %w", d, err)
@@ -251,6 +255,7 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 	for k := range m.applied {
 		if !now[k] {
 			delete(m.applied, k)
+			h.Log().Info("device gone: no longer followed", "device", k)
 			gone = true
 		}
 	}
@@ -313,6 +318,7 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 		}
 		delete(m.hooks, k)
 		h.RemoveHooks(old)
+		h.Log().Info("hook detached", "hook", old.String(), "role", old.Role)
 	}
 	for k, hk := range want {
 		if _, ok := m.hooks[k]; ok {
@@ -330,7 +336,7 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 			continue
 		}
 		m.hooks[k] = hk
-		h.Logf("attached %s as %s hook", hk, hk.Role)
+		h.Log().Info("hook attached", "hook", hk.String(), "role", hk.Role)
 	}
 	if err := m.syncSplits(h, want, strict); err != nil {
 		if strict {
@@ -357,21 +363,22 @@ const drainWaits = 3
 // steered, so that detaching reorders nothing.
 func (m *falconMode) drain(h *Host) {
 	if err := m.dp.SetDraining(true); err != nil {
-		h.Logf("drain before disable: %v", err)
+		h.Log().Warn("drain before disable", "err", err)
 		return
 	}
 	deadline := time.Now().Add(drainWaits * m.dp.Config().GuardTimeout)
 	for {
 		n, err := m.dp.Steered()
 		if err != nil {
-			h.Logf("drain before disable: %v", err)
+			h.Log().Warn("drain before disable", "err", err)
 			return
 		}
 		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.Logf("drain before disable: %d flows still steered after %v; their next packets may overtake queued ones", n, drainWaits*m.dp.Config().GuardTimeout)
+			h.Log().Warn("drain before disable: flows still steered; their next packets may overtake queued ones",
+				"flows", n, "after", drainWaits*m.dp.Config().GuardTimeout)
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -8,7 +8,7 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -54,12 +54,18 @@ type Options struct {
 	SplitCPUs  []int  `json:"split_cpus,omitempty"`
 	SplitProto string `json:"split_proto,omitempty"`
 
+	// MetricsAddr is where the agent serves Prometheus metrics, HOST:PORT
+	// ("" = nowhere); LogFormat is text (default) or json. They shape the
+	// agent process, not the mode.
+	MetricsAddr string `json:"metrics_addr,omitempty"`
+	LogFormat   string `json:"log_format,omitempty"`
+
 	// StateRoot and PinRoot default to DefaultStateRoot and DefaultPinRoot;
 	// tests move them.
 	StateRoot string `json:"-"`
 	PinRoot   string `json:"-"`
-	// Logf receives the agent's log lines; nil = the standard logger.
-	Logf func(format string, args ...any) `json:"-"`
+	// Log receives the agent's log lines; nil = slog's default logger.
+	Log *slog.Logger `json:"-"`
 }
 
 // DefaultOptions are the paper's settings on all online CPUs.
@@ -73,12 +79,11 @@ func DefaultOptions() Options {
 	}
 }
 
-func (o *Options) logf(format string, args ...any) {
-	if o.Logf != nil {
-		o.Logf(format, args...)
-		return
+func (o *Options) log() *slog.Logger {
+	if o.Log != nil {
+		return o.Log
 	}
-	log.Printf(format, args...)
+	return slog.Default()
 }
 
 func (o *Options) stateRoot() string {
@@ -168,7 +173,7 @@ func sameSettings(a, b Options) bool {
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
 		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
-		a.SplitProto == b.SplitProto
+		a.SplitProto == b.SplitProto && a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
 }
 
 // Validate checks opts as Start would, without changing anything, and fills

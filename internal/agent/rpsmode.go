@@ -235,7 +235,7 @@ func (m *rpsMode) Start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	m.ready.Store(true)
-	h.Logf("mode %s: %s", m.name(), m.describe(h))
+	h.Log().Info("mode applied", "mode", m.name(), "values", m.describe(h))
 	return nil
 }
 
@@ -304,7 +304,7 @@ func (m *rpsMode) set(h *Host, ov *discover.Overlay, strict bool) error {
 			}
 			m.applied[k] = vs
 			if d.Role == discover.RoleContainer && !strict {
-				h.Logf("container %s: %s set", d, m.name())
+				h.Log().Info("container followed", "container", d.String(), "mode", m.name())
 			}
 		case strict && host:
 			return fmt.Errorf("set %s on %s: %w", m.name(), d, err)

@@ -115,6 +115,21 @@ var settings = []setting{
 			}
 			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
+	{name: "metrics-addr", process: true,
+		usage: "serve Prometheus metrics on HOST:PORT, e.g. 127.0.0.1:9750 (default: off); bound before anything is attached",
+		set:   func(o *Options, v string) error { o.MetricsAddr = v; return nil },
+		get:   func(o *Options) string { return o.MetricsAddr },
+		check: func(o *Options) error { return CheckMetricsAddr(o.MetricsAddr) }},
+	{name: "log-format", process: true, usage: "the agent's log lines: text or json (default text)",
+		set: func(o *Options, v string) error { o.LogFormat = v; return nil },
+		get: func(o *Options) string { return o.LogFormat },
+		check: func(o *Options) error {
+			switch o.LogFormat {
+			case "", LogText, LogJSON:
+				return nil
+			}
+			return fmt.Errorf("%q: want %s or %s", o.LogFormat, LogText, LogJSON)
+		}},
 }
 
 // A setting is one knob of Options.
@@ -131,6 +146,10 @@ type setting struct {
 	// set's parsing is check enough).
 	check   func(o *Options) error
 	boolean bool // --name alone means true
+	// process: a setting of the agent process (where it logs, where it
+	// serves metrics), a flag of enable and agent but no key of a mode spec:
+	// bench's modes and a mode's spelling know nothing of it.
+	process bool
 }
 
 // apply parses v into o and checks it.
@@ -146,7 +165,7 @@ func (s *setting) apply(o *Options, v string) error {
 
 func lookupSetting(name, impl string) *setting {
 	for i := range settings {
-		if s := &settings[i]; s.name == name && (impl == "" || s.impls == nil || slices.Contains(s.impls, impl)) {
+		if s := &settings[i]; s.name == name && (impl == "" || !s.process && (s.impls == nil || slices.Contains(s.impls, impl))) {
 			return s
 		}
 	}
@@ -156,7 +175,7 @@ func lookupSetting(name, impl string) *setting {
 func settingNames(impl string) []string {
 	var out []string
 	for _, s := range settings {
-		if s.impls == nil || slices.Contains(s.impls, impl) {
+		if !s.process && (s.impls == nil || slices.Contains(s.impls, impl)) {
 			out = append(out, s.name)
 		}
 	}

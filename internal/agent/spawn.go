@@ -144,15 +144,18 @@ func (p *ReadyPipe) Close() {
 }
 
 // RunReporting is Run for a spawned agent: it reports readiness, or the
-// failure, on p.
-func RunReporting(ctx context.Context, o Options, p *ReadyPipe) error {
-	err := Run(ctx, o, func() {
-		o.logf("ready")
+// failure, on p. started (nil: none) gets the agent once it is ready.
+func RunReporting(ctx context.Context, o Options, p *ReadyPipe, started func(*Agent)) error {
+	err := Run(ctx, o, func(a *Agent) {
+		if started != nil {
+			started(a)
+		}
+		o.log().Info("ready")
 		p.Report(nil)
 	})
 	if err != nil {
 		p.Report(err)
-		o.logf("%v", err)
+		o.log().Error("agent failed", "err", err)
 	}
 	return err
 }

@@ -58,7 +58,7 @@ func (m *falconMode) checkSplit(h *Host, ov *discover.Overlay) error {
 			return err
 		}
 		for _, n := range s.Notes {
-			h.Logf("split: %s", n)
+			h.Log().Warn("split", "note", n)
 		}
 	}
 	return nil
@@ -108,7 +108,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 			continue
 		}
 		m.splits[k] = s
-		h.Logf("split the NIC stage of %s over CPUs %s (XDP, cpumap)", s.Name, cpuset.Format(h.Opts.splitSet()))
+		h.Log().Info("NIC stage split (XDP, cpumap)", "nic", s.Name, "cpus", cpuset.Format(h.Opts.splitSet()))
 	}
 	return errors.Join(errs...)
 }

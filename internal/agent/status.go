@@ -17,25 +17,28 @@ import (
 
 // Report is what falcon status shows.
 type Report struct {
-	Netns        string            `json:"netns"`
-	Enabled      bool              `json:"enabled"`
-	Running      bool              `json:"agent_running"`
-	Ready        bool              `json:"ready"`
-	Problem      string            `json:"problem,omitempty"`
-	Pid          int               `json:"pid,omitempty"`
-	Mode         string            `json:"mode,omitempty"`
-	Started      *time.Time        `json:"started,omitempty"`
-	CPUs         string            `json:"cpus,omitempty"`
-	Threshold    int               `json:"threshold"`
-	Interval     string            `json:"interval,omitempty"`
-	Order        string            `json:"order,omitempty"`
-	Policy       string            `json:"policy,omitempty"`
-	GuardTimeout string            `json:"guard_timeout,omitempty"`
-	Load         *LoadReport       `json:"load,omitempty"`
-	Stages       []StageReport     `json:"stages,omitempty"`
-	Totals       *Decisions        `json:"totals,omitempty"`
-	Split        *SplitReport      `json:"split,omitempty"`
-	Devices      []discover.Device `json:"devices,omitempty"`
+	Netns        string     `json:"netns"`
+	Enabled      bool       `json:"enabled"`
+	Running      bool       `json:"agent_running"`
+	Ready        bool       `json:"ready"`
+	Problem      string     `json:"problem,omitempty"`
+	Pid          int        `json:"pid,omitempty"`
+	Mode         string     `json:"mode,omitempty"`
+	Started      *time.Time `json:"started,omitempty"`
+	CPUs         string     `json:"cpus,omitempty"`
+	Threshold    int        `json:"threshold"`
+	Interval     string     `json:"interval,omitempty"`
+	Order        string     `json:"order,omitempty"`
+	Policy       string     `json:"policy,omitempty"`
+	GuardTimeout string     `json:"guard_timeout,omitempty"`
+	// Steering: the datapath may move stages (policy paper, or adaptive
+	// and measured to pay); false while falcon stepped aside.
+	Steering bool              `json:"steering"`
+	Load     *LoadReport       `json:"load,omitempty"`
+	Stages   []StageReport     `json:"stages,omitempty"`
+	Totals   *Decisions        `json:"totals,omitempty"`
+	Split    *SplitReport      `json:"split,omitempty"`
+	Devices  []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -137,6 +140,7 @@ func Status(opts Options) (*Report, error) {
 		}
 		return r, nil
 	}
+	r.Steering = cfg.Policy == datapath.PolicyPaper || cfg.Engaged
 	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
 	for cpu, v := range perCPU {
 		r.Load.PerCPU[cpu] = v

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 
@@ -114,7 +115,7 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (func() e
 	}
 	o := m.o
 	o.Netns = tb.Hosts[1].Netns
-	o.Logf = func(string, ...any) {} // the bench's progress bar owns the terminal
+	o.Log = slog.New(slog.DiscardHandler) // the bench's progress bar owns the terminal
 	a, err := agent.Start(ctx, o)
 	if err != nil {
 		return nil, err

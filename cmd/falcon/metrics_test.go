@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// TestMetricsAndTopUnderTraffic enables falcon on a testbed with
+// --metrics-addr and sequenced UDP traffic through the overlay, then
+// scrapes the agent and parses the text with the Prometheus client's own
+// parser: every counter must be what the BPF maps hold, the VXLAN hook must
+// have seen what the receiver got, and the agent's own metrics must move.
+// falcon top is watched on the same agent, with --once and in tmux.
+func TestMetricsAndTopUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a testbed and runs traffic")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	if err := datapath.Supported(); err != nil {
+		t.Skip(err)
+	}
+	bin := buildFalcon(t)
+	name := fmt.Sprintf("cli%dm", os.Getpid())
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := tb.Hosts[0].Netns, tb.Hosts[1].Netns
+	addr := freeAddr(t)
+	// policy paper: steering does not wait for the engagement test, so
+	// packets are steered from the start.
+	out, code := falcon(t, bin, "enable", "--netns", h2, "--policy", "paper", "--metrics-addr", addr, "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("enable: exit %d\n%s", code, out)
+	}
+	t.Cleanup(func() {
+		if out, code := falcon(t, bin, "disable", "--netns", h2); code != 0 {
+			t.Errorf("disable: exit %d\n%s", code, out)
+		}
+	})
+	pins := filepath.Join(agent.DefaultPinRoot, h2)
+	clients, servers := tb.Endpoints()
+	if out, err := exec.Command("ip", "netns", "exec", clients[0].Netns, "ping", "-c", "1", "-W", "5", servers[0].Addr).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+
+	m0 := scrape(t, addr)
+	dst := netip.MustParseAddr(servers[0].Addr)
+	r, err := seqcheck.Listen(servers[0].Netns, dst, 7400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		// Paced, so that the sender never starves the agent of CPU.
+		sent <- seqcheck.Send(ctx, seqcheck.SendOptions{Netns: clients[0].Netns, Dst: dst, Port: 7400, Flows: 4,
+			PktsPerFlow: 40000, Size: 200, CPU: 0, Pause: time.Millisecond, PauseEvery: 10})
+	}()
+
+	time.Sleep(1500 * time.Millisecond)
+	t.Run("top --once", func(t *testing.T) { topOnce(t, bin, h2) })
+	t.Run("top in tmux", func(t *testing.T) { topInTmux(t, bin, h2) })
+	if mid := scrape(t, addr); sum(mid, "falcon_stage_packets_total", "overlay") <= sum(m0, "falcon_stage_packets_total", "overlay") {
+		t.Error("the VXLAN hook's packets did not grow under traffic")
+	}
+
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var received, total uint64
+	for _, s := range got {
+		received, total = received+s.Received, total+s.Total
+	}
+	before, err := datapath.ReadCounters(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := scrape(t, addr)
+	after, err := datapath.ReadCounters(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d datagrams, %d received", total, received)
+	sameAsBPF(t, m1, before, after)
+
+	// The VXLAN hook saw every datagram that arrived, and no more than were
+	// sent (a few stray packets, such as neighbour discovery, allowed).
+	seen := sum(m1, "falcon_stage_packets_total", "overlay") - sum(m0, "falcon_stage_packets_total", "overlay")
+	if seen < float64(received) || seen > float64(total)+16 {
+		t.Errorf("the VXLAN hook saw %.0f packets; %d datagrams arrived of %d sent", seen, received, total)
+	}
+	for _, role := range []string{"nic", "overlay"} {
+		// Each packet a hook sees takes one outcome, and each it decides on
+		// is counted once more by the CPU of its next stage.
+		decided := sum(m1, "falcon_decisions_total", role) + sum(m1, "falcon_kept_decisions_total", role) +
+			sum(m1, "falcon_guard_holds_total", role)
+		if ran, passed := sum(m1, "falcon_stage_packets_total", role), sum(m1, "falcon_passed_packets_total", role); ran != decided+passed {
+			t.Errorf("%s hook: %.0f packets seen, %.0f decided and %.0f passed", role, ran, decided, passed)
+		}
+		if next := sum(m1, "falcon_steered_packets_total", role); next != decided {
+			t.Errorf("%s hook: %.0f packets by next stage's CPU, %.0f decided", role, next, decided)
+		}
+	}
+	// With policy paper and room on every CPU, the VXLAN device's hook
+	// sends some flows' container stage to the CPU it did not run on.
+	var cross float64
+	for _, m := range m1["falcon_steered_packets_total"].GetMetric() {
+		if label(m, "role") == "overlay" {
+			cpu := label(m, "cpu")
+			for _, r := range m1["falcon_stage_packets_total"].GetMetric() {
+				if label(r, "role") == "overlay" && label(r, "cpu") == cpu {
+					cross += max(0, val(m)-val(r))
+				}
+			}
+			if !hasCPU(m1, "overlay", cpu) {
+				cross += val(m)
+			}
+		}
+	}
+	if cross == 0 {
+		t.Error("no container stage ran on another CPU than the VXLAN stage: nothing was steered")
+	}
+	for name, want := range map[string]float64{"falcon_enabled": 1, "falcon_ready": 1, "falcon_steering": 1, "falcon_agent_containers": 1, "falcon_load_stale": 0} {
+		if v := sum(m1, name, ""); v != want {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	if s0, s1 := sum(m0, "falcon_agent_load_samples_total", ""), sum(m1, "falcon_agent_load_samples_total", ""); s1 <= s0 {
+		t.Errorf("load samples did not grow: %v then %v", s0, s1)
+	}
+	if sum(m1, "falcon_build_info", "") != 1 || m1["go_goroutines"] == nil {
+		t.Error("build_info or the Go runtime's metrics are missing")
+	}
+	jsonLog(t, h2)
+
+	if out, code := falcon(t, bin, "top", "--netns", h1, "--once"); code != 1 || !strings.Contains(out, "falcon is not enabled in network namespace "+h1) {
+		t.Errorf("top where no agent runs: exit %d\n%s", code, out)
+	}
+}
+
+// hasCPU: the hooks of role ran packets on cpu.
+func hasCPU(fams map[string]*dto.MetricFamily, role, cpu string) bool {
+	for _, m := range fams["falcon_stage_packets_total"].GetMetric() {
+		if label(m, "role") == role && label(m, "cpu") == cpu {
+			return true
+		}
+	}
+	return false
+}
+
+// freeAddr is a loopback address no one listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v\n%s", resp.StatusCode, err, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("the metrics do not parse: %v\n%s", err, body)
+	}
+	return fams
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func val(m *dto.Metric) float64 {
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}
+
+// sum adds a family's samples, of the hooks of role when role is given.
+func sum(fams map[string]*dto.MetricFamily, name, role string) float64 {
+	var v float64
+	if f := fams[name]; f != nil {
+		for _, m := range f.Metric {
+			if role == "" || label(m, "role") == role {
+				v += val(m)
+			}
+		}
+	}
+	return v
+}
+
+// sameAsBPF checks each per-hook, per-CPU counter scraped against the BPF
+// maps read just before and just after the scrape.
+func sameAsBPF(t *testing.T, fams map[string]*dto.MetricFamily, before, after datapath.Counters) {
+	t.Helper()
+	find := func(c datapath.Counters, hook, role string) *datapath.Stage {
+		for i := range c.Stages {
+			if s := &c.Stages[i]; s.Hook.Name == hook && string(s.Hook.Role) == role {
+				return s
+			}
+		}
+		return nil
+	}
+	cpuOf := func(m *dto.Metric) int {
+		var c int
+		fmt.Sscan(label(m, "cpu"), &c)
+		return c
+	}
+	checks := map[string]func(s *datapath.Stage, m *dto.Metric) uint64{
+		"falcon_stage_packets_total":   func(s *datapath.Stage, m *dto.Metric) uint64 { return s.RanOn[cpuOf(m)] },
+		"falcon_steered_packets_total": func(s *datapath.Stage, m *dto.Metric) uint64 { return s.SteeredTo[cpuOf(m)] },
+		"falcon_guard_holds_total":     func(s *datapath.Stage, _ *dto.Metric) uint64 { return s.Holds },
+		"falcon_guard_timeouts_total":  func(s *datapath.Stage, _ *dto.Metric) uint64 { return s.Timeouts },
+		"falcon_decisions_total": func(s *datapath.Stage, m *dto.Metric) uint64 {
+			return map[string]uint64{"first": s.First, "second": s.Second, "fallback": s.Fallback}[label(m, "decision")]
+		},
+	}
+	n := 0
+	for name, get := range checks {
+		f := fams[name]
+		if f == nil {
+			t.Errorf("no %s in the scrape", name)
+			continue
+		}
+		for _, m := range f.Metric {
+			hook, role := label(m, "hook"), label(m, "role")
+			b, a := find(before, hook, role), find(after, hook, role)
+			if b == nil || a == nil {
+				t.Errorf("%s: hook %s (%s) is not in the BPF maps", name, hook, role)
+				continue
+			}
+			if v := val(m); v < float64(get(b, m)) || v > float64(get(a, m)) {
+				t.Errorf("%s{hook=%s,cpu=%s,decision=%s} = %.0f; the BPF maps held %d, then %d",
+					name, hook, label(m, "cpu"), label(m, "decision"), v, get(b, m), get(a, m))
+			}
+			n++
+		}
+	}
+	t.Logf("%d scraped counters match the BPF maps", n)
+}
+
+// jsonLog: with --log-format json every line of the agent's log is a JSON
+// object, and the decisions that matter are there, once each.
+func jsonLog(t *testing.T, ns string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(agent.DefaultStateRoot, ns, agent.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec struct {
+			Msg   string `json:"msg"`
+			Level string `json:"level"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("log line is not JSON: %q", l)
+			continue
+		}
+		count[rec.Msg]++
+	}
+	for msg, want := range map[string]int{"falcon enabled": 1, "hook attached": 2, "container followed: RPS set": 1, "serving metrics": 1, "ready": 1} {
+		if count[msg] != want {
+			t.Errorf("log has %d lines %q, want %d:\n%s", count[msg], msg, want, b)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package kubernetes
+
+import (
+	"encoding/json"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+)
+
+// scrapeTarget is what a scraper needs of the agent's pod.
+type scrapeTarget struct {
+	Template struct {
+		Metadata struct {
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Containers []struct {
+				Ports []struct {
+					Name          string `json:"name"`
+					ContainerPort int    `json:"containerPort"`
+					Protocol      string `json:"protocol"`
+				} `json:"ports"`
+			} `json:"containers"`
+		} `json:"spec"`
+	} `json:"template"`
+}
+
+type serviceSpec struct {
+	ClusterIP string            `json:"clusterIP"`
+	Selector  map[string]string `json:"selector"`
+	Ports     []struct {
+		Name       string `json:"name"`
+		Port       int    `json:"port"`
+		TargetPort any    `json:"targetPort"`
+	} `json:"ports"`
+}
+
+// The agent serves metrics where the ConfigMap says, and every way of
+// finding it agrees on that port: the pod's scrape annotations, its
+// declared port, and the Service and ServiceMonitor.
+func TestMetricsAreScrapeable(t *testing.T) {
+	objs := objects(t)
+	_, port, err := net.SplitHostPort(objs["ConfigMap"].Data["metrics-addr"])
+	if err != nil {
+		t.Fatalf("ConfigMap metrics-addr %q: %v", objs["ConfigMap"].Data["metrics-addr"], err)
+	}
+	var ds scrapeTarget
+	if err := json.Unmarshal(objs["DaemonSet"].Spec, &ds); err != nil {
+		t.Fatal(err)
+	}
+	ann := ds.Template.Metadata.Annotations
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("pod annotations %v: want prometheus.io/scrape true, port %s, path /metrics", ann, port)
+	}
+	declared := false
+	for _, p := range ds.Template.Spec.Containers[0].Ports {
+		if p.Name == "metrics" && strconv.Itoa(p.ContainerPort) == port && p.Protocol == "TCP" {
+			declared = true
+		}
+	}
+	if !declared {
+		t.Errorf("the agent's container declares no TCP port %s named metrics: %+v", port, ds.Template.Spec.Containers[0].Ports)
+	}
+
+	svc, ok := objs["Service"]
+	if !ok {
+		t.Fatal("no Service for the ServiceMonitor")
+	}
+	var ss serviceSpec
+	if err := json.Unmarshal(svc.Spec, &ss); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range ss.Selector {
+		if ds.Template.Metadata.Labels[k] != v {
+			t.Errorf("Service selects %s=%s, which the agent's pods lack", k, v)
+		}
+	}
+	if len(ss.Selector) == 0 || ss.ClusterIP != "None" || len(ss.Ports) != 1 || ss.Ports[0].Name != "metrics" ||
+		strconv.Itoa(ss.Ports[0].Port) != port || ss.Ports[0].TargetPort != "metrics" {
+		t.Errorf("Service %+v: want headless, selecting the agents, port %s named metrics to their metrics port", ss, port)
+	}
+
+	// The ServiceMonitor is a CRD the offline validator has no schema for:
+	// checked here against the Service instead.
+	out, err := exec.Command(validator(t), "--json", "prometheus/servicemonitor.yaml").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []struct {
+		Doc struct {
+			APIVersion, Kind string
+			Metadata         struct{ Namespace string }
+			Spec             struct {
+				NamespaceSelector struct {
+					MatchNames []string `json:"matchNames"`
+				} `json:"namespaceSelector"`
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Endpoints []struct{ Port, Path string } `json:"endpoints"`
+			}
+		} `json:"doc"`
+	}
+	if err := json.Unmarshal(out, &ms); err != nil || len(ms) != 1 {
+		t.Fatalf("servicemonitor.yaml: %v, %d documents", err, len(ms))
+	}
+	sm := ms[0].Doc
+	if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Kind != "ServiceMonitor" || sm.Metadata.Namespace != namespace {
+		t.Errorf("servicemonitor.yaml is %s %s in %q", sm.APIVersion, sm.Kind, sm.Metadata.Namespace)
+	}
+	for k, v := range sm.Spec.Selector.MatchLabels {
+		if svc.Metadata.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s, which the Service lacks", k, v)
+		}
+	}
+	if len(sm.Spec.NamespaceSelector.MatchNames) != 1 || sm.Spec.NamespaceSelector.MatchNames[0] != namespace {
+		t.Errorf("ServiceMonitor looks in %v, want %s", sm.Spec.NamespaceSelector.MatchNames, namespace)
+	}
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoints %+v: want port metrics, path /metrics", sm.Spec.Endpoints)
+	}
+}

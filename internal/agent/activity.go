@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+// Activity is what a running agent did that no BPF map records: its
+// metrics read it along with the maps' counters.
+type Activity struct {
+	Samples uint64 // load samples published to the datapath
+	// StaleIntervals are gaps between two samples longer than the
+	// datapath's stale limit: steering was off for the length of each.
+	StaleIntervals uint64
+	Containers     int // container ends the agent follows
+}
+
+// sampling is a mode that feeds the datapath with load.
+type sampling interface {
+	samples() (published, stale uint64)
+}
+
+// Activity says what the agent did so far.
+func (a *Agent) Activity() Activity {
+	var act Activity
+	if s, ok := a.mode.(sampling); ok {
+		act.Samples, act.StaleIntervals = s.samples()
+	}
+	h := a.host
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.state.Devices {
+		if d.Role == discover.RoleContainer {
+			act.Containers++
+		}
+	}
+	return act
+}
+
+func (m *falconMode) samples() (published, stale uint64) { return m.published.Load(), m.stale.Load() }
+
+// countSample counts a published sample, and a stale interval when the
+// gap since the one before outlived the datapath's stale limit: the
+// datapath fell back on every packet in that gap, and steering resumes now.
+func (m *falconMode) countSample(h *Host, monotonicNs uint64) {
+	m.published.Add(1)
+	prev := m.lastSample.Swap(monotonicNs)
+	limit := m.dp.Config().StaleAfter
+	if gap := time.Duration(monotonicNs - prev); prev != 0 && limit > 0 && gap > limit {
+		m.stale.Add(1)
+		h.Log().Warn("load was stale: steering was off, and resumes", "gap", gap, "stale_after", limit)
+	}
+}

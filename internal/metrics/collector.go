@@ -1,0 +1,137 @@
+package metrics
+
+import (
+	"runtime"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cpuset"
+)
+
+// Collector reads the agent's state at each scrape, through the same
+// reader as falcon status, so a scrape and falcon status never disagree
+// about a counter.
+type Collector struct {
+	version string
+	status  func() (*agent.Report, error)
+	agent   atomic.Pointer[agent.Agent]
+	descs   map[string]metric
+}
+
+type metric struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
+}
+
+// New collects for the agent of o's namespace; version is the binary's.
+func New(o agent.Options, version string) *Collector {
+	return newCollector(version, func() (*agent.Report, error) { return agent.Status(o) })
+}
+
+func newCollector(version string, status func() (*agent.Report, error)) *Collector {
+	c := &Collector{version: version, status: status, descs: map[string]metric{}}
+	for _, d := range defs {
+		c.descs[d.name] = metric{prometheus.NewDesc(d.name, d.help, d.labels, nil), d.kind}
+	}
+	return c
+}
+
+// Attach hands the collector the running agent, whose activity (samples,
+// stale intervals, containers) lives in its memory only. Until then those
+// metrics are absent.
+func (c *Collector) Attach(a *agent.Agent) { c.agent.Store(a) }
+
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range c.descs {
+		ch <- m.desc
+	}
+}
+
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	e := emitter{c: c, ch: ch}
+	e.emit("falcon_build_info", 1, c.version, runtime.Version())
+	if a := c.agent.Load(); a != nil {
+		act := a.Activity()
+		e.emit("falcon_agent_load_samples_total", float64(act.Samples))
+		e.emit("falcon_agent_stale_intervals_total", float64(act.StaleIntervals))
+		e.emit("falcon_agent_containers", float64(act.Containers))
+	}
+	r, err := c.status()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.descs["falcon_enabled"].desc, err)
+		return
+	}
+	e.report(r)
+}
+
+// emitter writes one scrape's metrics.
+type emitter struct {
+	c  *Collector
+	ch chan<- prometheus.Metric
+}
+
+func (e emitter) emit(name string, v float64, labels ...string) {
+	m := e.c.descs[name]
+	e.ch <- prometheus.MustNewConstMetric(m.desc, m.kind, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (e emitter) report(r *agent.Report) {
+	e.emit("falcon_enabled", b2f(r.Enabled), r.Mode)
+	e.emit("falcon_ready", b2f(r.Ready))
+	if r.Load == nil { // a static mode, or no agent: no datapath to read
+		return
+	}
+	e.emit("falcon_steering", b2f(r.Steering))
+	e.emit("falcon_threshold_ratio", float64(r.Threshold)/100)
+	set, _ := cpuset.Parse(r.CPUs)
+	for cpu, pct := range r.Load.PerCPU {
+		e.emit("falcon_cpu_load_ratio", float64(pct)/100, strconv.Itoa(cpu), strconv.FormatBool(slices.Contains(set, cpu)))
+	}
+	e.emit("falcon_load_average_ratio", float64(r.Load.Avg)/100)
+	e.emit("falcon_load_age_seconds", r.Load.AgeMs/1000)
+	e.emit("falcon_load_stale", b2f(r.Load.Stale))
+	for _, s := range r.Stages {
+		hook := []string{s.Device, s.Netns, string(s.Role)}
+		with := func(l string) []string { return append(slices.Clone(hook), l) }
+		for cpu, n := range s.RanOn {
+			e.emit("falcon_stage_packets_total", float64(n), with(strconv.Itoa(cpu))...)
+		}
+		for cpu, n := range s.SteeredTo {
+			e.emit("falcon_steered_packets_total", float64(n), with(strconv.Itoa(cpu))...)
+		}
+		d := s.Decisions
+		e.emit("falcon_decisions_total", float64(d.First), with("first")...)
+		e.emit("falcon_decisions_total", float64(d.Second), with("second")...)
+		e.emit("falcon_decisions_total", float64(d.Fallback), with("fallback")...)
+		e.emit("falcon_fallbacks_total", float64(d.Fallback-d.FallbackStale-d.FallbackIdle), with("load")...)
+		e.emit("falcon_fallbacks_total", float64(d.FallbackStale), with("stale")...)
+		e.emit("falcon_fallbacks_total", float64(d.FallbackIdle), with("not_paying")...)
+		e.emit("falcon_kept_decisions_total", float64(d.FlowletHits), hook...)
+		e.emit("falcon_guard_holds_total", float64(d.GuardHolds), hook...)
+		e.emit("falcon_guard_moves_total", float64(d.Moved), hook...)
+		e.emit("falcon_guard_timeouts_total", float64(d.GuardTimeouts), hook...)
+		for reason, n := range d.Passed {
+			e.emit("falcon_passed_packets_total", float64(n), with(reason)...)
+		}
+	}
+	if r.Split != nil {
+		for cpu, st := range r.Split.PerCPU {
+			c := strconv.Itoa(cpu)
+			e.emit("falcon_split_queued_frames_total", float64(st.Enqueued), c)
+			e.emit("falcon_split_queue_drops_total", float64(st.EnqueueDrops), c)
+			e.emit("falcon_split_built_total", float64(st.Built), c)
+			e.emit("falcon_split_redirect_failures_total", float64(st.RedirectFail), c)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+// Package metrics exposes a falcon agent's state to Prometheus: the BPF
+// counters and load that falcon status reads, read again at each scrape,
+// and what the agent process did that no map records.
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// def is one metric. The table is the one list of what the collector
+// exposes: docs/METRICS.md and the Grafana dashboard are tested against it.
+type def struct {
+	name   string
+	kind   prometheus.ValueType
+	labels []string
+	help   string
+}
+
+var hookLabels = []string{"hook", "netns", "role"}
+
+// Names are stable: dashboards and alerts are written against them.
+var defs = []def{
+	{"falcon_build_info", prometheus.GaugeValue, []string{"version", "goversion"}, "Always 1; the labels say which falcon serves the metrics."},
+	{"falcon_enabled", prometheus.GaugeValue, []string{"mode"}, "1 while falcon is enabled in the agent's network namespace."},
+	{"falcon_ready", prometheus.GaugeValue, nil, "1 while the agent runs, its hooks are attached and its load data is fresh (falcon status --ready)."},
+	{"falcon_steering", prometheus.GaugeValue, nil, "1 while the datapath may move stages to other CPUs; 0 while falcon stepped aside (adaptive policy, steering measured not to pay)."},
+	{"falcon_threshold_ratio", prometheus.GaugeValue, nil, "The load threshold: a CPU at or above it takes no new flows."},
+	{"falcon_cpu_load_ratio", prometheus.GaugeValue, []string{"cpu", "in_set"}, "Each CPU's load as the datapath decides with it (EWMA of busy time, 0..1); in_set says whether the CPU may run stages."},
+	{"falcon_load_average_ratio", prometheus.GaugeValue, nil, "Average load over the CPU set; at or above the threshold every stage stays inline."},
+	{"falcon_load_age_seconds", prometheus.GaugeValue, nil, "Age of the load data the datapath decides with."},
+	{"falcon_load_stale", prometheus.GaugeValue, nil, "1 while the load data is too old: steering is off."},
+	{"falcon_agent_load_samples_total", prometheus.CounterValue, nil, "Load samples the agent published to the datapath."},
+	{"falcon_agent_stale_intervals_total", prometheus.CounterValue, nil, "Gaps between load samples long enough that the datapath saw stale load and steered nothing."},
+	{"falcon_agent_containers", prometheus.GaugeValue, nil, "Container ends the agent follows."},
+	{"falcon_stage_packets_total", prometheus.CounterValue, append(hookLabels, "cpu"), "Packets a hook saw, by the CPU they were on: where the stage the hook sees ran."},
+	{"falcon_steered_packets_total", prometheus.CounterValue, append(hookLabels, "cpu"), "Packets a hook decided on, by the CPU it gave their next stage: the CPU it steered them to, or the one they were on when kept inline."},
+	{"falcon_decisions_total", prometheus.CounterValue, append(hookLabels, "decision"), "A hook's fresh decisions: first (the first hash choice), second (the second), fallback (the next stage stays inline)."},
+	{"falcon_fallbacks_total", prometheus.CounterValue, append(hookLabels, "reason"), "Fallback decisions by reason: load (the set is busy), stale (old load data), not_paying (adaptive: moving would not pay)."},
+	{"falcon_kept_decisions_total", prometheus.CounterValue, hookLabels, "Packets that kept their flow's earlier decision."},
+	{"falcon_guard_holds_total", prometheus.CounterValue, hookLabels, "Packets the ordering guard kept on their flow's old CPU because earlier ones were still queued."},
+	{"falcon_guard_moves_total", prometheus.CounterValue, hookLabels, "Times a flow changed CPU at a hook under the ordering guard."},
+	{"falcon_guard_timeouts_total", prometheus.CounterValue, hookLabels, "Moves made after the guard stopped waiting for packets lost on the way (part of falcon_guard_moves_total)."},
+	{"falcon_passed_packets_total", prometheus.CounterValue, append(hookLabels, "reason"), "Packets a hook passed untouched (not an overlay flow it steers), by reason."},
+	{"falcon_split_queued_frames_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames the XDP program queued to a CPU's cpumap."},
+	{"falcon_split_queue_drops_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames dropped at a CPU's full cpumap queue."},
+	{"falcon_split_built_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames a CPU's cpumap kthread turned into skbs."},
+	{"falcon_split_redirect_failures_total", prometheus.CounterValue, []string{"cpu"}, "--split: redirects that found no cpumap entry (built on the interrupt CPU)."},
+}
+
+// Names lists the metrics the collector can expose.
+func Names() []string {
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = d.name
+	}
+	return out
+}
