@@ -18,9 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
 )
 
 // TestBadInputChangesNothing gives enable, agent, disable and status the
@@ -31,25 +29,7 @@ import (
 // every RPS value of every device, every qdisc, filter and tcx program —
 // and no pin or state behind.
 func TestBadInputChangesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a testbed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
-	if err := datapath.Supported(); err != nil {
-		t.Skip(err)
-	}
-	bin := buildFalcon(t)
-	name := fmt.Sprintf("cli%db", os.Getpid())
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, tb := cliTestbed(t, "b")
 	h2 := tb.Hosts[1].Netns
 	plain := tb.Hosts[0].Containers[0].Netns // no overlay there
 	// A port in use, for --metrics-addr: the agent binds it before it

@@ -62,22 +62,7 @@ func rps(t *testing.T, ns, dev string) string {
 }
 
 func TestEnableStatusDisableCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
-	if err := datapath.Supported(); err != nil {
-		t.Skip(err)
-	}
-	bin := buildFalcon(t)
-	name := fmt.Sprintf("cli%de", os.Getpid())
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, tb := cliTestbed(t, "e")
 	h := tb.Hosts[1]
 	c := h.Containers[0]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
@@ -163,4 +148,31 @@ func mustOnline(t *testing.T) []int {
 		t.Fatal(err)
 	}
 	return cpus
+}
+
+// cliTestbed skips unless a testbed can run here, then builds the binary
+// and brings up a one-container docker testbed named after tag, taken down
+// when the test ends.
+func cliTestbed(t *testing.T, tag string) (bin string, tb *testbed.Testbed) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds a testbed")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if err := testbed.CheckSystem(); err != nil {
+		t.Skip(err)
+	}
+	if err := datapath.Supported(); err != nil {
+		t.Skip(err)
+	}
+	bin = buildFalcon(t)
+	name := fmt.Sprintf("cli%d%s", os.Getpid(), tag)
+	t.Cleanup(func() { testbed.Down(name) })
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, tb
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/testbed"
 )
 
 // TestMetricsAndTopUnderTraffic enables falcon on a testbed with
@@ -33,25 +32,7 @@ import (
 // have seen what the receiver got, and the agent's own metrics must move.
 // falcon top is watched on the same agent, with --once and in tmux.
 func TestMetricsAndTopUnderTraffic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a testbed and runs traffic")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
-	if err := datapath.Supported(); err != nil {
-		t.Skip(err)
-	}
-	bin := buildFalcon(t)
-	name := fmt.Sprintf("cli%dm", os.Getpid())
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, tb := cliTestbed(t, "m")
 	h1, h2 := tb.Hosts[0].Netns, tb.Hosts[1].Netns
 	addr := freeAddr(t)
 	// policy paper: steering does not wait for the engagement test, so
