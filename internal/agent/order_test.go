@@ -70,6 +70,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		a       *Agent
 		totals  Decisions
 		cycles  int
+		events  timeline
 		restart = func() error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -80,13 +81,17 @@ func orderSaturated(t *testing.T, layout, variant string) {
 				if r, err := Status(o); err == nil && r.Totals != nil {
 					add(&totals, r.Totals)
 				}
+				events.mark("stop begins")
 				if err := a.Stop(); err != nil {
 					return err
 				}
+				events.mark("stopped")
 				a = nil
 				time.Sleep(50 * time.Millisecond)
 			}
+			events.mark("start begins")
 			next, err := Start(ctx, o)
+			events.mark("started")
 			a = next
 			cycles++
 			return err
@@ -167,6 +172,11 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		t.Logf("WITHOUT falcon the kernel itself reordered %d and duplicated %d of %d datagrams under this load", reordered, dups, received)
 	case reordered != 0 || dups != 0:
 		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", reordered, received, dups)
+		for _, f := range sortedFlows(runs) {
+			for _, at := range runs[f].stats.ReorderedAt {
+				t.Logf("  %s: reordered arrival %s", f, events.near(at))
+			}
+		}
 	}
 	if received < sent/4 {
 		t.Errorf("only %d of %d datagrams arrived: the run tested little", received, sent)
@@ -228,4 +238,30 @@ func neighStats(t *testing.T) neighStat {
 func (n neighStat) since(o neighStat) string {
 	return fmt.Sprintf("%d entries made, %d resolutions failed, %d forced GCs, %d packets discarded unresolved",
 		n.allocs-o.allocs, n.resFailed-o.resFailed, n.forcedGC-o.forcedGC, n.unresolvedDiscards-o.unresolvedDiscards)
+}
+
+// timeline is when an ordering case's agent stopped and started, to say
+// of a reordered arrival what happened just before it.
+type timeline struct {
+	mu sync.Mutex
+	at []time.Time
+	ev []string
+}
+
+func (tl *timeline) mark(what string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.at = append(tl.at, time.Now())
+	tl.ev = append(tl.ev, what)
+}
+
+func (tl *timeline) near(t time.Time) string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for i := len(tl.at) - 1; i >= 0; i-- {
+		if !tl.at[i].After(t) {
+			return fmt.Sprintf("%v after %q", t.Sub(tl.at[i]).Round(time.Microsecond), tl.ev[i])
+		}
+	}
+	return "before the first agent started"
 }

@@ -22,7 +22,12 @@ type Stats struct {
 	Reordered  uint64 // arrivals below the highest number already seen
 	Duplicates uint64
 	Lost       uint64 // Total - Received
+	// When the first few reordered arrivals came (at most maxReorderTimes),
+	// to line them up with what else happened then (an agent's restart).
+	ReorderedAt []time.Time
 }
+
+const maxReorderTimes = 8
 
 // Receiver is a UDP socket in some namespace that checks sequenced flows.
 type Receiver struct {
@@ -131,6 +136,9 @@ func (r *Receiver) Wait(ctx context.Context, idle time.Duration) (map[netip.Addr
 		}
 		if f.any && h.seq < f.max {
 			f.Reordered++
+			if len(f.ReorderedAt) < maxReorderTimes {
+				f.ReorderedAt = append(f.ReorderedAt, time.Now())
+			}
 		}
 		if !f.any || h.seq > f.max {
 			f.max, f.any = h.seq, true

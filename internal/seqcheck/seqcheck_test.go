@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -66,8 +67,11 @@ func TestRecvCountsReorderLossDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Stats{Total: 6, Received: 5, Reordered: 2, Duplicates: 1, Lost: 1}
-	if len(got) != 1 || got[c.LocalAddr().(*net.UDPAddr).AddrPort()] != want {
-		t.Fatalf("got %+v, want one flow %+v", got, want)
+	g := got[c.LocalAddr().(*net.UDPAddr).AddrPort()]
+	at := g.ReorderedAt
+	g.ReorderedAt = nil
+	if len(got) != 1 || !reflect.DeepEqual(g, want) || len(at) != 2 || at[1].Before(at[0]) {
+		t.Fatalf("got %+v, want one flow %+v with 2 reorder times", got, want)
 	}
 }
 
