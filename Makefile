@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit demo generate vet fmt clean
+.PHONY: build test unit demo generate vet fmt clean test-kernels
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
@@ -12,6 +12,13 @@ build:
 # time so their traffic and CPU load do not disturb each other.
 test: build vet
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
+
+# The root integration tests of datapath, agent and cmd inside Debian's own
+# kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
+# results/kernels-<series>.md. KERNELS="6.1 6.12" by default.
+KERNELS ?= 6.1 6.12
+test-kernels:
+	scripts/kernels/run.sh $(KERNELS)
 
 unit:
 	$(GO) test -count=1 -short ./...

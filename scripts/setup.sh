@@ -11,13 +11,20 @@ for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:mak
 	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
 dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)   # venv for the manifest validator
-if [ ${#need[@]} -gt 0 ]; then
-	echo "setup: installing ${need[*]}"
+# make test-kernels: QEMU, busybox for the guest's initramfs, kmod (depmod, modprobe), cpio.
+kneed=()
+for pair in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod cpio:cpio xz:xz-utils; do
+	cmd=${pair%%:*} pkg=${pair#*:}
+	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || kneed+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
+	echo "setup: installing ${need[*]} ${kneed[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	# iperf3's package asks whether to start a daemon; the answer is no.
 	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
-	apt-get install -y -qq "${need[@]}" >/dev/null
+	[ ${#need[@]} -eq 0 ] || apt-get install -y -qq "${need[@]}" >/dev/null
+	[ ${#kneed[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${kneed[@]}" >/dev/null
 fi
 
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then

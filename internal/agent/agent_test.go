@@ -177,6 +177,18 @@ func attached(t *testing.T, ns string) string {
 					prog.Close()
 				}
 			}
+			// Before tcx (6.6) the programs sit in cls_bpf filters of a clsact qdisc.
+			for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+				fs, err := netlink.FilterList(l, parent)
+				if err != nil {
+					continue
+				}
+				for _, f := range fs {
+					if bf, ok := f.(*netlink.BpfFilter); ok {
+						fmt.Fprintf(&b, "%s clsact %#x %s\n", l.Attrs().Name, parent, bf.Name)
+					}
+				}
+			}
 		}
 		return nil
 	})
@@ -554,10 +566,10 @@ ip -n {p}-ov link set veth0 master br0 up; ip -n {p}-c link set eth0 up`)
 	if got := read(t, p+"-c", "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != mask {
 		t.Errorf("container eth0 rps_cpus %s, want %s", got, mask)
 	}
-	if out := attached(t, p+"-h"); !strings.Contains(out, "nic0 tcx") {
+	if out := attached(t, p+"-h"); !strings.Contains(out, "nic0 tcx") && !strings.Contains(out, "nic0 clsact") {
 		t.Errorf("no hook on the host's NIC:\n%s", out)
 	}
-	if out := attached(t, p+"-ov"); !strings.Contains(out, "vxlan0 tcx") {
+	if out := attached(t, p+"-ov"); !strings.Contains(out, "vxlan0 tcx") && !strings.Contains(out, "vxlan0 clsact") {
 		t.Errorf("no hook on the sandbox's vxlan0:\n%s", out)
 	}
 	if err := a.Stop(); err != nil {

@@ -326,7 +326,7 @@ func (d *Datapath) attachXDP(a *attachment) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, unix.EOPNOTSUPP):
-			return fmt.Errorf("NIC %s has no native XDP: --split needs it, and generic XDP runs after skb allocation and splits nothing (%w)", name, err)
+			return fmt.Errorf("NIC %s has no native XDP: --split needs it, and falcon does not fall back to generic XDP, which runs after skb allocation and splits nothing (%w)", name, err)
 		case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST):
 			return fmt.Errorf("NIC %s already runs another XDP program; a device takes one (%w)", name, err)
 		}

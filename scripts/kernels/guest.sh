@@ -1,0 +1,58 @@
+#!/bin/bash
+# PID 1 of the test guest that scripts/kernels/run.sh boots: the host's root
+# read-only, /tmp and /run on tmpfs, /tmp/kout shared back to the host.
+# Runs falcon doctor and the test binaries, writes logs to /tmp/kout, powers off.
+set -u
+out=/tmp/kout
+. $out/env
+export PATH=/run/kbin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/tmp/home TMPDIR=/tmp GOCACHE=/tmp/gocache GOPATH=/root/go GOMODCACHE=/root/go/pkg/mod
+export GOFLAGS=-buildvcs=false GOTOOLCHAIN=local GOPROXY=off GOTELEMETRY=off
+mkdir -p $HOME /run/kbin /run/netns /var/tmp 2>/dev/null
+poweroff() { sync; echo 1 >/proc/sys/kernel/sysrq; echo o >/proc/sysrq-trigger; sleep 30; }
+trap poweroff EXIT
+
+mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts 2>/dev/null || { mkdir -p /dev/pts && mount -t devpts devpts /dev/pts; }
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
+mount -t bpf bpf /sys/fs/bpf
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t tmpfs -o mode=1777 vartmp /var/tmp
+mount --make-rshared /
+
+# modprobe finds the kernel's modules in the unpacked package, also when
+# the kernel asks for one (a qdisc, a link type).
+cat >/run/kbin/modprobe <<MP
+#!/bin/sh
+exec /usr/sbin/modprobe -d $KROOT "\$@"
+MP
+chmod +x /run/kbin/modprobe
+echo /run/kbin/modprobe >/proc/sys/kernel/modprobe
+ip link set lo up
+hostname falcon-kernel-test
+
+{
+	echo "kernel: $(uname -r) ($(uname -v))"
+	echo "cpus: $(nproc), memory: $(awk '/MemTotal/ {print $2 / 1024 " MiB"}' /proc/meminfo)"
+	echo "btf: $(ls /sys/kernel/btf/vmlinux 2>&1)"
+} >$out/guest.txt
+# What falcon itself detects on this kernel: doctor on a docker-style testbed.
+$BIN/falcon testbed up --layout docker --name kd --json >$out/testbed.json 2>&1
+ns=$(grep -o '"[Nn]etns": *"[^"]*"' $out/testbed.json | head -1 | cut -d'"' -f4)
+echo "# falcon doctor --netns $ns" >$out/doctor.txt
+$BIN/falcon doctor --netns "$ns" >>$out/doctor.txt 2>&1
+echo "# exit status $?" >>$out/doctor.txt
+$BIN/falcon testbed down --name kd >/dev/null 2>&1
+
+for t in $TESTS; do
+	pkg=${t%%:*} run=
+	[ "$t" != "$pkg" ] && run=${t#*:}
+	name=$(basename $pkg)
+	echo "guest: testing $pkg on $(uname -r)" >/dev/console
+	start=$(date +%s)
+	(cd $REPO/$pkg && $BIN/$name.test -test.v -test.count=1 -test.timeout=15m ${run:+-test.run "$run"} >$out/$name.log 2>&1)
+	echo "$? $(($(date +%s) - start))" >$out/$name.rc
+	tail -3 $out/$name.log >/dev/console
+done
+echo "guest: done" >/dev/console

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Boots Debian's own kernel packages under QEMU/KVM and runs falcon's root
+# integration tests inside, one kernel after another; writes a summary per
+# kernel to results/kernels-<series>.md (and the logs to .cache/kernels/out/).
+#
+# The guest's root file system is the host's, shared read-only over
+# virtio-9p, with tmpfs on /tmp and /run; a small initramfs (busybox-static
+# and the kernel's own virtio/9p modules) mounts it. Test binaries are built
+# here; the guest runs them as root and writes its logs to a writable share.
+#
+# Usage: run.sh [SERIES...]   (default: 6.1 6.12)
+# Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent, cmd)
+#        KERNEL_TIMEOUT  minutes per kernel (default 20)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
+cache=$repo/.cache/kernels
+series_list=${*:-6.1 6.12}
+tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon}
+timeout_min=${KERNEL_TIMEOUT:-20}
+# KVM where it runs stock kernels; a host whose /dev/kvm is PVM (kvm_pvm, a
+# paravirtual nested KVM) only runs PVM-built guests, and a stock kernel hangs
+# there right after decompressing: software emulation (TCG) instead.
+accel=${KERNEL_ACCEL:-auto}
+if [ "$accel" = auto ]; then
+	if [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then accel=kvm; else accel=tcg; fi
+fi
+case $accel in
+kvm) qaccel=(-enable-kvm -cpu host) ;;
+tcg) qaccel=(-accel tcg,thread=multi -cpu max) ;;
+*) echo "test-kernels: KERNEL_ACCEL is auto, kvm or tcg" >&2; exit 2 ;;
+esac
+
+[ "$(id -u)" -eq 0 ] || { echo "test-kernels: run as root" >&2; exit 1; }
+for c in qemu-system-x86_64 busybox depmod modprobe cpio; do
+	command -v $c >/dev/null || { echo "test-kernels: $c is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+# Test binaries and the falcon binary, built once on the host.
+bin=$cache/bin
+mkdir -p "$bin"
+export CGO_ENABLED=0
+for t in $tests; do
+	pkg=${t%%:*}
+	go test -c -o "$bin/$(basename "$pkg").test" "./$pkg"
+done
+go build -o "$bin/falcon" ./cmd/falcon
+# cmd/falcon's tests build the binary again inside; a build cache warmed here
+# (same toolchain, same flags) makes that a cache hit.
+gocache=$cache/gocache
+mkdir -p "$gocache"
+(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/falcon-warm" . && rm -f "$bin/falcon-warm")
+
+status=0
+for series in $series_list; do
+	"$repo/scripts/kernels/fetch.sh" "$series" "$cache"
+	kroot=$cache/$series/root
+	rel=$(cat "$cache/$series/release")
+	out=$cache/out/$series
+	rm -rf "$out" && mkdir -p "$out"
+
+	# initramfs: busybox, the modules that reach the 9p root, an init.
+	ird=$(mktemp -d /tmp/falcon-initrd.XXXXXX)
+	trap 'rm -rf "$ird"' EXIT
+	mkdir -p "$ird"/{bin,m,proc,sys,dev,newroot}
+	cp "$(command -v busybox)" "$ird/bin/busybox"
+	: >"$ird/m/order"
+	for mod in virtio_pci 9pnet_virtio 9p; do
+		modprobe -d "$kroot" -S "$rel" --show-depends "$mod" | awk '$1 == "insmod" {print $2}'
+	done | awk '!seen[$0]++' | while read -r ko; do
+		name=$(basename "$ko")
+		case $name in
+		*.xz) xz -dc "$ko" >"$ird/m/${name%.xz}"; name=${name%.xz} ;;
+		*.zst) zstd -qdc "$ko" >"$ird/m/${name%.zst}"; name=${name%.zst} ;;
+		*) cp "$ko" "$ird/m/$name" ;;
+		esac
+		echo "$name" >>"$ird/m/order"
+	done
+	cat >"$ird/init" <<INIT
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in \$(cat /m/order); do insmod /m/\$m || echo "initramfs: insmod \$m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 root /newroot || { echo "initramfs: no 9p root"; poweroff -f; }
+mount -t tmpfs -o mode=1777 tmp /newroot/tmp
+mount -t tmpfs -o mode=755 run /newroot/run
+mkdir -p /newroot/tmp/kout /newroot/tmp/gocache
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /newroot/tmp/kout
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 gocache /newroot/tmp/gocache
+mount --move /proc /newroot/proc
+mount --move /sys /newroot/sys
+mount --move /dev /newroot/dev
+exec switch_root /newroot /bin/bash $repo/scripts/kernels/guest.sh
+INIT
+	chmod +x "$ird/init"
+	(cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/$series/initrd.gz"
+	rm -rf "$ird"
+	trap - EXIT
+
+	cat >"$out/env" <<ENV
+REPO=$repo
+BIN=$bin
+KROOT=$kroot
+KREL=$rel
+TESTS="$tests"
+ACCEL=$accel
+ENV
+	echo "test-kernels: booting $rel ($(cat "$cache/$series/package")) under QEMU ($accel): $tests"
+	# The guest loads both CPUs: take the lock the root tests on this machine
+	# share (the time is counted from when it is held).
+	flock /tmp/falcon-root.lock sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
+		"${qaccel[@]}" -smp 2 -m 4G -nodefaults -no-reboot -display none \
+		-kernel "$kroot/boot/vmlinuz-$rel" -initrd "$cache/$series/initrd.gz" \
+		-append "console=ttyS0 panic=-1 quiet loglevel=4" \
+		-serial "file:$out/console.log" \
+		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
+		-virtfs "local,path=$gocache,mount_tag=gocache,security_model=none" \
+		|| echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
+	secs=$(($(date +%s) - $(cat "$out/start" 2>/dev/null || date +%s)))
+	mkdir -p results
+	"$repo/scripts/kernels/summary.sh" "$series" "$out" "$secs" >"results/kernels-$series.md" || status=1
+	cat "results/kernels-$series.md"
+done
+exit $status

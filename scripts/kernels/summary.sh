@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Writes the Markdown summary of one kernel's run (scripts/kernels/run.sh)
+# to stdout; exits 1 when a package failed or did not finish.
+# Usage: summary.sh SERIES OUTDIR SECONDS
+set -uo pipefail
+series=$1 out=$2 secs=$3
+. "$out/env"
+status=0
+cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+echo "# falcon on Debian's Linux $series ($KREL)"
+echo
+if [ "$ACCEL" = kvm ]; then how="KVM, \`-cpu host -smp 2 -m 4G\`"; else how="software emulation (TCG), \`-cpu max -smp 2 -m 4G\`"; fi
+echo "Package \`$(cat "$(dirname "$KROOT")/package")\`, booted by \`make test-kernels\` under QEMU ($how,"
+echo "the host's root shared read-only over virtio-9p) on a host with"
+echo "$(nproc) vCPUs ($cpu), kernel $(uname -r). Whole run, boot to power-off: ${secs} s."
+echo
+echo "## falcon doctor"
+echo
+echo '```'
+cat "$out/doctor.txt" 2>/dev/null || echo "(no output: the guest did not get this far)"
+echo '```'
+echo
+echo "## Tests"
+echo
+echo "| package | result | passed | failed | skipped | seconds |"
+echo "| --- | --- | ---: | ---: | ---: | ---: |"
+for t in $TESTS; do
+	pkg=${t%%:*} name=$(basename "${t%%:*}")
+	log=$out/$name.log
+	filter=
+	[ "$t" != "$pkg" ] && filter=" (-run ${t#*:})"
+	if [ ! -s "$out/$name.rc" ]; then
+		echo "| $pkg$filter | did not finish | | | | |"
+		status=1
+		continue
+	fi
+	read -r rc took <"$out/$name.rc"
+	p=$(grep -c '^--- PASS' "$log")
+	f=$(grep -c '^--- FAIL' "$log")
+	s=$(grep -c '^--- SKIP' "$log")
+	res=ok
+	[ "$rc" = 0 ] || { res="FAIL (exit $rc)"; status=1; }
+	echo "| $pkg$filter | $res | $p | $f | $s | $took |"
+done
+echo
+for t in $TESTS; do
+	name=$(basename "${t%%:*}")
+	log=$out/$name.log
+	[ -f "$log" ] || continue
+	# A top-level SKIP line, then its first indented reason.
+	awk -v pkg="${t%%:*}" '
+		/^--- SKIP: / { name = $3; want = 1; next }
+		want && /^    / { sub(/^ +/, ""); printf "- skipped %s %s: %s\n", pkg, name, $0; want = 0; next }
+		{ want = 0 }
+		/^--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
+	' "$log"
+done
+exit $status
