@@ -169,3 +169,27 @@ func (d *Datapath) Steered() (int, error) {
 
 // targetFallback is TARGET_FALLBACK (bpf/falcon.h): the next stage inline.
 const targetFallback = 0xffffffff
+
+// MarkYoung makes every active hook count as attached now: a flow a hook
+// first sees within the guard timeout from now stays inline until it
+// pauses. The agent calls it when the path behind the hooks changed under
+// packets already on it (RPS set on the devices), which no count covers.
+func (d *Datapath) MarkYoung() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.attachClock()
+	for id := uint32(0); id < MaxHooks; id++ {
+		var h falconHook
+		if err := d.maps.FalconHooks.Lookup(id, &h); err != nil {
+			return fmt.Errorf("read hook %d: %w", id, err)
+		}
+		if h.Active == 0 {
+			continue
+		}
+		h.AttachedNs = now
+		if err := d.maps.FalconHooks.Put(id, &h); err != nil {
+			return fmt.Errorf("write hook %d: %w", id, err)
+		}
+	}
+	return nil
+}
