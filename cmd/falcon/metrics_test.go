@@ -107,13 +107,33 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	for _, role := range []string{"nic", "overlay"} {
 		// Each packet a hook sees takes one outcome, and each it decides on
 		// is counted once more by the CPU of its next stage.
-		decided := sum(m1, "falcon_decisions_total", role) + sum(m1, "falcon_kept_decisions_total", role) +
-			sum(m1, "falcon_guard_holds_total", role)
+		decidedOn := func(cpu string) float64 {
+			return sumOn(m1, "falcon_decisions_total", role, cpu) + sumOn(m1, "falcon_kept_decisions_total", role, cpu) +
+				sumOn(m1, "falcon_guard_holds_total", role, cpu)
+		}
+		decided := decidedOn("")
 		if ran, passed := sum(m1, "falcon_stage_packets_total", role), sum(m1, "falcon_passed_packets_total", role); ran != decided+passed {
 			t.Errorf("%s hook: %.0f packets seen, %.0f decided and %.0f passed", role, ran, decided, passed)
 		}
 		if next := sum(m1, "falcon_steered_packets_total", role); next != decided {
 			t.Errorf("%s hook: %.0f packets by next stage's CPU, %.0f decided", role, next, decided)
+		}
+		// A hook decides on the CPU it runs on: no CPU has more decisions
+		// than packets the hook saw there (the rest were passed, which are
+		// counted per hook only).
+		cpus := map[string]bool{}
+		for _, m := range m1["falcon_decisions_total"].GetMetric() {
+			if label(m, "role") == role {
+				cpus[label(m, "cpu")] = true
+			}
+		}
+		for cpu := range cpus {
+			if d, ran := decidedOn(cpu), sumOn(m1, "falcon_stage_packets_total", role, cpu); d > ran {
+				t.Errorf("%s hook: %.0f decisions on CPU %s, which ran %.0f of its packets", role, d, cpu, ran)
+			}
+		}
+		if len(cpus) == 0 {
+			t.Errorf("%s hook: no decisions by CPU", role)
 		}
 	}
 	// With policy paper and room on every CPU, the VXLAN device's hook
@@ -211,19 +231,23 @@ func val(m *dto.Metric) float64 {
 
 // sum adds a family's samples, of the hooks of role when role is given.
 func sum(fams map[string]*dto.MetricFamily, name, role string) float64 {
+	return sumOn(fams, name, role, "")
+}
+
+// sumOn is sum, of the samples of one cpu when cpu is given.
+func sumOn(fams map[string]*dto.MetricFamily, name, role, cpu string) float64 {
 	var v float64
-	if f := fams[name]; f != nil {
-		for _, m := range f.Metric {
-			if role == "" || label(m, "role") == role {
-				v += val(m)
-			}
+	for _, m := range fams[name].GetMetric() {
+		if (role == "" || label(m, "role") == role) && (cpu == "" || label(m, "cpu") == cpu) {
+			v += val(m)
 		}
 	}
 	return v
 }
 
 // sameAsBPF checks each per-hook, per-CPU counter scraped against the BPF
-// maps read just before and just after the scrape.
+// maps read just before and just after the scrape, and the decision and
+// guard counters summed over cpu against the hook's totals.
 func sameAsBPF(t *testing.T, fams map[string]*dto.MetricFamily, before, after datapath.Counters) {
 	t.Helper()
 	find := func(c datapath.Counters, hook, role string) *datapath.Stage {
@@ -239,14 +263,30 @@ func sameAsBPF(t *testing.T, fams map[string]*dto.MetricFamily, before, after da
 		fmt.Sscan(label(m, "cpu"), &c)
 		return c
 	}
+	within := func(what string, v float64, b, a uint64) {
+		if v < float64(b) || v > float64(a) {
+			t.Errorf("%s = %.0f; the BPF maps held %d, then %d", what, v, b, a)
+		}
+	}
+	decided := map[string]func(d datapath.Decided, m *dto.Metric) uint64{
+		"falcon_decisions_total": func(d datapath.Decided, m *dto.Metric) uint64 {
+			return map[string]uint64{"first": d.First, "second": d.Second, "fallback": d.Fallback}[label(m, "decision")]
+		},
+		"falcon_fallbacks_total": func(d datapath.Decided, m *dto.Metric) uint64 {
+			return map[string]uint64{"load": d.Fallback - d.FallbackStale - d.FallbackIdle, "stale": d.FallbackStale,
+				"not_paying": d.FallbackIdle}[label(m, "reason")]
+		},
+		"falcon_kept_decisions_total": func(d datapath.Decided, _ *dto.Metric) uint64 { return d.FlowletHits },
+		"falcon_guard_holds_total":    func(d datapath.Decided, _ *dto.Metric) uint64 { return d.Holds },
+		"falcon_guard_moves_total":    func(d datapath.Decided, _ *dto.Metric) uint64 { return d.Moved },
+		"falcon_guard_timeouts_total": func(d datapath.Decided, _ *dto.Metric) uint64 { return d.Timeouts },
+	}
 	checks := map[string]func(s *datapath.Stage, m *dto.Metric) uint64{
 		"falcon_stage_packets_total":   func(s *datapath.Stage, m *dto.Metric) uint64 { return s.RanOn[cpuOf(m)] },
 		"falcon_steered_packets_total": func(s *datapath.Stage, m *dto.Metric) uint64 { return s.SteeredTo[cpuOf(m)] },
-		"falcon_guard_holds_total":     func(s *datapath.Stage, _ *dto.Metric) uint64 { return s.Holds },
-		"falcon_guard_timeouts_total":  func(s *datapath.Stage, _ *dto.Metric) uint64 { return s.Timeouts },
-		"falcon_decisions_total": func(s *datapath.Stage, m *dto.Metric) uint64 {
-			return map[string]uint64{"first": s.First, "second": s.Second, "fallback": s.Fallback}[label(m, "decision")]
-		},
+	}
+	for name, get := range decided {
+		checks[name] = func(s *datapath.Stage, m *dto.Metric) uint64 { return get(s.PerCPU[cpuOf(m)], m) }
 	}
 	n := 0
 	for name, get := range checks {
@@ -257,19 +297,44 @@ func sameAsBPF(t *testing.T, fams map[string]*dto.MetricFamily, before, after da
 		}
 		for _, m := range f.Metric {
 			hook, role := label(m, "hook"), label(m, "role")
-			b, a := find(before, hook, role), find(after, hook, role)
-			if b == nil || a == nil {
+			if b, a := find(before, hook, role), find(after, hook, role); b == nil || a == nil {
 				t.Errorf("%s: hook %s (%s) is not in the BPF maps", name, hook, role)
-				continue
+			} else {
+				within(name+labels(m), val(m), get(b, m), get(a, m))
+				n++
 			}
-			if v := val(m); v < float64(get(b, m)) || v > float64(get(a, m)) {
-				t.Errorf("%s{hook=%s,cpu=%s,decision=%s} = %.0f; the BPF maps held %d, then %d",
-					name, hook, label(m, "cpu"), label(m, "decision"), v, get(b, m), get(a, m))
-			}
-			n++
 		}
 	}
-	t.Logf("%d scraped counters match the BPF maps", n)
+	// Summed over cpu, what the hook decided: falcon status's numbers.
+	sums := 0
+	for name, get := range decided {
+		type key struct{ hook, role, kind string }
+		sum, sample := map[key]float64{}, map[key]*dto.Metric{}
+		for _, m := range fams[name].GetMetric() {
+			k := key{label(m, "hook"), label(m, "role"), label(m, "decision") + label(m, "reason")}
+			sum[k] += val(m)
+			sample[k] = m
+		}
+		for k, v := range sum {
+			b, a := find(before, k.hook, k.role), find(after, k.hook, k.role)
+			if b == nil || a == nil {
+				continue // reported above
+			}
+			within(fmt.Sprintf("%s{hook=%s,role=%s,%s} summed over cpu", name, k.hook, k.role, k.kind), v,
+				get(b.Decided, sample[k]), get(a.Decided, sample[k]))
+			sums++
+		}
+	}
+	t.Logf("%d scraped counters and %d sums over cpu compared with the BPF maps", n, sums)
+}
+
+// labels writes a sample's labels as {name=value,...}.
+func labels(m *dto.Metric) string {
+	var ls []string
+	for _, l := range m.Label {
+		ls = append(ls, l.GetName()+"="+l.GetValue())
+	}
+	return "{" + strings.Join(ls, ",") + "}"
 }
 
 // jsonLog: with --log-format json every line of the agent's log is a JSON

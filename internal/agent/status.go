@@ -77,7 +77,10 @@ type StageReport struct {
 	RanOn     map[int]uint64    `json:"packets_per_cpu"`
 	SteeredTo map[int]uint64    `json:"steered_to_cpu"`
 	Decisions Decisions         `json:"decisions"`
-	Passed    map[string]uint64 `json:"-"`
+	// DecisionsPerCPU splits Decisions by the CPU the hook ran on when it
+	// decided (Passed stays per hook); CPUs without any are absent.
+	DecisionsPerCPU map[int]Decisions `json:"decisions_per_cpu,omitempty"`
+	Passed          map[string]uint64 `json:"-"`
 }
 
 // Status reports on the agent of opts.Netns. A namespace without an agent
@@ -159,13 +162,18 @@ func Status(opts Options) (*Report, error) {
 		}
 		return r, nil
 	}
-	r.Totals = decisions(c.First, c.Second, c.Fallback, c.FallbackStale, c.FallbackIdle, c.FlowletHits, c.Guard, c.Passed)
+	totals := decisions(c.Decided, c.Passed)
+	r.Totals = &totals
 	for _, s := range c.Stages {
-		r.Stages = append(r.Stages, StageReport{
+		sr := StageReport{
 			Device: s.Hook.Name, Netns: netns.Label(s.Hook.Netns), Role: s.Hook.Role,
 			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
-			Decisions: *decisions(s.First, s.Second, s.Fallback, s.FallbackStale, s.FallbackIdle, s.FlowletHits, s.Guard, s.Passed),
-		})
+			Decisions: decisions(s.Decided, s.Passed), DecisionsPerCPU: map[int]Decisions{},
+		}
+		for cpu, d := range s.PerCPU {
+			sr.DecisionsPerCPU[cpu] = decisions(d, nil)
+		}
+		r.Stages = append(r.Stages, sr)
 	}
 	// In packet order: XDP on the NIC, the NIC's tc hook, the VXLAN devices'.
 	order := map[datapath.HookRole]int{datapath.HookSplit: 0, datapath.HookOnNIC: 1}
@@ -206,7 +214,8 @@ func monotonicNs() uint64 {
 	return uint64(ts.Nano())
 }
 
-func decisions(first, second, fallback, stale, idle, kept uint64, g datapath.Guard, passed map[string]uint64) *Decisions {
-	return &Decisions{First: first, Second: second, Fallback: fallback, FallbackStale: stale, FallbackIdle: idle,
-		FlowletHits: kept, GuardHolds: g.Holds, Moved: g.Moved, GuardTimeouts: g.Timeouts, Passed: passed}
+func decisions(d datapath.Decided, passed map[string]uint64) Decisions {
+	return Decisions{First: d.First, Second: d.Second, Fallback: d.Fallback, FallbackStale: d.FallbackStale,
+		FallbackIdle: d.FallbackIdle, FlowletHits: d.FlowletHits, GuardHolds: d.Holds, Moved: d.Moved,
+		GuardTimeouts: d.Timeouts, Passed: passed}
 }

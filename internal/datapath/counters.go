@@ -12,30 +12,45 @@ import (
 // Counters are the packets the hooks saw. A stage's packets per CPU say where
 // that stage ran; SteeredTo says where the stage after it was sent.
 type Counters struct {
-	RanOn                   map[int]map[int]uint64 // hook ifindex -> CPU -> packets
-	SteeredTo               map[int]map[int]uint64 // hook ifindex -> target CPU -> packets
-	First, Second, Fallback uint64                 // fresh decisions
-	FallbackStale           uint64                 // part of Fallback: the load data was stale
-	FallbackIdle            uint64                 // part of Fallback: adaptive, moving would not pay
-	FlowletHits             uint64                 // packets that kept their flow's decision
-	Guard                                          // the ordering guard's work
-	Bytes                   uint64                 // of the packets decided on
-	Passed                  map[string]uint64      // untouched packets per reason
-	Stages                  []Stage                // the same per hook (ifindexes may repeat across namespaces)
-	CPUMap                  map[int]CPUMapStats    // split CPU -> its cpumap traffic; nil when nothing is split
+	RanOn     map[int]map[int]uint64 // hook ifindex -> CPU -> packets
+	SteeredTo map[int]map[int]uint64 // hook ifindex -> target CPU -> packets
+	Decided                          // over all hooks and CPUs
+	Bytes     uint64                 // of the packets decided on
+	Passed    map[string]uint64      // untouched packets per reason
+	Stages    []Stage                // the same per hook (ifindexes may repeat across namespaces)
+	CPUMap    map[int]CPUMapStats    // split CPU -> its cpumap traffic; nil when nothing is split
 }
 
 // Stage is one hook's counters.
 type Stage struct {
-	Hook                    Hook
-	RanOn, SteeredTo        map[int]uint64
-	First, Second, Fallback uint64
-	FallbackStale           uint64
-	FallbackIdle            uint64
-	FlowletHits             uint64
-	Guard
+	Hook             Hook
+	RanOn, SteeredTo map[int]uint64
+	Decided          // summed over PerCPU
+	// PerCPU is what the hook decided on each CPU it ran on, the CPU of the
+	// stage it sees (not the one it steered to). CPUs it decided nothing on
+	// are absent.
+	PerCPU map[int]Decided
 	Bytes  uint64
 	Passed map[string]uint64
+}
+
+// Decided counts a hook's decisions and its ordering guard's work.
+type Decided struct {
+	First, Second, Fallback uint64 // fresh decisions
+	FallbackStale           uint64 // part of Fallback: the load data was stale
+	FallbackIdle            uint64 // part of Fallback: adaptive, moving would not pay
+	FlowletHits             uint64 // packets that kept their flow's decision
+	Guard
+}
+
+func (d *Decided) add(o Decided) {
+	d.First += o.First
+	d.Second += o.Second
+	d.Fallback += o.Fallback
+	d.FallbackStale += o.FallbackStale
+	d.FallbackIdle += o.FallbackIdle
+	d.FlowletHits += o.FlowletHits
+	d.Guard.add(o.Guard)
 }
 
 // Guard counts the ordering guard's work at a hook.
@@ -163,6 +178,7 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 			Hook:      hookFromBPF(&h),
 			RanOn:     map[int]uint64{},
 			SteeredTo: map[int]uint64{},
+			PerCPU:    map[int]Decided{},
 			Passed:    map[string]uint64{},
 		}
 		var per []falconCounters
@@ -171,36 +187,16 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 		}
 		for cpu, v := range per {
 			var ran uint64
-			for i, n := range v.C {
+			for _, n := range v.C {
 				ran += n
-				switch i {
-				case cntFirst:
-					s.First += n
-				case cntSecond:
-					s.Second += n
-				case cntFallbackLoad:
-					s.Fallback += n
-				case cntFallbackStale:
-					s.Fallback += n
-					s.FallbackStale += n
-				case cntFallbackIdle:
-					s.Fallback += n
-					s.FallbackIdle += n
-				case cntFlowletHit:
-					s.FlowletHits += n
-				case cntGuardHold:
-					s.Holds += n
-				default:
-					if n > 0 {
-						s.Passed[passReasons[i]] += n
-					}
-				}
 			}
 			if ran > 0 {
 				s.RanOn[cpu] = ran
 			}
-			s.Moved += v.Moved
-			s.Timeouts += v.Timeouts
+			if d := decidedOn(&v, s.Passed); d != (Decided{}) {
+				s.PerCPU[cpu] = d
+				s.Decided.add(d)
+			}
 			s.Bytes += v.Bytes
 			for to, n := range v.To {
 				if n > 0 {
@@ -233,13 +229,7 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 	for _, id := range ids {
 		s := byID[id]
 		c.Stages = append(c.Stages, *s)
-		c.First += s.First
-		c.Second += s.Second
-		c.Fallback += s.Fallback
-		c.FallbackStale += s.FallbackStale
-		c.FallbackIdle += s.FallbackIdle
-		c.FlowletHits += s.FlowletHits
-		c.Guard.add(s.Guard)
+		c.Decided.add(s.Decided)
 		c.Bytes += s.Bytes
 		for r, n := range s.Passed {
 			c.Passed[r] += n
@@ -248,6 +238,38 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 		addTo(c.SteeredTo, s.Hook.Ifindex, s.SteeredTo)
 	}
 	return c, nil
+}
+
+// decidedOn is the one reading of what the counter slots of one CPU mean,
+// so that a hook's per-CPU decisions and its totals cannot drift apart; the
+// slots of packets passed untouched are added to passed by reason.
+func decidedOn(v *falconCounters, passed map[string]uint64) Decided {
+	d := Decided{Guard: Guard{Moved: v.Moved, Timeouts: v.Timeouts}}
+	for i, n := range v.C {
+		switch i {
+		case cntFirst:
+			d.First = n
+		case cntSecond:
+			d.Second = n
+		case cntFallbackLoad:
+			d.Fallback += n
+		case cntFallbackStale:
+			d.Fallback += n
+			d.FallbackStale = n
+		case cntFallbackIdle:
+			d.Fallback += n
+			d.FallbackIdle = n
+		case cntFlowletHit:
+			d.FlowletHits = n
+		case cntGuardHold:
+			d.Holds = n
+		default:
+			if n > 0 {
+				passed[passReasons[i]] += n
+			}
+		}
+	}
+	return d
 }
 
 func addTo(dst map[int]map[int]uint64, ifindex int, src map[int]uint64) {

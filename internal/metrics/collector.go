@@ -103,25 +103,27 @@ func (e emitter) report(r *agent.Report) {
 	e.emit("falcon_load_stale", b2f(r.Load.Stale))
 	for _, s := range r.Stages {
 		hook := []string{s.Device, s.Netns, string(s.Role)}
-		with := func(l string) []string { return append(slices.Clone(hook), l) }
+		with := func(l ...string) []string { return append(slices.Clone(hook), l...) }
 		for cpu, n := range s.RanOn {
 			e.emit("falcon_stage_packets_total", float64(n), with(strconv.Itoa(cpu))...)
 		}
 		for cpu, n := range s.SteeredTo {
 			e.emit("falcon_steered_packets_total", float64(n), with(strconv.Itoa(cpu))...)
 		}
-		d := s.Decisions
-		e.emit("falcon_decisions_total", float64(d.First), with("first")...)
-		e.emit("falcon_decisions_total", float64(d.Second), with("second")...)
-		e.emit("falcon_decisions_total", float64(d.Fallback), with("fallback")...)
-		e.emit("falcon_fallbacks_total", float64(d.Fallback-d.FallbackStale-d.FallbackIdle), with("load")...)
-		e.emit("falcon_fallbacks_total", float64(d.FallbackStale), with("stale")...)
-		e.emit("falcon_fallbacks_total", float64(d.FallbackIdle), with("not_paying")...)
-		e.emit("falcon_kept_decisions_total", float64(d.FlowletHits), hook...)
-		e.emit("falcon_guard_holds_total", float64(d.GuardHolds), hook...)
-		e.emit("falcon_guard_moves_total", float64(d.Moved), hook...)
-		e.emit("falcon_guard_timeouts_total", float64(d.GuardTimeouts), hook...)
-		for reason, n := range d.Passed {
+		for cpu, d := range s.DecisionsPerCPU {
+			c := strconv.Itoa(cpu)
+			e.emit("falcon_decisions_total", float64(d.First), with(c, "first")...)
+			e.emit("falcon_decisions_total", float64(d.Second), with(c, "second")...)
+			e.emit("falcon_decisions_total", float64(d.Fallback), with(c, "fallback")...)
+			e.emit("falcon_fallbacks_total", float64(d.Fallback-d.FallbackStale-d.FallbackIdle), with(c, "load")...)
+			e.emit("falcon_fallbacks_total", float64(d.FallbackStale), with(c, "stale")...)
+			e.emit("falcon_fallbacks_total", float64(d.FallbackIdle), with(c, "not_paying")...)
+			e.emit("falcon_kept_decisions_total", float64(d.FlowletHits), with(c)...)
+			e.emit("falcon_guard_holds_total", float64(d.GuardHolds), with(c)...)
+			e.emit("falcon_guard_moves_total", float64(d.Moved), with(c)...)
+			e.emit("falcon_guard_timeouts_total", float64(d.GuardTimeouts), with(c)...)
+		}
+		for reason, n := range s.Decisions.Passed {
 			e.emit("falcon_passed_packets_total", float64(n), with(reason)...)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -60,12 +61,9 @@ func value(fams map[string]*dto.MetricFamily, name string, want map[string]strin
 	if f == nil {
 		return 0, false
 	}
-next:
 	for _, m := range f.Metric {
-		for k, v := range want {
-			if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
-				continue next
-			}
+		if !matches(m, want) {
+			continue
 		}
 		switch {
 		case m.Counter != nil:
@@ -95,10 +93,10 @@ func TestCollectorMirrorsStatus(t *testing.T) {
 	}
 	for _, s := range r.Stages {
 		hook := map[string]string{"hook": s.Device, "netns": s.Netns, "role": string(s.Role)}
-		with := func(k, v string) map[string]string {
-			m := map[string]string{k: v}
-			for a, b := range hook {
-				m[a] = b
+		with := func(kv ...string) map[string]string {
+			m := maps.Clone(hook)
+			for i := 0; i < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
 			}
 			return m
 		}
@@ -108,11 +106,28 @@ func TestCollectorMirrorsStatus(t *testing.T) {
 		for cpu, n := range s.SteeredTo {
 			check("falcon_steered_packets_total", with("cpu", itoa(cpu)), float64(n))
 		}
-		check("falcon_decisions_total", with("decision", "first"), float64(s.Decisions.First))
-		check("falcon_decisions_total", with("decision", "second"), float64(s.Decisions.Second))
-		check("falcon_decisions_total", with("decision", "fallback"), float64(s.Decisions.Fallback))
-		check("falcon_guard_holds_total", hook, float64(s.Decisions.GuardHolds))
-		check("falcon_guard_timeouts_total", hook, float64(s.Decisions.GuardTimeouts))
+		for cpu, d := range s.DecisionsPerCPU {
+			c := itoa(cpu)
+			check("falcon_decisions_total", with("cpu", c, "decision", "first"), float64(d.First))
+			check("falcon_decisions_total", with("cpu", c, "decision", "second"), float64(d.Second))
+			check("falcon_decisions_total", with("cpu", c, "decision", "fallback"), float64(d.Fallback))
+			check("falcon_kept_decisions_total", with("cpu", c), float64(d.FlowletHits))
+			check("falcon_guard_holds_total", with("cpu", c), float64(d.GuardHolds))
+			check("falcon_guard_moves_total", with("cpu", c), float64(d.Moved))
+			check("falcon_guard_timeouts_total", with("cpu", c), float64(d.GuardTimeouts))
+		}
+		// Summed over cpu, what falcon status shows per hook.
+		for name, want := range map[string]uint64{
+			"falcon_decisions_total":      s.Decisions.First + s.Decisions.Second + s.Decisions.Fallback,
+			"falcon_kept_decisions_total": s.Decisions.FlowletHits,
+			"falcon_guard_holds_total":    s.Decisions.GuardHolds,
+			"falcon_guard_moves_total":    s.Decisions.Moved,
+			"falcon_guard_timeouts_total": s.Decisions.GuardTimeouts,
+		} {
+			if got := total(fams, name, hook); got != float64(want) {
+				t.Errorf("%s%v summed over cpu = %v, want the hook's %d", name, hook, got, want)
+			}
+		}
 	}
 	for cpu, st := range r.Split.PerCPU {
 		check("falcon_split_queued_frames_total", map[string]string{"cpu": itoa(cpu)}, float64(st.Enqueued))
