@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,7 +38,7 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	nsList := fs.String("netns", "", "count only in these network namespaces (names in /run/netns or paths, comma-separated)")
 	proto := fs.String("proto", "all", "count only tcp, udp, or all")
 	ports := fs.String("ports", "", "count only flows with a source or destination port in LO-HI (or one port)")
-	vxlan := fs.String("vxlan-ports", "4789,8472", "UDP ports that carry VXLAN, whose inner flow is counted")
+	vxlan := fs.String("vxlan-ports", formatPorts(stagetrace.DefaultVXLANPorts), "UDP ports that carry VXLAN, whose inner flow is counted")
 	seq := fs.String("seq", "", "NS/DEV: count reordered sequenced UDP (internal/seqcheck senders) at this device")
 	tp := fs.String("tracepoint", "netif_receive_skb", "net: tracepoint to count at ("+strings.Join(stagetrace.Tracepoints, ", ")+")")
 	fs.IntVar(&a.flows, "flows", 20, "list the N busiest flows (0: all)")
@@ -113,4 +114,12 @@ func runTrace(args []string) error {
 	}
 	rep.WriteText(traceOut)
 	return nil
+}
+
+func formatPorts(ps []uint16) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(out, ",")
 }

@@ -123,8 +123,8 @@ type Config struct {
 	SplitProto string
 }
 
-// DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports.
-var DefaultVXLANPorts = []uint16{4789, 8472}
+// DefaultVXLANPorts are the VXLAN ports the datapath parses unless told.
+var DefaultVXLANPorts = steer.DefaultVXLANPorts
 
 // DefaultThreshold is the paper's load threshold in percent: it found
 // 80–90 best.

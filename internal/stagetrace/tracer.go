@@ -16,6 +16,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/falconnet/falcon/internal/steer"
 )
 
 // Tracepoints that hand over the skb as their first argument; the tracer
@@ -61,8 +63,8 @@ type Options struct {
 	rawOnly bool // skip tp_btf: tests of the fallback
 }
 
-// DefaultVXLANPorts are the IANA port and the Linux/Flannel one.
-var DefaultVXLANPorts = []uint16{4789, 8472}
+// DefaultVXLANPorts are the VXLAN ports counted unless told.
+var DefaultVXLANPorts = steer.DefaultVXLANPorts
 
 const maxVXLANPorts = 4
 

@@ -171,3 +171,8 @@ func AvgLoad(cpus []int, load []uint32) uint32 {
 	n := uint64(len(cpus))
 	return uint32((sum + n/2) / n)
 }
+
+// DefaultVXLANPorts are IANA's and Linux's (Flannel's) VXLAN ports: the UDP
+// destination ports the parser, its twin here and the stage tracer take for
+// VXLAN unless told otherwise.
+var DefaultVXLANPorts = []uint16{4789, 8472}
