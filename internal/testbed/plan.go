@@ -105,9 +105,16 @@ func digest(parts ...any) string {
 // vtepMAC is the fixed MAC of a host's VXLAN device, so the other host's
 // static neighbour and FDB entries can name it before it exists, as the
 // Flannel and Calico agents write them.
-func vtepMAC(name string, hi int) string {
-	b, _ := hex.DecodeString(digest("vtep", name, hi)[:12])
-	b[0] = b[0]&0xfe | 0x02 // unicast, locally administered
+func vtepMAC(name string, hi int) string { return localMAC("vtep", name, hi) }
+
+// nicMAC is host hi's end of the wire between the hosts.
+func nicMAC(name string, hi int) string { return localMAC("nic", name, hi) }
+
+// localMAC is a stable unicast, locally administered MAC for one of the
+// testbed's devices.
+func localMAC(kind, name string, hi int) string {
+	b, _ := hex.DecodeString(digest(kind, name, hi)[:12])
+	b[0] = b[0]&0xfe | 0x02
 	return net.HardwareAddr(b).String()
 }
 
