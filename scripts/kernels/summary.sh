@@ -43,6 +43,14 @@ for t in $TESTS; do
 	echo "| $pkg$filter | $res | $p | $f | $s | $took |"
 done
 echo
+if [ -n "${SKIP:-}" ]; then
+	echo 'Not run in the guest (`KERNEL_SKIP`, `go test -test.skip`): tests that only hold falcon to a speed'
+	echo "or a volume, which software emulation cannot reach — emulator speed, not a kernel feature"
+	echo "(scripts/kernels/run.sh says why, test by test):"
+	echo
+	for k in $SKIP; do echo "- ${k%%:*}: \`${k#*:}\`"; done
+	echo
+fi
 for t in $TESTS; do
 	name=$(basename "${t%%:*}")
 	log=$out/$name.log
