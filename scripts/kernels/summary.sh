@@ -55,12 +55,13 @@ for t in $TESTS; do
 	name=$(basename "${t%%:*}")
 	log=$out/$name.log
 	[ -f "$log" ] || continue
-	# A top-level SKIP line, then its first indented reason.
+	# go test -v prints a test's log (the skip reason) after its "=== RUN"
+	# line and before its "--- SKIP" line; subtests are indented.
 	awk -v pkg="${t%%:*}" '
-		/^--- SKIP: / { name = $3; want = 1; next }
-		want && /^    / { sub(/^ +/, ""); printf "- skipped %s %s: %s\n", pkg, name, $0; want = 0; next }
-		{ want = 0 }
-		/^--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
+		/^=== RUN / { cur = $3; next }
+		/^    [^ -]/ && cur != "" && !(cur in why) { s = $0; sub(/^ +/, "", s); why[cur] = s; next }
+		/^ *--- SKIP: / { printf "- skipped %s %s: %s\n", pkg, $3, ($3 in why) ? why[$3] : "(no reason logged)"; next }
+		/^ *--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
 	' "$log"
 done
 exit $status
