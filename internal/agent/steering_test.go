@@ -82,7 +82,7 @@ func steeringOn(t *testing.T, layout string) {
 		}
 	}()
 	objs := falconObjects(t, nss)
-	if len(objs.progs) != 2 || len(objs.links) != 2 || len(objs.maps) == 0 {
+	if len(objs.progs) != 2 || len(objs.links)+objs.filters != 2 || len(objs.maps) == 0 {
 		t.Fatalf("want 2 falcon programs linked on h2 and their maps, found %+v", objs)
 	}
 
