@@ -13,6 +13,10 @@ if [ "$ACCEL" = kvm ]; then how="KVM, \`-cpu host -smp 2 -m 4G\`"; else how="sof
 echo "Package \`$(cat "$(dirname "$KROOT")/package")\`, booted by \`make test-kernels\` under QEMU ($how,"
 echo "the host's root shared read-only over virtio-9p) on a host with"
 echo "$(nproc) vCPUs ($cpu), kernel $(uname -r). Whole run, boot to power-off: ${secs} s."
+if [ "$ACCEL" = tcg ] && [ -d /sys/module/kvm_pvm ]; then
+	echo "Emulated, not KVM: this host's /dev/kvm is PVM (kvm_pvm, a paravirtual nested KVM), which"
+	echo "cannot boot stock kernels; emulation makes every test slower, not a kernel feature different."
+fi
 echo
 echo "## falcon doctor"
 echo
