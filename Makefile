@@ -15,7 +15,8 @@ test: build vet
 
 # The root integration tests of datapath, agent and cmd inside Debian's own
 # kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
-# results/kernels-<series>.md. KERNELS="6.1 6.12" by default.
+# results/kernels-<series>.md. KERNELS="6.1 6.12" by default; the README's
+# test command (and CI) runs `make test test-kernels KERNELS=6.1`.
 KERNELS ?= 6.1 6.12
 test-kernels:
 	scripts/kernels/run.sh $(KERNELS)

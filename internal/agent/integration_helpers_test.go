@@ -203,13 +203,15 @@ func streamPairs(ctx, sendCtx context.Context, t *testing.T, tb *testbed.Testbed
 // outlive every name and path, so their IDs tell whether disable freed
 // them.
 type bpfObjects struct {
-	links []link.ID
-	progs []ebpf.ProgramID
-	maps  []ebpf.MapID
+	links   []link.ID
+	filters int // cls_bpf filters of clsact qdiscs (kernels without tcx)
+	progs   []ebpf.ProgramID
+	maps    []ebpf.MapID
 }
 
-// falconObjects collects the tcx links and programs named falcon_* on the
-// devices of the namespaces, and the maps those programs use.
+// falconObjects collects the tcx links (or, without tcx, the cls_bpf
+// filters) and programs named falcon_* on the devices of the namespaces,
+// and the maps those programs use.
 func falconObjects(t *testing.T, nss []string) bpfObjects {
 	t.Helper()
 	var o bpfObjects
@@ -220,6 +222,27 @@ func falconObjects(t *testing.T, nss []string) bpfObjects {
 			if err != nil {
 				return err
 			}
+			// add records a falcon_* program and its maps; false for another.
+			add := func(id ebpf.ProgramID) bool {
+				prog, err := ebpf.NewProgramFromID(id)
+				if err != nil {
+					return false
+				}
+				info, err := prog.Info()
+				prog.Close()
+				if err != nil || !strings.HasPrefix(info.Name, "falcon_") {
+					return false
+				}
+				o.progs = append(o.progs, id)
+				ids, _ := info.MapIDs()
+				for _, id := range ids {
+					if !seenMap[id] {
+						seenMap[id] = true
+						o.maps = append(o.maps, id)
+					}
+				}
+				return true
+			}
 			for _, l := range links {
 				for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress, ebpf.AttachTCXEgress} {
 					res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: at})
@@ -227,25 +250,24 @@ func falconObjects(t *testing.T, nss []string) bpfObjects {
 						continue
 					}
 					for _, p := range res.Programs {
-						prog, err := ebpf.NewProgramFromID(p.ID)
-						if err != nil {
+						if !add(p.ID) {
 							continue
 						}
-						info, err := prog.Info()
-						prog.Close()
-						if err != nil || !strings.HasPrefix(info.Name, "falcon_") {
-							continue
-						}
-						o.progs = append(o.progs, p.ID)
 						if lid, ok := p.LinkID(); ok {
 							o.links = append(o.links, lid)
 						}
-						ids, _ := info.MapIDs()
-						for _, id := range ids {
-							if !seenMap[id] {
-								seenMap[id] = true
-								o.maps = append(o.maps, id)
-							}
+					}
+				}
+				// Before tcx (6.6) the programs sit in cls_bpf filters of a
+				// clsact qdisc: a filter is their attachment.
+				for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+					fs, err := netlink.FilterList(l, parent)
+					if err != nil {
+						continue
+					}
+					for _, f := range fs {
+						if bf, ok := f.(*netlink.BpfFilter); ok && bf.Id > 0 && add(ebpf.ProgramID(bf.Id)) {
+							o.filters++
 						}
 					}
 				}

@@ -82,7 +82,7 @@ func steeringOn(t *testing.T, layout string) {
 		}
 	}()
 	objs := falconObjects(t, nss)
-	if len(objs.progs) != 2 || len(objs.links) != 2 || len(objs.maps) == 0 {
+	if len(objs.progs) != 2 || len(objs.links)+objs.filters != 2 || len(objs.maps) == 0 {
 		t.Fatalf("want 2 falcon programs linked on h2 and their maps, found %+v", objs)
 	}
 
@@ -178,9 +178,15 @@ func (p placement) check(t *testing.T, h2 testbed.Host, runs map[stagetrace.Flow
 		received += s.Received
 		sent += s.Total
 	}
-	// One decision per (flow, hook): the flowlet gap outlasts the run.
+	// One decision per (flow, hook) while every choice is a first one: the
+	// flowlet gap outlasts the run. A flow decides again only when a
+	// recheck finds the load changed (a second choice or a fallback, as a
+	// saturated machine makes them: software emulation does); then at
+	// least one each, and the run is repeated below.
 	for _, h := range []StageReport{nic, ovl} {
-		if d := h.Decisions; d.First+d.Second+d.Fallback != uint64(n) {
+		d := h.Decisions
+		total, rechosen := d.First+d.Second+d.Fallback, d.Second+d.Fallback > 0
+		if total < uint64(n) || (!rechosen && total != uint64(n)) {
 			t.Errorf("%s hook: %+v for %d flows, want one decision each", h.Role, d, n)
 		}
 	}

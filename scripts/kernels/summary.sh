@@ -13,6 +13,10 @@ if [ "$ACCEL" = kvm ]; then how="KVM, \`-cpu host -smp 2 -m 4G\`"; else how="sof
 echo "Package \`$(cat "$(dirname "$KROOT")/package")\`, booted by \`make test-kernels\` under QEMU ($how,"
 echo "the host's root shared read-only over virtio-9p) on a host with"
 echo "$(nproc) vCPUs ($cpu), kernel $(uname -r). Whole run, boot to power-off: ${secs} s."
+if [ "$ACCEL" = tcg ] && [ -d /sys/module/kvm_pvm ]; then
+	echo "Emulated, not KVM: this host's /dev/kvm is PVM (kvm_pvm, a paravirtual nested KVM), which"
+	echo "cannot boot stock kernels; emulation makes every test slower, not a kernel feature different."
+fi
 echo
 echo "## falcon doctor"
 echo
@@ -43,16 +47,25 @@ for t in $TESTS; do
 	echo "| $pkg$filter | $res | $p | $f | $s | $took |"
 done
 echo
+if [ -n "${SKIP:-}" ]; then
+	echo 'Not run in the guest (`KERNEL_SKIP`, `go test -test.skip`): tests that only hold falcon to a speed'
+	echo "or a volume, which software emulation cannot reach — emulator speed, not a kernel feature"
+	echo "(scripts/kernels/run.sh says why, test by test):"
+	echo
+	for k in $SKIP; do echo "- ${k%%:*}: \`${k#*:}\`"; done
+	echo
+fi
 for t in $TESTS; do
 	name=$(basename "${t%%:*}")
 	log=$out/$name.log
 	[ -f "$log" ] || continue
-	# A top-level SKIP line, then its first indented reason.
+	# go test -v prints a test's log (the skip reason) after its "=== RUN"
+	# line and before its "--- SKIP" line; subtests are indented.
 	awk -v pkg="${t%%:*}" '
-		/^--- SKIP: / { name = $3; want = 1; next }
-		want && /^    / { sub(/^ +/, ""); printf "- skipped %s %s: %s\n", pkg, name, $0; want = 0; next }
-		{ want = 0 }
-		/^--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
+		/^=== RUN / { cur = $3; next }
+		/^    [^ -]/ && cur != "" && !(cur in why) { s = $0; sub(/^ +/, "", s); why[cur] = s; next }
+		/^ *--- SKIP: / { printf "- skipped %s %s: %s\n", pkg, $3, ($3 in why) ? why[$3] : "(no reason logged)"; next }
+		/^ *--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
 	' "$log"
 done
 exit $status
