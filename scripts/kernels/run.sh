@@ -112,6 +112,10 @@ mount -t tmpfs -o mode=755 run /newroot/run
 mkdir -p /newroot/tmp/kout /newroot/tmp/gocache
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out /newroot/tmp/kout
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 gocache /newroot/tmp/gocache
+# The repository on its own share, after the tmpfs: a clone under /tmp
+# would be hidden by it.
+mkdir -p /newroot$repo 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 repo /newroot$repo || { echo "initramfs: no repository share"; poweroff -f; }
 mount --move /proc /newroot/proc
 mount --move /sys /newroot/sys
 mount --move /dev /newroot/dev
@@ -142,6 +146,7 @@ ENV
 		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
 		-virtfs "local,path=$gocache,mount_tag=gocache,security_model=none" \
+		-virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
 		|| echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
 	secs=$(($(date +%s) - $(cat "$out/start" 2>/dev/null || date +%s)))
 	mkdir -p results
