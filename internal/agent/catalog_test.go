@@ -34,7 +34,7 @@ func TestParseMode(t *testing.T) {
 	}
 	for spec, msg := range map[string]string{
 		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+split, rfs, rfs+, rps, rps+, vanilla`,
-		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, order, devices, split, split-cpus, split-proto`,
+		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, drain-timeout, order, devices, split, split-cpus, split-proto`,
 		"rps:split=true":           `mode rps: unknown setting "split": want one of devices, container-level, rps-cpus`,
 		"falcon:threshold=101":     "mode falcon: threshold=101: 101: outside 0..100",
 		"falcon:threshold=hot":     `mode falcon: threshold=hot: "hot": want a percentage 0..100`,

@@ -364,32 +364,41 @@ func (m *falconMode) containerNetns() []string {
 	return nil
 }
 
-// drainWaits bounds how long Stop waits for steered flows to come inline: a
-// flow that lost packets on the way holds its target until it idles for the
-// guard timeout, so three of those are plenty.
-const drainWaits = 3
-
 // drain sends every flow inline under its guard and waits until none is
-// steered, so that detaching reorders nothing.
+// steered, so that detaching reorders nothing. A flow comes back only when
+// none of its packets is queued behind a hook: one at full rate whose
+// queues never empty cannot, and after DrainTimeout it is detached from
+// anyway, which may let its next packets overtake queued ones: said
+// loudly, with how many segments were still on their way.
 func (m *falconMode) drain(h *Host) {
 	if err := m.dp.SetDraining(true); err != nil {
 		h.Log().Warn("drain before disable", "err", err)
 		return
 	}
-	deadline := time.Now().Add(drainWaits * m.dp.Config().GuardTimeout)
+	start := time.Now()
+	deadline, report := start.Add(h.Opts.DrainTimeout), start.Add(time.Second)
 	for {
-		n, err := m.dp.Steered()
+		p, err := m.dp.Steered()
 		if err != nil {
 			h.Log().Warn("drain before disable", "err", err)
 			return
 		}
-		if n == 0 {
+		if p.Flows == 0 {
+			if waited := time.Since(start); waited > time.Second {
+				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
+			}
 			return
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			h.Log().Warn("drain before disable: flows still steered; their next packets may overtake queued ones",
-				"flows", n, "after", drainWaits*m.dp.Config().GuardTimeout)
+				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", h.Opts.DrainTimeout)
 			return
+		}
+		if now.After(report) {
+			h.Log().Info("draining: waiting for steered flows to pause", "flows", p.Flows,
+				"segments_in_flight", p.InFlight, "waited", now.Sub(start).Round(time.Second), "limit", h.Opts.DrainTimeout)
+			report = report.Add(time.Second)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

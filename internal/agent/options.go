@@ -38,6 +38,10 @@ type Options struct {
 	// GuardTimeout: a flow idle this long has no packet left in any queue;
 	// the ordering guard stops waiting for packets lost on the way.
 	GuardTimeout time.Duration `json:"guard_timeout"`
+	// DrainTimeout bounds how long stopping waits for steered flows to come
+	// back inline (falcon.go drain); it must end well within the
+	// DaemonSet's and the unit's 60 s to stop.
+	DrainTimeout time.Duration `json:"drain_timeout"`
 	PerPacket    bool          `json:"per_packet"` // --order per-packet: the paper's per-packet choice
 	Devices      []string      `json:"devices"`    // nil = auto; else VXLAN devices (and a NIC) to use
 
@@ -68,6 +72,11 @@ type Options struct {
 	Log *slog.Logger `json:"-"`
 }
 
+// DefaultDrainTimeout: a flow at full rate on this 2-vCPU VM pauses for
+// longer than its queues take to empty only now and then; 10 s leaves 50 of
+// a pod's 60 s to stop for the rest.
+const DefaultDrainTimeout = 10 * time.Second
+
 // DefaultOptions are the paper's settings on all online CPUs.
 func DefaultOptions() Options {
 	return Options{
@@ -76,6 +85,7 @@ func DefaultOptions() Options {
 		Policy:       datapath.PolicyAdaptive,
 		Interval:     loadavg.DefaultInterval,
 		GuardTimeout: datapath.DefaultGuardTimeout,
+		DrainTimeout: DefaultDrainTimeout,
 	}
 }
 
@@ -170,6 +180,7 @@ func (o *Options) validate() error {
 func sameSettings(a, b Options) bool {
 	return a.Netns == b.Netns && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
 		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.GuardTimeout == b.GuardTimeout &&
+		a.DrainTimeout == b.DrainTimeout &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
 		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&

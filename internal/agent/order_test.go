@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -62,6 +64,8 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	warm(t, tb)
 	o := testOptions(t, tb.Hosts[1].Netns)
 	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	forced := &lineCounter{w: testWriter{t}, match: "flows still steered"}
+	o.Log = slog.New(slog.NewTextHandler(forced, nil))
 	if split {
 		o.Split, o.SplitCPUs = true, []int{0, 1}
 	}
@@ -70,6 +74,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		mu      sync.Mutex
 		a       *Agent
 		totals  Decisions
+		qdrops  uint64 // frames a full cpumap queue dropped: no tracepoint names their flows
 		cycles  int
 		events  timeline
 		restart = func() error {
@@ -81,6 +86,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 			if a != nil {
 				if r, err := Status(o); err == nil && r.Totals != nil {
 					add(&totals, r.Totals)
+					qdrops += queueDrops(r)
 				}
 				events.mark("stop begins")
 				if err := a.Stop(); err != nil {
@@ -147,7 +153,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	// pipes now and then: a flow that never has nothing in flight can never
 	// move, and the moments it can are the ones the guard must get right.
 	runs := sendPairs(ctx, t, tb, 41240, seqcheck.SendOptions{Flows: flows, PktsPerFlow: per, Size: 64,
-		Pause: 2 * time.Millisecond, PauseEvery: 500})
+		Pause: 20 * time.Millisecond, PauseEvery: 500})
 	close(done)
 	wg.Wait()
 	if churnErr != nil {
@@ -156,6 +162,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	mu.Lock()
 	if r, err := Status(o); err == nil && r.Totals != nil {
 		add(&totals, r.Totals)
+		qdrops += queueDrops(r)
 	}
 	mu.Unlock()
 
@@ -167,9 +174,9 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		reordered += s.Reordered
 		dups += s.Duplicates
 	}
-	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d; neighbour table during the run: %s",
+	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d; cpumap queue drops %d; disables that gave up draining %d; neighbour table during the run: %s",
 		t.Name(), sent, received, reordered, dups, cycles, totals.First, totals.Second, totals.Fallback,
-		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts, neighStats(t).since(neighBefore))
+		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts, qdrops, forced.count(), neighStats(t).since(neighBefore))
 	switch {
 	case vanilla && reordered+dups != 0:
 		// The baseline measures the kernel, not falcon: said loudly, not
@@ -189,6 +196,39 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	if totals.FallbackStale != 0 {
 		t.Errorf("%d decisions fell back on stale load: the sampler missed its cadence under saturation", totals.FallbackStale)
 	}
+}
+
+// lineCounter passes log lines on and counts those containing match.
+type lineCounter struct {
+	w     io.Writer
+	match string
+	mu    sync.Mutex
+	n     int
+}
+
+func (c *lineCounter) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), c.match) {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+	return c.w.Write(b)
+}
+
+func (c *lineCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func queueDrops(r *Report) uint64 {
+	var n uint64
+	if r.Split != nil {
+		for _, c := range r.Split.PerCPU {
+			n += c.EnqueueDrops
+		}
+	}
+	return n
 }
 
 func add(dst, src *Decisions) {

@@ -46,6 +46,9 @@ var settings = []setting{
 		get: func(o *Options) string { return o.Policy }},
 	durationSetting("guard-timeout", "idle time after which the ordering guard stops waiting for a flow's packets lost on the way",
 		func(o *Options) *time.Duration { return &o.GuardTimeout }, time.Millisecond, time.Minute),
+	durationSetting("drain-timeout", "how long disable waits for steered flows to come back inline, each once none of its packets is "+
+		"queued behind a hook; a flow that never pauses that long may have packets overtaken when falcon detaches (logged)",
+		func(o *Options) *time.Duration { return &o.DrainTimeout }, time.Millisecond, 50*time.Second),
 	{name: "order", impls: []string{ModeFalcon},
 		usage: "guarded: a flow moves only when none of its packets is still queued; per-packet: choose per packet as the paper did (may reorder)",
 		set: func(o *Options, v string) error {

@@ -146,25 +146,46 @@ func (d *Datapath) SetDraining(on bool) error {
 	return d.setState(func(c *Config) { c.Draining = on })
 }
 
-// Steered counts the flows whose next stage is still steered away from
-// the current CPU and that sent a packet within the guard timeout: what
-// detaching now could reorder.
-func (d *Datapath) Steered() (int, error) {
+// Pending is what stands between a drain and a detach that reorders
+// nothing: the flows whose next stage is still steered away from the
+// current CPU and that sent a packet within the guard timeout, and the
+// segments of theirs that passed a hook and have neither reached the last
+// stage nor been seen dropped (in flight, or lost where no tracepoint
+// sees it).
+type Pending struct {
+	Flows    int
+	InFlight uint64
+}
+
+// Steered says what detaching now could reorder.
+func (d *Datapath) Steered() (Pending, error) {
 	now := monotonicNow()
 	timeout := uint64(d.Config().GuardTimeout)
 	var (
 		k falconFlowletKey
 		v falconFlowlet
-		n int
+		p Pending
 	)
 	it := d.maps.FalconFlowlets.Iterate()
 	for it.Next(&k, &v) {
 		// Signed: a packet may have stamped the entry after now was read.
-		if v.Target != targetFallback && int64(now-v.LastSeenNs) <= int64(timeout) {
-			n++
+		if v.Target == targetFallback || int64(now-v.LastSeenNs) > int64(timeout) {
+			continue
+		}
+		p.Flows++
+		var per []uint64
+		if d.maps.FalconDone.Lookup(&k.Flowhash, &per) != nil {
+			per = nil
+		}
+		var done uint64
+		for _, c := range per {
+			done += c
+		}
+		if out := int64(v.Base + v.Sent - done); out > 0 {
+			p.InFlight += uint64(out)
 		}
 	}
-	return n, it.Err()
+	return p, it.Err()
 }
 
 // targetFallback is TARGET_FALLBACK (bpf/falcon.h): the next stage inline.
