@@ -180,15 +180,19 @@ func writeBPFCosts(b *strings.Builder, f *File) {
 		sort.Strings(names)
 		for _, k := range names {
 			prog := strings.TrimSuffix(strings.TrimPrefix(k, "bpf_"), "_ns_per_run")
-			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s |\n",
-				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), prog, pm(r.Summary[k], 0, "")))
+			perPkt := "—"
+			if v, ok := r.Summary["bpf_"+prog+"_ns_per_packet"]; ok {
+				perPkt = pm(v, 0, "")
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |\n",
+				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), prog, pm(r.Summary[k], 0, ""), perPkt))
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("BPF program cost (kernel BPF statistics: run time / run count, over the window):\n\n")
-	b.WriteString("| layout | mode | workload | size | program | ns per run |\n|---|---|---|---:|---|---:|\n")
+	b.WriteString("BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):\n\n")
+	b.WriteString("| layout | mode | workload | size | program | ns per run | ns per packet |\n|---|---|---|---:|---|---:|---:|\n")
 	for _, r := range rows {
 		b.WriteString(r)
 	}

@@ -60,9 +60,18 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 	return ProgStats{RunCount: st.RunCount, RunTime: st.Runtime}, nil
 }
 
+// guardProgs are the guard's counting programs by the name the kernel keeps
+// (BPF_OBJ_NAME_LEN: 15 characters).
+var guardProgs = map[string]string{
+	"falcon_guard_re": "falcon_guard_receive", // every skb any device receives
+	"falcon_guard_po": "falcon_guard_poll",    // every NAPI poll
+	"falcon_guard_dr": "falcon_guard_drop",    // every skb freed as dropped
+}
+
 // ReadProgramStats sums the statistics of every falcon program loaded on
 // the machine, whichever process loaded them (falcon status, falcon bench),
-// by program name: "falcon_steer" (tc hooks) and "falcon_split" (XDP).
+// by program name: "falcon_steer" (tc hooks), "falcon_split" (XDP) and the
+// guard's (guardProgs), which run for all of the machine's traffic.
 func ReadProgramStats() (map[string]ProgStats, error) {
 	out := map[string]ProgStats{}
 	var id ebpf.ProgramID
@@ -80,12 +89,19 @@ func ReadProgramStats() (map[string]ProgStats, error) {
 			continue // gone meanwhile
 		}
 		info, ierr := p.Info()
-		if ierr == nil && (info.Name == progName || info.Name == splitProgName) {
+		name := ""
+		if ierr == nil {
+			name = info.Name
+			if full, ok := guardProgs[name]; ok {
+				name = full
+			}
+		}
+		if name == progName || name == splitProgName || guardProgs[info.Name] != "" {
 			if s, serr := progStats(p); serr == nil {
-				t := out[info.Name]
+				t := out[name]
 				t.RunCount += s.RunCount
 				t.RunTime += s.RunTime
-				out[info.Name] = t
+				out[name] = t
 			}
 		}
 		p.Close()
