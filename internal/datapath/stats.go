@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -60,18 +61,11 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 	return ProgStats{RunCount: st.RunCount, RunTime: st.Runtime}, nil
 }
 
-// guardProgs are the guard's counting programs by the name the kernel keeps
-// (BPF_OBJ_NAME_LEN: 15 characters).
-var guardProgs = map[string]string{
-	"falcon_guard_re": "falcon_guard_receive", // every skb any device receives
-	"falcon_guard_po": "falcon_guard_poll",    // every NAPI poll
-	"falcon_guard_dr": "falcon_guard_drop",    // every skb freed as dropped
-}
-
 // ReadProgramStats sums the statistics of every falcon program loaded on
 // the machine, whichever process loaded them (falcon status, falcon bench),
 // by program name: "falcon_steer" (tc hooks), "falcon_split" (XDP) and the
-// guard's (guardProgs), which run for all of the machine's traffic.
+// guard's "falcon_guard_*", which run for all of the machine's traffic
+// (every skb received, every NAPI poll, every drop).
 func ReadProgramStats() (map[string]ProgStats, error) {
 	out := map[string]ProgStats{}
 	var id ebpf.ProgramID
@@ -92,11 +86,8 @@ func ReadProgramStats() (map[string]ProgStats, error) {
 		name := ""
 		if ierr == nil {
 			name = info.Name
-			if full, ok := guardProgs[name]; ok {
-				name = full
-			}
 		}
-		if name == progName || name == splitProgName || guardProgs[info.Name] != "" {
+		if name == progName || name == splitProgName || strings.HasPrefix(name, "falcon_guard_") {
 			if s, serr := progStats(p); serr == nil {
 				t := out[name]
 				t.RunCount += s.RunCount
