@@ -3,23 +3,26 @@
  *
  * Every hook counts, per (flow, hook), the segments it passes on; this
  * program counts, per flow, the segments that the last stage has finished
- * with. A segment reaching a container's end (a STAGE_LAST device in
- * falcon_stages) is seen at net:netif_receive_skb, on the CPU that runs
- * that stage once the packet has left every queue behind it; but the stack
- * still has it until the socket has it, and a moved segment taking the
+ * with. A segment reaching a container's end is seen by falcon_arrive, a
+ * tc program on that device's ingress, on the CPU that runs that stage once
+ * the packet has left every queue behind it. (The net:netif_receive_skb
+ * tracepoint was the first counting point: on the CPU that RPS sends a
+ * stage to, it did not fire for 0.1-0.3 % of the skbs the kernel processed
+ * there, while tc ingress saw every one; docs/DESIGN.md.) The stack still
+ * has the segment until the socket has it, and a moved segment taking the
  * short way through another CPU could overtake it there while this CPU is
  * stalled (an interrupt, a preempted vCPU). So it is only noted as pending
- * on this CPU, and counted once the stack is done with it: when this CPU
- * starts on its next skb, or when the NAPI poll that delivered it returns
+ * on this CPU, and counted once the stack is done with it: when this CPU's
+ * next arrival comes, or when the NAPI poll that delivered it returns
  * (napi:napi_poll). Packets dropped on the way count at once, since they
  * will never arrive: any drop (skb:kfree_skb) at a device on the way (a
  * STAGE_PATH device: the gro_cells queue, the backlog, the stack behind
  * it), and at the last stage only a backlog's (reason CPU_BACKLOG): later
  * drops there come after the arrival was noted. Counts are per CPU, so no
  * cache line moves between the stage CPUs; a hook that wants to move a flow
- * sums them
- * and compares with what it sent. */
+ * sums them and compares with what it sent. */
 #include <linux/bpf.h>
+#include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
@@ -35,18 +38,14 @@ enum skb_drop_reason {
 };
 
 enum event {
-	ARRIVED = 0,
 	DROPPED = 1,
 	DROPPED_BACKLOG = 2, /* refused by a full backlog: never reached the stage */
 };
 
 /* The segment that reached a last stage on this CPU and is still on its way
- * up the stack: counted when this CPU starts on its next skb (the stack
+ * up the stack: counted when this CPU's next arrival comes (the stack
  * handles one skb at a time, to the socket, before the next) or when the
- * NAPI poll that carried it returns, whichever comes first. A container
- * end with a device stacked on it in the container (a bridge, a VLAN)
- * would see its next receive before the socket has the skb; containers'
- * ends have none. */
+ * NAPI poll that carried it returns, whichever comes first. */
 struct pending {
 	__u32 fh;
 	__u32 segs; /* 0: none */
@@ -77,8 +76,8 @@ static __always_inline void add_done(__u32 fh, __u32 segs)
 
 /* Counts the pending segment, if any, and returns the slot (NULL only if
  * the map is missing). An arrival outside any NAPI poll (a driver that
- * delivers from process context) waits for this CPU's next skb or poll,
- * and its flow for the guard timeout at worst: late, never early. */
+ * delivers from process context) waits for this CPU's next arrival or
+ * poll, and its flow for the guard timeout at worst: late, never early. */
 static __always_inline struct pending *flush_pending(void)
 {
 	__u32 zero = 0;
@@ -97,11 +96,9 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	struct stage_dev sd = {};
 	struct config *cfg;
 	struct flow fl = {};
-	__u32 zero = 0, *kind, segs = 1, fh;
+	__u32 zero = 0, *kind, segs = 1;
 	__u16 gs;
 
-	if (ev == ARRIVED)
-		flush_pending();
 	if (!dev)
 		return 0;
 	sd.netns_ino = dev->nd_net.net->ns.inum;
@@ -109,27 +106,20 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	kind = bpf_map_lookup_elem(&falcon_stages, &sd);
 	if (!kind)
 		return 0;
-	if (*kind == STAGE_LAST ? ev == DROPPED : ev == ARRIVED)
+	if (*kind == STAGE_LAST && ev == DROPPED)
 		return 0;
 	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 	if (!cfg)
 		return 0;
 
-	/* On arrival the kernel has pulled the MAC header: data is the (inner)
-	 * network header, protocol its ethertype. A drop may come after the
-	 * network layer pulled its own header: there the network header
-	 * offset says where the packet starts. */
-	unsigned char *l3 = skb->data;
+	/* A drop may come after the network layer pulled its own header:
+	 * the network header offset says where the packet starts. */
+	unsigned char *l3 = skb->head + skb->network_header;
 	__u32 linear = skb->len - skb->data_len;
 
-	if (ev != ARRIVED) {
-		unsigned char *nh = skb->head + skb->network_header;
-
-		if (nh > skb->data || skb->data - nh > 128)
-			return 0;
-		linear += skb->data - nh;
-		l3 = nh;
-	}
+	if (l3 > skb->data || skb->data - l3 > 128)
+		return 0;
+	linear += skb->data - l3;
 	struct pkt p = {
 		.ctx = skb,
 		.data = l3,
@@ -142,24 +132,33 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	gs = BPF_CORE_READ((struct skb_shared_info *)(skb->head + skb->end), gso_segs);
 	if (gs > 1)
 		segs = gs;
-	fh = flow_hash(&fl);
-	if (ev == ARRIVED) {
-		struct pending *pd = flush_pending();
-
-		if (pd) {
-			pd->fh = fh;
-			pd->segs = segs;
-			return 0;
-		}
-	}
-	add_done(fh, segs);
+	add_done(flow_hash(&fl), segs);
 	return 0;
 }
 
-SEC("tp_btf/netif_receive_skb")
-int falcon_guard_receive(__u64 *ctx)
+/* tc ingress of every container's end (a STAGE_LAST device): notes the
+ * arrival as pending and counts the one before it. Passes every packet on
+ * untouched. */
+SEC("tc")
+int falcon_arrive(struct __sk_buff *skb)
 {
-	return count_done((struct sk_buff *)ctx[0], ARRIVED);
+	struct pkt p = {
+		.ctx = skb,
+		.data = (void *)(long)skb->data,
+		.end = (void *)(long)skb->data_end,
+		.len = skb->len,
+	};
+	struct pending *pd = flush_pending();
+	struct config *cfg;
+	struct flow fl = {};
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+	if (!pd || !cfg || parse(&p, 0, cfg, &fl))
+		return TC_ACT_UNSPEC;
+	pd->fh = flow_hash(&fl);
+	pd->segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+	return TC_ACT_UNSPEC;
 }
 
 /* napi_poll(napi, work, budget): fires once the poll has returned, so

@@ -29,10 +29,10 @@ const overlaySalt = 1 << 30
 type falconMode struct {
 	dp      *datapath.Datapath
 	cfg     datapath.Config
-	hooks   map[string]datapath.Hook      // attached, by device key
-	splits  map[string]datapath.SplitHook // NICs whose stage is split (split.go)
-	applied map[string]bool               // devices whose RPS is set, by device key and name
-	stages  map[datapath.StageDev]bool    // registered with the ordering guard (guard.go)
+	hooks   map[string]datapath.Hook            // attached, by device key
+	splits  map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
+	applied map[string]bool                     // devices whose RPS is set, by device key and name
+	stages  map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
 	cancel  context.CancelFunc
 	done    chan error
 	running atomic.Bool
@@ -206,6 +206,11 @@ func (m *falconMode) Stop(h *Host) error {
 		var hs []datapath.Hook
 		for _, hk := range m.hooks {
 			hs = append(hs, hk)
+		}
+		for s, hk := range m.stages {
+			if s.Last {
+				hs = append(hs, hk)
+			}
 		}
 		h.RemoveHooks(hs...)
 		m.forgetSplits(h)

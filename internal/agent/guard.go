@@ -12,8 +12,8 @@ import (
 // wantStages are the devices the ordering guard counts at: the containers'
 // ends behind a hooked VXLAN device (the last stage) and the VXLAN devices
 // (on the way, where a backlog may drop).
-func wantStages(ov *discover.Overlay) (map[datapath.StageDev]string, error) {
-	want := map[datapath.StageDev]string{}
+func wantStages(ov *discover.Overlay) (map[datapath.StageDev]discover.Device, error) {
+	want := map[datapath.StageDev]discover.Device{}
 	inodes := map[string]uint32{}
 	var errs []error
 	for _, d := range steered(ov) {
@@ -29,35 +29,60 @@ func wantStages(ov *discover.Overlay) (map[datapath.StageDev]string, error) {
 			ino = uint32(n)
 			inodes[d.Netns] = ino
 		}
-		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, Last: d.Role == discover.RoleContainer}] = d.String()
+		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, Last: d.Role == discover.RoleContainer}] = d
 	}
 	return want, errors.Join(errs...)
 }
 
-// syncStages registers the stage devices with the guard before any hook
-// steers into them, and forgets those that left. A container that vanished
-// on the way is no error.
+// syncStages registers the stage devices with the guard, and puts its
+// arrival counter on each container's end, before any hook steers into
+// them; it forgets those that left. A container that vanished on the way
+// is no error.
 func (m *falconMode) syncStages(h *Host, ov *discover.Overlay) error {
 	want, err := wantStages(ov)
 	errs := []error{err}
 	if m.stages == nil {
-		m.stages = map[datapath.StageDev]bool{}
+		m.stages = map[datapath.StageDev]datapath.Hook{}
 	}
-	for s := range m.stages {
-		if _, ok := want[s]; !ok {
-			errs = append(errs, m.dp.RemoveStage(s))
-			delete(m.stages, s)
+	for s, hk := range m.stages {
+		if _, ok := want[s]; ok {
+			continue
 		}
+		if s.Last {
+			if err := m.dp.DetachArrival(hk); err != nil {
+				errs = append(errs, err)
+			} else {
+				errs = append(errs, h.RemoveHooks(hk))
+			}
+		}
+		errs = append(errs, m.dp.RemoveStage(s))
+		delete(m.stages, s)
 	}
-	for s := range want {
-		if m.stages[s] {
+	for s, d := range want {
+		if _, ok := m.stages[s]; ok {
 			continue
 		}
 		if err := m.dp.AddStage(s); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		m.stages[s] = true
+		hk := datapath.Hook{Netns: d.Netns, Ifindex: d.Ifindex, Name: d.Name, Role: datapath.HookArrival}
+		if s.Last {
+			// Recorded first, so that a killed agent's clsact filter
+			// (kernels before 6.6) is found and removed.
+			if err := h.AddHooks(hk); err != nil {
+				return err
+			}
+			if err := m.dp.AttachArrival(hk); err != nil {
+				h.RemoveHooks(hk)
+				errs = append(errs, m.dp.RemoveStage(s))
+				if netns.Exists(d.Netns) {
+					errs = append(errs, err)
+				}
+				continue
+			}
+		}
+		m.stages[s] = hk
 	}
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/cilium/ebpf"
 	"math"
 	"path/filepath"
 	"testing"
@@ -81,9 +82,15 @@ func steeringOn(t *testing.T, layout string) {
 			a.Stop()
 		}
 	}()
+	// The two hooks' programs, and the guard's one arrival counter on each
+	// container's end.
 	objs := falconObjects(t, nss)
-	if len(objs.progs) != 2 || len(objs.links)+objs.filters != 2 || len(objs.maps) == 0 {
-		t.Fatalf("want 2 falcon programs linked on h2 and their maps, found %+v", objs)
+	distinct := map[ebpf.ProgramID]bool{}
+	for _, id := range objs.progs {
+		distinct[id] = true
+	}
+	if ends := len(h2.Containers); len(distinct) != 3 || len(objs.links)+objs.filters != 2+ends || len(objs.maps) == 0 {
+		t.Fatalf("want 2 falcon hooks and an arrival counter on each of %d containers' ends linked on h2, and their maps, found %+v", ends, objs)
 	}
 
 	const port = 41234

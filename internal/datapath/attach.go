@@ -22,6 +22,9 @@ const (
 	// HookOnOverlay: a device that sees decapsulated packets (the VXLAN
 	// device, or the host-side veth at egress); steers the container's stage.
 	HookOnOverlay HookRole = "overlay"
+	// HookArrival: a container's end, where the ordering guard counts what
+	// the last stage received (AttachArrival); it steers nothing.
+	HookArrival HookRole = "arrival"
 )
 
 func (r HookRole) bpf() (uint32, error) {
@@ -32,6 +35,8 @@ func (r HookRole) bpf() (uint32, error) {
 		return roleOverlay, nil
 	case HookSplit:
 		return roleSplit, nil
+	case HookArrival:
+		return roleArrival, nil
 	}
 	return 0, fmt.Errorf("role %q: want %q or %q", r, HookOnNIC, HookOnOverlay)
 }
@@ -77,6 +82,7 @@ type attachment struct {
 	link   link.Link          // tcx
 	filter *netlink.BpfFilter // clsact + cls_bpf
 	qdisc  bool               // we created the clsact qdisc
+	shared bool               // prog is not this attachment's (the arrival counter)
 }
 
 // progName is the program's name in the kernel and the cls_bpf filter's
@@ -107,8 +113,11 @@ func (d *Datapath) Attach(h Hook) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
-	if h.Role == HookSplit {
+	switch h.Role {
+	case HookSplit:
 		return fmt.Errorf("hook %s: the split role is XDP: use AttachSplit", h)
+	case HookArrival:
+		return fmt.Errorf("hook %s: the arrival counter is the guard's: use AttachArrival", h)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -288,11 +297,16 @@ func (d *Datapath) attachClsact(a *attachment) error {
 func (d *Datapath) Detach(h Hook) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	a, ok := d.hooks[h.key()]
+	return d.detachLocked(d.hooks, h)
+}
+
+// detachLocked removes h's attachment from set (d.mu held).
+func (d *Datapath) detachLocked(set map[hookKey]*attachment, h Hook) error {
+	a, ok := set[h.key()]
 	if !ok {
 		return nil
 	}
-	delete(d.hooks, h.key())
+	delete(set, h.key())
 	var errs []error
 	if a.link != nil {
 		errs = append(errs, a.link.Close())
@@ -301,8 +315,10 @@ func (d *Datapath) Detach(h Hook) error {
 	if a.filter != nil && netns.Exists(a.hook.Netns) {
 		errs = append(errs, netns.Do(a.hook.Netns, func() error { return detachClsact(a) }))
 	}
-	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
-	d.ids[a.id] = false
+	if !a.shared {
+		errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
+		d.ids[a.id] = false
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach %s: %w", a.hook, err)
 	}

@@ -59,6 +59,7 @@ const (
 	roleNIC     = 1
 	roleOverlay = 2
 	roleSplit   = 3
+	roleArrival = 4 // never in a hook slot: the guard's arrival counter
 
 	fallbackInline = 0
 	fallbackLocal  = 1
@@ -320,8 +321,10 @@ type Datapath struct {
 	splits  map[hookKey]*attachment // XDP on NICs (split.go)
 	split   *cpumapState            // the cpumap, while splits is not empty
 	guard   *guardState             // the guard's counting programs (guard.go)
-	ids     [MaxHooks]bool
-	debug   bool // tests: programs record their last decision in falcon_debug
+	// arrivals: the guard's arrival counter on containers' ends (guard.go)
+	arrivals map[hookKey]*attachment
+	ids      [MaxHooks]bool
+	debug    bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
 	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
@@ -345,7 +348,8 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{}}
+	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{},
+		arrivals: map[hookKey]*attachment{}}
 	if err := spec.LoadAndAssign(&d.maps, nil); err != nil {
 		return nil, fmt.Errorf("create BPF maps: %w", err)
 	}
@@ -449,6 +453,11 @@ func (d *Datapath) Close() error {
 	for _, h := range hooks {
 		errs = append(errs, d.Detach(h))
 	}
+	d.mu.Lock()
+	for _, a := range d.arrivals {
+		errs = append(errs, d.detachLocked(d.arrivals, a.hook))
+	}
+	d.mu.Unlock()
 	if d.guard != nil {
 		errs = append(errs, d.guard.close())
 		d.guard = nil

@@ -5,20 +5,26 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/netns"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
-// The receiving half of the ordering guard (bpf/guard.c): programs on
-// net:netif_receive_skb, napi:napi_poll and skb:kfree_skb that count, per
+// The receiving half of the ordering guard (bpf/guard.c): a tc program on
+// each container's end (AttachArrival) and programs on napi:napi_poll and
+// skb:kfree_skb that count, per
 // flow, the segments the last stage has delivered (once the NAPI poll that
 // carried them returns) or that were dropped on the way. A hook moves a flow only when they match what it sent
 // (bpf/choose.h).
 
 type guardState struct {
-	progs []*ebpf.Program
-	links []link.Link
+	progs  []*ebpf.Program
+	links  []link.Link
+	arrive *ebpf.Program // falcon_arrive, shared by every container's end
 }
 
 func (g *guardState) close() error {
@@ -39,9 +45,9 @@ func (d *Datapath) openGuard() (err error) {
 		return err
 	}
 	var objs struct {
-		Receive *ebpf.Program `ebpf:"falcon_guard_receive"`
-		Drop    *ebpf.Program `ebpf:"falcon_guard_drop"`
-		Poll    *ebpf.Program `ebpf:"falcon_guard_poll"`
+		Arrive *ebpf.Program `ebpf:"falcon_arrive"`
+		Drop   *ebpf.Program `ebpf:"falcon_guard_drop"`
+		Poll   *ebpf.Program `ebpf:"falcon_guard_poll"`
 	}
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
 		var ve *ebpf.VerifierError
@@ -50,13 +56,13 @@ func (d *Datapath) openGuard() (err error) {
 		}
 		return fmt.Errorf("load BPF guard programs: %w", err)
 	}
-	g := &guardState{progs: []*ebpf.Program{objs.Receive, objs.Drop, objs.Poll}}
+	g := &guardState{progs: []*ebpf.Program{objs.Drop, objs.Poll, objs.Arrive}, arrive: objs.Arrive}
 	defer func() {
 		if err != nil {
 			g.close()
 		}
 	}()
-	for _, p := range g.progs {
+	for _, p := range []*ebpf.Program{objs.Drop, objs.Poll} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			return fmt.Errorf("attach guard program %s: %w", p, err)
@@ -96,6 +102,57 @@ func (d *Datapath) AddStage(s StageDev) error {
 		return fmt.Errorf("register stage device %d in netns %d: %w", s.Ifindex, s.NetnsIno, err)
 	}
 	return nil
+}
+
+// AttachArrival puts the guard's arrival counter on the ingress of h, a
+// container's end (registered with AddStage as the last stage), with tcx
+// where the kernel has it and clsact otherwise. Attach it before any hook
+// steers into that end: arrivals before it are in no count, which only
+// makes the guard wait. One program serves every end.
+func (d *Datapath) AttachArrival(h Hook) error {
+	h.Role, h.Egress = HookArrival, false
+	if err := h.validate(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.guard == nil {
+		return errors.New("attach arrival counter: the guard is not loaded")
+	}
+	if _, ok := d.arrivals[h.key()]; ok {
+		return nil
+	}
+	a := &attachment{hook: h, prog: d.guard.arrive, shared: true}
+	err := netns.Do(h.Netns, func() error {
+		l, err := netlink.LinkByIndex(h.Ifindex)
+		if err != nil {
+			return fmt.Errorf("arrival counter %s: %w", h, err)
+		}
+		if h.Name != "" && l.Attrs().Name != h.Name {
+			return fmt.Errorf("arrival counter %s: ifindex %d is %s now", h, h.Ifindex, l.Attrs().Name)
+		}
+		if !d.forceClsact {
+			err := d.attachTCX(a)
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return err
+			}
+		}
+		return d.attachClsact(a)
+	})
+	if err != nil {
+		return err
+	}
+	d.arrivals[h.key()] = a
+	return nil
+}
+
+// DetachArrival removes the arrival counter from h (not attached, or the
+// container gone, is no error).
+func (d *Datapath) DetachArrival(h Hook) error {
+	h.Role, h.Egress = HookArrival, false
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.detachLocked(d.arrivals, h)
 }
 
 // RemoveStage forgets a stage device (gone already is fine).

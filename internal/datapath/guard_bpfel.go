@@ -120,21 +120,21 @@ type guardSteerKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	guardMapFalconConfig        = "falcon_config"
-	guardMapFalconCounters      = "falcon_counters"
-	guardMapFalconDebug         = "falcon_debug"
-	guardMapFalconDone          = "falcon_done"
-	guardMapFalconFlowlets      = "falcon_flowlets"
-	guardMapFalconHooks         = "falcon_hooks"
-	guardMapFalconLoad          = "falcon_load"
-	guardMapFalconPending       = "falcon_pending"
-	guardMapFalconStages        = "falcon_stages"
-	guardMapFalconSteered       = "falcon_steered"
-	guardProgFalconGuardDrop    = "falcon_guard_drop"
-	guardProgFalconGuardPoll    = "falcon_guard_poll"
-	guardProgFalconGuardReceive = "falcon_guard_receive"
-	guardVarDebugOn             = "debug_on"
-	guardVarHookId              = "hook_id"
+	guardMapFalconConfig     = "falcon_config"
+	guardMapFalconCounters   = "falcon_counters"
+	guardMapFalconDebug      = "falcon_debug"
+	guardMapFalconDone       = "falcon_done"
+	guardMapFalconFlowlets   = "falcon_flowlets"
+	guardMapFalconHooks      = "falcon_hooks"
+	guardMapFalconLoad       = "falcon_load"
+	guardMapFalconPending    = "falcon_pending"
+	guardMapFalconStages     = "falcon_stages"
+	guardMapFalconSteered    = "falcon_steered"
+	guardProgFalconArrive    = "falcon_arrive"
+	guardProgFalconGuardDrop = "falcon_guard_drop"
+	guardProgFalconGuardPoll = "falcon_guard_poll"
+	guardVarDebugOn          = "debug_on"
+	guardVarHookId           = "hook_id"
 )
 
 // loadGuard returns the embedded CollectionSpec for guard.
@@ -179,9 +179,9 @@ type guardSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
-	FalconGuardDrop    *ebpf.ProgramSpec `ebpf:"falcon_guard_drop"`
-	FalconGuardPoll    *ebpf.ProgramSpec `ebpf:"falcon_guard_poll"`
-	FalconGuardReceive *ebpf.ProgramSpec `ebpf:"falcon_guard_receive"`
+	FalconArrive    *ebpf.ProgramSpec `ebpf:"falcon_arrive"`
+	FalconGuardDrop *ebpf.ProgramSpec `ebpf:"falcon_guard_drop"`
+	FalconGuardPoll *ebpf.ProgramSpec `ebpf:"falcon_guard_poll"`
 }
 
 // guardMapSpecs contains maps before they are loaded into the kernel.
@@ -267,16 +267,16 @@ type guardVariables struct {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
-	FalconGuardDrop    *ebpf.Program `ebpf:"falcon_guard_drop"`
-	FalconGuardPoll    *ebpf.Program `ebpf:"falcon_guard_poll"`
-	FalconGuardReceive *ebpf.Program `ebpf:"falcon_guard_receive"`
+	FalconArrive    *ebpf.Program `ebpf:"falcon_arrive"`
+	FalconGuardDrop *ebpf.Program `ebpf:"falcon_guard_drop"`
+	FalconGuardPoll *ebpf.Program `ebpf:"falcon_guard_poll"`
 }
 
 func (p *guardPrograms) Close() error {
 	return _GuardClose(
+		p.FalconArrive,
 		p.FalconGuardDrop,
 		p.FalconGuardPoll,
-		p.FalconGuardReceive,
 	)
 }
 
