@@ -75,7 +75,7 @@ type Run struct {
 	Counters map[string]int64 `json:"counters,omitempty"`
 	// BPF is each falcon program's work over the window (--bpf-stats), by
 	// program name: falcon_steer (tc hooks), falcon_split (XDP) and the
-	// guard's falcon_guard_receive, _poll and _drop.
+	// guard's falcon_arrive, falcon_guard_poll and falcon_guard_drop.
 	BPF map[string]BPFCost `json:"bpf,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`

@@ -32,18 +32,12 @@ func TestArrivalCountsEveryPacket(t *testing.T) {
 func arrivals(t *testing.T, clsact bool) {
 	ns, _, _ := testNetns(t)
 	ns2 := ns + "b"
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	run("netns", "add", ns2)
+	ip(t, "netns", "add", ns2)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns2).Run() })
-	run("-n", ns, "link", "set", "fvb", "netns", ns2)
-	run("-n", ns, "addr", "add", "10.201.0.1/24", "dev", "fva")
-	run("-n", ns2, "addr", "add", "10.201.0.2/24", "dev", "fvb")
-	run("-n", ns2, "link", "set", "fvb", "up")
+	ip(t, "-n", ns, "link", "set", "fvb", "netns", ns2)
+	ip(t, "-n", ns, "addr", "add", "10.201.0.1/24", "dev", "fva")
+	ip(t, "-n", ns2, "addr", "add", "10.201.0.2/24", "dev", "fvb")
+	ip(t, "-n", ns2, "link", "set", "fvb", "up")
 	end := Hook{Netns: ns2, Ifindex: ifindex(t, ns2, "fvb"), Name: "fvb"}
 
 	cfg := DefaultConfig()
@@ -129,7 +123,7 @@ func arrivalsOn(t *testing.T, ns string, ifindex int, clsact bool) int {
 			if err != nil {
 				continue
 			}
-			if info, err := prog.Info(); err == nil && info.Name == "falcon_arrive" {
+			if info, err := prog.Info(); err == nil && info.Name == arriveProgName {
 				n++
 			}
 			prog.Close()

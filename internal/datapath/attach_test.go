@@ -63,18 +63,20 @@ func testNetns(t *testing.T) (ns string, a, b int) {
 	if len(ns) > 40 {
 		ns = ns[:40]
 	}
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	run("netns", "add", ns)
+	ip(t, "netns", "add", ns)
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run("-n", ns, "link", "add", "fva", "type", "veth", "peer", "name", "fvb")
-	run("-n", ns, "link", "set", "fva", "up")
-	run("-n", ns, "link", "set", "fvb", "up")
+	ip(t, "-n", ns, "link", "add", "fva", "type", "veth", "peer", "name", "fvb")
+	ip(t, "-n", ns, "link", "set", "fva", "up")
+	ip(t, "-n", ns, "link", "set", "fvb", "up")
 	return ns, ifindex(t, ns, "fva"), ifindex(t, ns, "fvb")
+}
+
+// ip runs the ip command, failing the test if it fails.
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
 }
 
 func testPinDir(t *testing.T) string {

@@ -21,6 +21,9 @@ import (
 // carried them returns) or that were dropped on the way. A hook moves a flow only when they match what it sent
 // (bpf/choose.h).
 
+// arriveProgName is the guard's arrival counter (bpf/guard.c).
+const arriveProgName = "falcon_arrive"
+
 type guardState struct {
 	progs  []*ebpf.Program
 	links  []link.Link

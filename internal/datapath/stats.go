@@ -64,8 +64,9 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 // ReadProgramStats sums the statistics of every falcon program loaded on
 // the machine, whichever process loaded them (falcon status, falcon bench),
 // by program name: "falcon_steer" (tc hooks), "falcon_split" (XDP) and the
-// guard's "falcon_guard_*", which run for all of the machine's traffic
-// (every skb received, every NAPI poll, every drop).
+// guard's: "falcon_arrive" (tc, on the containers' ends) and
+// "falcon_guard_*", which run for all of the machine's traffic (every NAPI
+// poll, every drop).
 func ReadProgramStats() (map[string]ProgStats, error) {
 	out := map[string]ProgStats{}
 	var id ebpf.ProgramID
@@ -87,7 +88,7 @@ func ReadProgramStats() (map[string]ProgStats, error) {
 		if ierr == nil {
 			name = info.Name
 		}
-		if name == progName || name == splitProgName || strings.HasPrefix(name, "falcon_guard_") {
+		if name == progName || name == splitProgName || name == arriveProgName || strings.HasPrefix(name, "falcon_guard_") {
 			if s, serr := progStats(p); serr == nil {
 				t := out[name]
 				t.RunCount += s.RunCount
