@@ -40,12 +40,7 @@ func arrivals(t *testing.T, clsact bool) {
 	ip(t, "-n", ns2, "link", "set", "fvb", "up")
 	end := Hook{Netns: ns2, Ifindex: ifindex(t, ns2, "fvb"), Name: "fvb"}
 
-	cfg := DefaultConfig()
-	cfg.CPUs = []int{0}
-	d, err := Load(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadOnCPU0(t, "")
 	defer d.Close()
 	d.forceClsact = clsact
 	if err := d.Attach(Hook{Netns: ns2, Ifindex: end.Ifindex, Role: HookArrival}); err == nil {

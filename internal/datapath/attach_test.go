@@ -71,6 +71,19 @@ func testNetns(t *testing.T) (ns string, a, b int) {
 	return ns, ifindex(t, ns, "fva"), ifindex(t, ns, "fvb")
 }
 
+// loadOnCPU0 loads a datapath whose Falcon set is CPU 0, pinned at pin
+// ("" = not pinned).
+func loadOnCPU0(t *testing.T, pin string) *Datapath {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.CPUs = []int{0}
+	d, err := Load(cfg, pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // ip runs the ip command, failing the test if it fails.
 func ip(t *testing.T, args ...string) {
 	t.Helper()
@@ -202,12 +215,7 @@ func TestAttachDetachTCX(t *testing.T) {
 	needTCX(t)
 	ns, a, b := testNetns(t)
 	pin := testPinDir(t)
-	cfg := DefaultConfig()
-	cfg.CPUs = []int{0}
-	d, err := Load(cfg, pin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadOnCPU0(t, pin)
 	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC, NextIfindex: b}
 	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: HookOnOverlay, NextIfindex: 99, Egress: true}
 	for _, h := range []Hook{ha, hb} {
@@ -271,12 +279,7 @@ func TestAttachDetachClsact(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", "fvb", "clsact").CombinedOutput(); err != nil {
 		t.Fatalf("tc: %v: %s", err, out)
 	}
-	cfg := DefaultConfig()
-	cfg.CPUs = []int{0}
-	d, err := Load(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadOnCPU0(t, "")
 	d.forceClsact = true
 	ha := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC, NextIfindex: b}
 	hb := Hook{Netns: ns, Ifindex: b, Name: "fvb", Role: HookOnOverlay, NextIfindex: 9}
@@ -363,12 +366,7 @@ func TestCloseAfterNamespaceGone(t *testing.T) {
 	for _, mode := range []string{"tcx", "clsact"} {
 		t.Run(mode, func(t *testing.T) {
 			ns, a, _ := testNetns(t)
-			cfg := DefaultConfig()
-			cfg.CPUs = []int{0}
-			d, err := Load(cfg, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			d := loadOnCPU0(t, "")
 			d.forceClsact = mode == "clsact"
 			if err := d.Attach(Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC}); err != nil {
 				t.Fatal(err)
@@ -388,12 +386,7 @@ func TestCloseAfterNamespaceGone(t *testing.T) {
 func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 	needTCX(t)
 	ns, a, _ := testNetns(t)
-	cfg := DefaultConfig()
-	cfg.CPUs = []int{0}
-	d, err := Load(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadOnCPU0(t, "")
 	defer d.Close()
 	h := Hook{Netns: ns, Ifindex: a, Name: "fva", Role: HookOnNIC}
 	if err := d.Attach(h); err != nil {
@@ -412,12 +405,7 @@ func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 
 func TestAttachBadInputChangesNothing(t *testing.T) {
 	ns, a, _ := testNetns(t)
-	cfg := DefaultConfig()
-	cfg.CPUs = []int{0}
-	d, err := Load(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := loadOnCPU0(t, "")
 	defer d.Close()
 	for name, h := range map[string]Hook{
 		"unknown netns": {Netns: "fct-no-such-netns", Ifindex: a, Role: HookOnNIC},
