@@ -29,7 +29,7 @@ func Metrics(r Run) map[string]float64 {
 			m["bpf_"+name+"_ns_per_run"] = c.NsPerRun
 		}
 		// What the program costs each packet the applications got: the
-		// guard's programs run for every skb and poll on the machine,
+		// guard's poll program runs for every NAPI poll on the machine,
 		// several times a packet.
 		if r.PPS > 0 && r.WindowS > 0 {
 			m["bpf_"+name+"_ns_per_packet"] = float64(c.TimeNs) / (r.PPS * r.WindowS)

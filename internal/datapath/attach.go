@@ -149,15 +149,32 @@ func (d *Datapath) allocID() (uint32, error) {
 }
 
 func (d *Datapath) attach(a *attachment) error {
-	return d.attachWith(a, "hook", d.program, func(netlink.Link) error {
-		if !d.forceClsact {
-			err := d.attachTCX(a)
-			if !errors.Is(err, ebpf.ErrNotSupported) {
-				return err
-			}
+	return d.attachWith(a, "hook", d.program, func(netlink.Link) error { return d.attachTC(a) })
+}
+
+// attachTC links a's program with tcx where the kernel has it (6.6+) and
+// with clsact + cls_bpf otherwise (in a's namespace).
+func (d *Datapath) attachTC(a *attachment) error {
+	if !d.forceClsact {
+		err := d.attachTCX(a)
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			return err
 		}
-		return d.attachClsact(a)
-	})
+	}
+	return d.attachClsact(a)
+}
+
+// hookDevice is h's device, checked to be still the one named (in h's
+// namespace); kind names the hook in errors.
+func hookDevice(h Hook, kind string) (netlink.Link, error) {
+	l, err := netlink.LinkByIndex(h.Ifindex)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, h, err)
+	}
+	if h.Name != "" && l.Attrs().Name != h.Name {
+		return nil, fmt.Errorf("%s %s: ifindex %d is %s now", kind, h, h.Ifindex, l.Attrs().Name)
+	}
+	return l, nil
 }
 
 // attachWith loads a's program with load, runs fn in the hook's namespace
@@ -183,12 +200,9 @@ func (d *Datapath) attachWith(a *attachment, kind string, load func(id uint32) (
 		return err
 	}
 	return netns.Do(a.hook.Netns, func() error {
-		l, err := netlink.LinkByIndex(a.hook.Ifindex)
+		l, err := hookDevice(a.hook, kind)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", kind, a.hook, err)
-		}
-		if a.hook.Name != "" && l.Attrs().Name != a.hook.Name {
-			return fmt.Errorf("%s %s: ifindex %d is %s now", kind, a.hook, a.hook.Ifindex, l.Attrs().Name)
+			return err
 		}
 		if err := fn(l); err != nil {
 			return err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/falconnet/falcon/internal/netns"
 
 	"github.com/cilium/ebpf"
@@ -127,20 +125,10 @@ func (d *Datapath) AttachArrival(h Hook) error {
 	}
 	a := &attachment{hook: h, prog: d.guard.arrive, shared: true}
 	err := netns.Do(h.Netns, func() error {
-		l, err := netlink.LinkByIndex(h.Ifindex)
-		if err != nil {
-			return fmt.Errorf("arrival counter %s: %w", h, err)
+		if _, err := hookDevice(h, "arrival counter"); err != nil {
+			return err
 		}
-		if h.Name != "" && l.Attrs().Name != h.Name {
-			return fmt.Errorf("arrival counter %s: ifindex %d is %s now", h, h.Ifindex, l.Attrs().Name)
-		}
-		if !d.forceClsact {
-			err := d.attachTCX(a)
-			if !errors.Is(err, ebpf.ErrNotSupported) {
-				return err
-			}
-		}
-		return d.attachClsact(a)
+		return d.attachTC(a)
 	})
 	if err != nil {
 		return err
