@@ -76,6 +76,7 @@ struct config {
 	__u32 engaged;  /* adaptive: the agent measured that steering pays */
 	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
 	__u32 drain;    /* the agent is stopping: every flow goes inline, under its guard */
+	__u32 stood_down; /* adaptive: every program detached, steering did not pay (for status) */
 	__u32 nports;
 	__u16 ports[MAX_PORTS]; /* host byte order */
 	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */

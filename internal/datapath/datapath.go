@@ -108,6 +108,7 @@ type Config struct {
 	Policy    string        // PolicyAdaptive or PolicyPaper; "" = adaptive
 	Engaged   bool          // adaptive: the agent measured that steering pays
 	Draining  bool          // stopping: every flow goes inline, under its guard
+	StoodDown bool          // adaptive: every program detached, since steering did not pay (StandDown)
 	Recheck   time.Duration // a flow's decision is reconsidered after this long
 	// GuardTimeout: a flow idle this long has nothing left in any queue, so
 	// segments still missing at its next stage were lost; the guard stops
@@ -257,6 +258,9 @@ func (c Config) toBPF() falconConfig {
 	if c.Draining {
 		b.Drain = 1
 	}
+	if c.StoodDown {
+		b.StoodDown = 1
+	}
 	b.Ncpus = uint32(possibleCPUs())
 	if c.PerPacket {
 		b.PerPacket = 1
@@ -281,6 +285,7 @@ func configFromBPF(b *falconConfig) Config {
 		Policy:       PolicyAdaptive,
 		Engaged:      b.Engaged != 0,
 		Draining:     b.Drain != 0,
+		StoodDown:    b.StoodDown != 0,
 		Recheck:      time.Duration(b.RecheckNs),
 		GuardTimeout: time.Duration(b.GuardTimeoutNs),
 		StaleAfter:   time.Duration(b.StaleNs),
@@ -373,14 +378,15 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 }
 
 // SetConfig replaces the configuration; flowlets whose CPU left the set
-// choose again on their next packet. Engaged and Draining are the agent's
-// running state, not configuration: SetConfig keeps the values in force
-// (SetEngaged and SetDraining change them; Load takes the first ones).
+// choose again on their next packet. Engaged, Draining and StoodDown are
+// the agent's running state, not configuration: SetConfig keeps the values
+// in force (SetEngaged, SetDraining and StandDown change them; Load takes
+// the first ones).
 func (d *Datapath) SetConfig(cfg Config) error {
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	cur := d.Config()
-	cfg.Engaged, cfg.Draining = cur.Engaged, cur.Draining
+	cfg.Engaged, cfg.Draining, cfg.StoodDown = cur.Engaged, cur.Draining, cur.StoodDown
 	return d.setConfig(cfg)
 }
 

@@ -23,16 +23,14 @@ import (
 const arriveProgName = "falcon_arrive"
 
 type guardState struct {
-	progs  []*ebpf.Program
-	links  []link.Link
-	arrive *ebpf.Program // falcon_arrive, shared by every container's end
+	progs   []*ebpf.Program
+	tracing []*ebpf.Program // attached to tracepoints, not to devices
+	links   []link.Link     // tracing's, while not stood down
+	arrive  *ebpf.Program   // falcon_arrive, shared by every container's end
 }
 
 func (g *guardState) close() error {
-	var errs []error
-	for _, l := range g.links {
-		errs = append(errs, l.Close())
-	}
+	errs := []error{g.detachTracing()}
 	for _, p := range g.progs {
 		errs = append(errs, p.Close())
 	}
@@ -57,20 +55,91 @@ func (d *Datapath) openGuard() (err error) {
 		}
 		return fmt.Errorf("load BPF guard programs: %w", err)
 	}
-	g := &guardState{progs: []*ebpf.Program{objs.Drop, objs.Poll, objs.Arrive}, arrive: objs.Arrive}
-	defer func() {
-		if err != nil {
-			g.close()
-		}
-	}()
-	for _, p := range []*ebpf.Program{objs.Drop, objs.Poll} {
+	g := &guardState{progs: []*ebpf.Program{objs.Drop, objs.Poll, objs.Arrive}, arrive: objs.Arrive,
+		tracing: []*ebpf.Program{objs.Drop, objs.Poll}}
+	if err := g.attachTracing(); err != nil {
+		g.close()
+		return err
+	}
+	d.guard = g
+	return nil
+}
+
+func (g *guardState) attachTracing() error {
+	for _, p := range g.tracing {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
+			g.detachTracing()
 			return fmt.Errorf("attach guard program %s: %w", p, err)
 		}
 		g.links = append(g.links, l)
 	}
-	d.guard = g
+	return nil
+}
+
+func (g *guardState) detachTracing() error {
+	var errs []error
+	for _, l := range g.links {
+		errs = append(errs, l.Close())
+	}
+	g.links = nil
+	return errors.Join(errs...)
+}
+
+// StandDown takes the guard's tracepoint programs off the kernel (on) or
+// puts them back (off), so that a datapath whose hooks the caller
+// detached costs the machine nothing, not even a program run per NAPI
+// poll. Every hook, split hook and arrival counter must be detached
+// first, and are attached again only after: packets pass uncounted while
+// it stands down, so coming back forgets every flow's counts, and a flow
+// the new hooks see while young stays inline until it pauses, as after
+// the first attach. The state shows in Config().StoodDown.
+func (d *Datapath) StandDown(on bool) error {
+	d.mu.Lock()
+	attached := len(d.hooks) + len(d.splits) + len(d.arrivals)
+	d.mu.Unlock()
+	if attached > 0 {
+		return fmt.Errorf("stand down: %d hooks still attached", attached)
+	}
+	if d.Config().StoodDown == on {
+		return nil
+	}
+	if on {
+		if err := d.guard.detachTracing(); err != nil {
+			return err
+		}
+		return d.setState(func(c *Config) { c.StoodDown = true })
+	}
+	if err := d.forgetFlows(); err != nil {
+		return err
+	}
+	if err := d.guard.attachTracing(); err != nil {
+		return err
+	}
+	return d.setState(func(c *Config) { c.StoodDown = false })
+}
+
+// forgetFlows empties the guard's per-flow counts.
+func (d *Datapath) forgetFlows() error {
+	for _, m := range []*ebpf.Map{d.maps.FalconFlowlets, d.maps.FalconDone} {
+		var keys [][]byte
+		var k any // nil: the first key
+		for {
+			next, err := m.NextKeyBytes(k)
+			if err != nil {
+				return fmt.Errorf("forget flows: %w", err)
+			}
+			if next == nil {
+				break
+			}
+			keys, k = append(keys, next), next
+		}
+		for _, k := range keys {
+			if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("forget flows: %w", err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -26,6 +26,7 @@ type splitConfig struct {
 	Engaged        uint32
 	Ncpus          uint32
 	Drain          uint32
+	StoodDown      uint32
 	Nports         uint32
 	Ports          [8]uint16
 	Cpus           [1024]uint32
@@ -33,7 +34,6 @@ type splitConfig struct {
 	SplitN         uint32
 	SplitProto     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type splitCounters struct {
