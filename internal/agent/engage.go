@@ -19,7 +19,7 @@ import (
 // datagrams and TCP segments, from each container namespace's SNMP
 // counters) in alternating windows with steering off and on (off, on, on,
 // off: a trend cancels) and keeps steering on only if it delivered more by
-// engageMargin. What the hooks pass is no measure: moving stages off a busy
+// engageMargin; otherwise falcon stands down, off the path (standdown.go). What the hooks pass is no measure: moving stages off a busy
 // sender's CPU lets it send more while the receiver's CPU falls behind and
 // drops (measured on 2 vCPUs: more bytes through the hooks, fewer
 // delivered). It tests again every engagePeriod while the condition holds,
@@ -31,6 +31,11 @@ const (
 	engagePeriod = 10 * time.Second
 	engageMargin = 0.03
 	engageIdle   = time.Second
+	// A verdict needs traffic: below about 1,000 packets/s over the four
+	// windows, on or off makes no measurable difference, and standing down
+	// on such noise would leave the next flow unsteered.
+	engageMinPackets = 600
+	engageRetry      = 2 * time.Second
 )
 
 func (m *falconMode) engage(ctx context.Context, h *Host) {
@@ -41,7 +46,18 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			return
 		case <-time.After(engageWindow):
 		}
-		if !m.worthTesting(h) {
+		someBusy, room := m.busyAndRoom(h)
+		if someBusy {
+			busy = time.Now()
+		}
+		if m.dp.Config().StoodDown {
+			if time.Since(busy) > standUpCalm {
+				m.standUp(h)
+				last = time.Time{}
+			}
+			continue
+		}
+		if !someBusy || !room {
 			if time.Since(busy) > engageIdle && m.dp.Config().Engaged {
 				if err := m.dp.SetEngaged(false); err != nil {
 					h.Log().Warn("engagement", "err", err)
@@ -51,13 +67,14 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			}
 			continue
 		}
-		busy = time.Now()
 		if !last.IsZero() && time.Since(last) < engagePeriod {
 			continue
 		}
 		last = time.Now()
 		on, ok := m.probe(ctx)
 		if !ok {
+			// No verdict: try again soon rather than a period later.
+			last = last.Add(engageRetry - engagePeriod)
 			continue
 		}
 		was := m.dp.Config().Engaged
@@ -65,29 +82,28 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			h.Log().Warn("engagement", "err", err)
 			continue
 		}
-		if on != was {
-			if on {
-				h.Log().Info("steering engaged: the containers received more with it")
-			} else {
-				h.Log().Info("steering stepped aside: the containers received no more with it")
-			}
+		switch {
+		case on && !was:
+			h.Log().Info("steering engaged: the containers received more with it")
+		case !on:
+			m.standDown(h)
 		}
 	}
 }
 
-// worthTesting: some CPU is busy and a CPU of the set has room.
-func (m *falconMode) worthTesting(h *Host) bool {
+// busyAndRoom: whether some CPU is busy (at or above the threshold), and
+// whether a CPU of the set has room (below it).
+func (m *falconMode) busyAndRoom(h *Host) (busy, room bool) {
 	smp := m.last.Load()
 	if smp == nil {
-		return false
+		return false, false
 	}
 	t := uint32(h.Opts.Threshold)
-	busy, room := false, false
 	for cpu, l := range smp.PerCPU {
 		busy = busy || l >= t
 		room = room || (l < t && slices.Contains(h.Opts.CPUs, cpu))
 	}
-	return busy && room
+	return busy, room
 }
 
 // probe runs the off/on/on/off windows and says whether on won.
@@ -106,6 +122,9 @@ func (m *falconMode) probe(ctx context.Context) (on, ok bool) {
 		} else {
 			carried[0] += b
 		}
+	}
+	if carried[0]+carried[1] < engageMinPackets {
+		return false, false // too little traffic to tell (or none: a busy CPU of other work)
 	}
 	return float64(carried[1]) > float64(carried[0])*(1+engageMargin), true
 }

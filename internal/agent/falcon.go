@@ -27,8 +27,12 @@ const overlaySalt = 1 << 30
 
 // falconMode steers each stage with the BPF datapath.
 type falconMode struct {
-	dp      *datapath.Datapath
-	cfg     datapath.Config
+	dp  *datapath.Datapath
+	cfg datapath.Config
+	// mu orders what attaches and detaches: the agent's updates against
+	// the engagement test standing down and coming back (standdown.go).
+	mu      sync.Mutex
+	ov      *discover.Overlay                   // the latest, to attach to when coming back
 	hooks   map[string]datapath.Hook            // attached, by device key
 	splits  map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
 	applied map[string]bool                     // devices whose RPS is set, by device key and name
@@ -102,22 +106,30 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if m.dp, err = datapath.Load(m.cfg, h.PinDir); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ov = ov
 	if err := m.startSampler(h); err != nil {
 		return err
 	}
-	if err := m.syncHooks(h, ov, true); err != nil {
+	return m.attachAll(h, ov, true)
+}
+
+// attachAll attaches the hooks and sets RPS in the order Start explains.
+// Flows the hooks first see within the guard timeout stay inline until
+// they pause (their older packets are in no count): it returns once new
+// flows are steered from their first packet.
+func (m *falconMode) attachAll(h *Host, ov *discover.Overlay, strict bool) error {
+	if err := m.syncHooks(h, ov, strict); err != nil {
 		return err
 	}
 	time.Sleep(m.cfg.GuardTimeout)
-	if err := m.setRPS(h, ov, true); err != nil {
+	if err := m.setRPS(h, ov, strict); err != nil {
 		return err
 	}
 	if err := m.dp.MarkYoung(); err != nil {
 		return err
 	}
-	// Flows the hooks first see within the guard timeout stay inline until
-	// they pause (their older packets are in no count): enable returns once
-	// new flows are steered from their first packet.
 	time.Sleep(m.cfg.GuardTimeout)
 	return nil
 }
@@ -171,6 +183,9 @@ func (m *falconMode) startSampler(h *Host) error {
 }
 
 func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ov = ov
 	var errs []error
 	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
 		if err := m.dp.SetConfig(cfg); err != nil {
@@ -179,11 +194,18 @@ func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 			m.cfg = cfg
 		}
 	}
+	if m.dp.Config().StoodDown {
+		return errors.Join(errs...) // the overlay is attached to when falcon comes back
+	}
 	errs = append(errs, m.syncHooks(h, ov, false), m.setRPS(h, ov, false))
 	return errors.Join(errs...)
 }
 
-func (m *falconMode) Ready() bool { return m.running.Load() && len(m.hooks) > 0 }
+func (m *falconMode) Ready() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running.Load() && (len(m.hooks) > 0 || m.dp.Config().StoodDown)
+}
 
 func (m *falconMode) Stop(h *Host) error {
 	if m.cancel != nil {
@@ -195,7 +217,9 @@ func (m *falconMode) Stop(h *Host) error {
 	if m.dp == nil {
 		return nil
 	}
-	m.drain(h)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drain(h, h.Opts.DrainTimeout)
 	// RPS goes back while the hooks still keep every flow inline: once they
 	// are gone, RPS would spread the flows by the kernel's hash.
 	if err := h.journal.Restore(); err != nil {
@@ -369,40 +393,41 @@ func (m *falconMode) containerNetns() []string {
 	return nil
 }
 
-// drain sends every flow inline under its guard and waits until none is
-// steered, so that detaching reorders nothing. A flow comes back only when
-// none of its packets is queued behind a hook: one at full rate whose
-// queues never empty cannot, and after DrainTimeout it is detached from
-// anyway, which may let its next packets overtake queued ones: said
-// loudly, with how many segments were still on their way.
-func (m *falconMode) drain(h *Host) {
+// drain sends every flow inline under its guard and waits up to limit
+// until none is steered, so that detaching reorders nothing; it says
+// whether that happened. A flow comes back only when none of its packets
+// is queued behind a hook: one at full rate whose queues never empty
+// cannot. Stop detaches after DrainTimeout anyway, which may let such a
+// flow's next packets overtake queued ones: said loudly, with how many
+// segments were still on their way. Draining stays on: the caller ends it.
+func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 	if err := m.dp.SetDraining(true); err != nil {
-		h.Log().Warn("drain before disable", "err", err)
-		return
+		h.Log().Warn("drain", "err", err)
+		return false
 	}
 	start := time.Now()
-	deadline, report := start.Add(h.Opts.DrainTimeout), start.Add(time.Second)
+	deadline, report := start.Add(limit), start.Add(time.Second)
 	for {
 		p, err := m.dp.Steered()
 		if err != nil {
-			h.Log().Warn("drain before disable", "err", err)
-			return
+			h.Log().Warn("drain", "err", err)
+			return false
 		}
 		if p.Flows == 0 {
 			if waited := time.Since(start); waited > time.Second {
 				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
 			}
-			return
+			return true
 		}
 		now := time.Now()
 		if now.After(deadline) {
-			h.Log().Warn("drain before disable: flows still steered; their next packets may overtake queued ones",
-				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", h.Opts.DrainTimeout)
-			return
+			h.Log().Warn("drain: flows still steered; detaching now would let their next packets overtake queued ones",
+				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", limit)
+			return false
 		}
 		if now.After(report) {
 			h.Log().Info("draining: waiting for steered flows to pause", "flows", p.Flows,
-				"segments_in_flight", p.InFlight, "waited", now.Sub(start).Round(time.Second), "limit", h.Opts.DrainTimeout)
+				"segments_in_flight", p.InFlight, "waited", now.Sub(start).Round(time.Second), "limit", limit)
 			report = report.Add(time.Second)
 		}
 		time.Sleep(5 * time.Millisecond)

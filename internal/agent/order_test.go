@@ -46,7 +46,7 @@ func TestNoReorderingSaturated(t *testing.T) {
 		t.Skip(err)
 	}
 	for _, layout := range []string{"docker", "flannel", "calico"} {
-		for _, variant := range []string{"vanilla", "pipeline", "split"} {
+		for _, variant := range []string{"vanilla", "pipeline", "split", "standdown"} {
 			t.Run(layout+"/"+variant, func(t *testing.T) { orderSaturated(t, layout, variant) })
 		}
 	}
@@ -54,9 +54,10 @@ func TestNoReorderingSaturated(t *testing.T) {
 
 // orderSaturated runs one case; variant vanilla runs no agent at all: the
 // kernel's own order under the same load, the baseline the others are held
-// to.
+// to. Variant standdown keeps one agent, pipelining, and takes it off the
+// path and back (standdown.go) where the others restart it.
 func orderSaturated(t *testing.T, layout, variant string) {
-	split, vanilla := variant == "split", variant == "vanilla"
+	split, vanilla, standdown := variant == "split", variant == "vanilla", variant == "standdown"
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tag := "o" + layout[:3] + variant[:1]
@@ -76,11 +77,31 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		totals  Decisions
 		qdrops  uint64 // frames a full cpumap queue dropped: no tracepoint names their flows
 		cycles  int
+		downs   int // stand-downs that detached
 		events  timeline
 		restart = func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if vanilla {
+				return nil
+			}
+			if standdown && a != nil {
+				m := a.mode.(*falconMode)
+				if m.dp.Config().StoodDown {
+					events.mark("stand up begins")
+					m.standUp(a.Host())
+					events.mark("stood up")
+					cycles++
+					return nil
+				}
+				if r, err := Status(o); err == nil && r.Totals != nil {
+					add(&totals, r.Totals)
+				}
+				events.mark("stand down begins")
+				if m.standDown(a.Host()) {
+					downs++
+				}
+				events.mark("stood down")
 				return nil
 			}
 			if a != nil {
@@ -138,7 +159,8 @@ func orderSaturated(t *testing.T, layout, variant string) {
 			// pause (bpf/choose.h: the young hook's rule), so the moves the
 			// guard must order come in the first agent's time: it gets
 			// two full swings of the hog before the first restart.
-			if i%4 == 3 && i >= 7 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
+			// Standing down and back is cheaper than a restart: twice as often.
+			if (i%4 == 3 || standdown && i%2 == 1) && i >= 7 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
 				if err := restart(); err != nil {
 					churnErr = err
 					return
@@ -173,6 +195,12 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		received += s.Received
 		reordered += s.Reordered
 		dups += s.Duplicates
+	}
+	if standdown {
+		t.Logf("%s: %d stand-downs detached, %d comebacks", t.Name(), downs, cycles-1)
+		if downs == 0 {
+			t.Error("falcon never stood down: the case tested nothing of it")
+		}
 	}
 	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d; cpumap queue drops %d; disables that gave up draining %d; neighbour table during the run: %s",
 		t.Name(), sent, received, reordered, dups, cycles, totals.First, totals.Second, totals.Fallback,

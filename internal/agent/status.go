@@ -33,12 +33,15 @@ type Report struct {
 	GuardTimeout string     `json:"guard_timeout,omitempty"`
 	// Steering: the datapath may move stages (policy paper, or adaptive
 	// and measured to pay); false while falcon stepped aside.
-	Steering bool              `json:"steering"`
-	Load     *LoadReport       `json:"load,omitempty"`
-	Stages   []StageReport     `json:"stages,omitempty"`
-	Totals   *Decisions        `json:"totals,omitempty"`
-	Split    *SplitReport      `json:"split,omitempty"`
-	Devices  []discover.Device `json:"devices,omitempty"`
+	Steering bool `json:"steering"`
+	// StoodDown: steering did not pay, so every falcon program is off the
+	// path until no CPU is busy (adaptive policy).
+	StoodDown bool              `json:"stood_down"`
+	Load      *LoadReport       `json:"load,omitempty"`
+	Stages    []StageReport     `json:"stages,omitempty"`
+	Totals    *Decisions        `json:"totals,omitempty"`
+	Split     *SplitReport      `json:"split,omitempty"`
+	Devices   []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -144,6 +147,7 @@ func Status(opts Options) (*Report, error) {
 		return r, nil
 	}
 	r.Steering = cfg.Policy == datapath.PolicyPaper || cfg.Engaged
+	r.StoodDown = cfg.StoodDown
 	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
 	for cpu, v := range perCPU {
 		r.Load.PerCPU[cpu] = v
@@ -188,7 +192,8 @@ func Status(opts Options) (*Report, error) {
 	if r.Load.Stale && r.Problem == "" {
 		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
 	}
-	r.Ready = r.Running && st.Ready && len(c.Stages) > 0 && !r.Load.Stale
+	// Stood down, falcon has no hook and is as ready as it means to be.
+	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.Stale
 	return r, nil
 }
 

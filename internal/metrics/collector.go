@@ -93,6 +93,7 @@ func (e emitter) report(r *agent.Report) {
 		return
 	}
 	e.emit("falcon_steering", b2f(r.Steering))
+	e.emit("falcon_stood_down", b2f(r.StoodDown))
 	e.emit("falcon_threshold_ratio", float64(r.Threshold)/100)
 	set, _ := cpuset.Parse(r.CPUs)
 	for cpu, pct := range r.Load.PerCPU {
