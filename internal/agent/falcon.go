@@ -153,6 +153,7 @@ func (m *falconMode) startSampler(h *Host) error {
 			return nil
 		}}
 	s.Warn = func(err error) { h.Log().Warn("load sampler", "err", err) }
+	s.Resting = func() bool { return m.dp.Config().StoodDown }
 	if m.cfg.Policy != datapath.PolicyPaper {
 		m.bg.Add(1)
 		go func() {

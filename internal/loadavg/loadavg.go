@@ -58,6 +58,10 @@ type Sampler struct {
 	// load to matter.
 	QuietBelow  uint32
 	MaxInterval time.Duration
+	// Resting, when it says so, keeps the interval at MaxInterval whatever
+	// the load: nothing decides with the samples then (falcon stood down),
+	// and at 100 samples/s the sampler is not free.
+	Resting func() bool
 	// read returns /proc/stat; tests replace it.
 	read func() ([]byte, error)
 
@@ -127,7 +131,13 @@ func (s *Sampler) Run(ctx context.Context) error {
 // nextInterval: back to base when a CPU is busy enough for its load to
 // matter, else twice the last, up to MaxInterval.
 func (s *Sampler) nextInterval(smp Sample, cur, base time.Duration) time.Duration {
-	if s.QuietBelow == 0 || s.MaxInterval <= base {
+	if s.MaxInterval <= base {
+		return base
+	}
+	if s.Resting != nil && s.Resting() {
+		return s.MaxInterval
+	}
+	if s.QuietBelow == 0 {
 		return base
 	}
 	for _, l := range smp.PerCPU {

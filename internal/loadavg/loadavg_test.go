@@ -127,4 +127,13 @@ func TestQuietSamplerSlowsDown(t *testing.T) {
 	if off := (&Sampler{}).nextInterval(quiet, base, base); off != base {
 		t.Errorf("QuietBelow 0: interval %v, want %v", off, base)
 	}
+	resting := true
+	s.Resting = func() bool { return resting }
+	if cur = s.nextInterval(busy, base, base); cur != s.MaxInterval {
+		t.Errorf("resting with a CPU at 70 %%: interval %v, want %v", cur, s.MaxInterval)
+	}
+	resting = false
+	if cur = s.nextInterval(busy, cur, base); cur != base {
+		t.Errorf("no longer resting: interval %v, want %v at once", cur, base)
+	}
 }
