@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -111,11 +112,13 @@ func start(ctx context.Context, name string, argv []string, stdout, stderr inter
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Pdeathsig covers falcon itself being killed: the kernel then kills
 	// the tool, which no deferred cleanup could. It fires when the forking
-	// OS thread exits, so never start a Server from inside
-	// netns.WithSysfs, whose thread is discarded when its fn returns.
+	// OS thread exits, so every tool is forked on the spawner thread,
+	// which never does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	var err error
+	onSpawner(func() { err = cmd.Start() })
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), stopping: make(chan struct{})}
@@ -293,4 +296,30 @@ func lastLines(s string, n int) string {
 func seconds(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(s, 1)
+}
+
+// The spawner: one OS thread, locked and never released, that forks every
+// tool. Go hands a goroutine any thread, and code that switches a thread's
+// network or mount namespace lets the thread exit afterwards (netns,
+// journal); a tool forked on a thread that later exits gets its Pdeathsig.
+// That killed iperf3 and sockperf mid-run when an in-process agent (bench)
+// restored values in a container's namespace while they ran.
+var (
+	spawnOnce sync.Once
+	spawnReq  chan func()
+)
+
+func onSpawner(fn func()) {
+	spawnOnce.Do(func() {
+		spawnReq = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for f := range spawnReq {
+				f()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	spawnReq <- func() { fn(); close(done) }
+	<-done
 }

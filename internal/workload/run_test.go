@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -304,5 +306,41 @@ func TestCheckTools(t *testing.T) {
 	}
 	if CheckTools("sh") != nil {
 		t.Error("sh not found")
+	}
+}
+
+// A tool must outlive the OS thread of the goroutine that started it: Go
+// discards threads that switched namespaces (netns, journal), and a child
+// forked on one would get its Pdeathsig (SIGKILL) then. Several tries,
+// since a goroutine that happens to run on the main thread keeps it.
+func TestToolOutlivesStartingThread(t *testing.T) {
+	var ps []*proc
+	defer func() {
+		for _, p := range ps {
+			p.kill()
+		}
+	}()
+	for range 4 {
+		var (
+			p   *proc
+			err error
+		)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread() // never unlocked: this thread exits with the goroutine
+			p, err = start(context.Background(), "sleep", []string{"sleep", "5"}, io.Discard, io.Discard)
+		}()
+		<-done
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	time.Sleep(300 * time.Millisecond)
+	for i, p := range ps {
+		if p.exited() {
+			t.Errorf("sleep %d died with the thread that started it: %v", i, p.waitErr)
+		}
 	}
 }
