@@ -49,7 +49,10 @@ func Render(prev, cur *Sample, width int, st Style) string {
 		return human(float64(now-before) / dt)
 	}
 	steering := st.apply(st.Room, "steering")
-	if !r.Steering {
+	switch {
+	case r.StoodDown:
+		steering = st.apply(st.Warn, "stood down (off the path)")
+	case !r.Steering:
 		steering = st.apply(st.Warn, "stepped aside")
 	}
 	fmt.Fprintf(&b, "%s  netns %s  mode %s  policy %s  threshold %d%%  CPU set %s  %s\n",
