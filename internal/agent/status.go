@@ -146,7 +146,7 @@ func Status(opts Options) (*Report, error) {
 		}
 		return r, nil
 	}
-	r.Steering = cfg.Policy == datapath.PolicyPaper || cfg.Engaged
+	r.Steering = !cfg.StoodDown && (cfg.Policy == datapath.PolicyPaper || cfg.Engaged)
 	r.StoodDown = cfg.StoodDown
 	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
 	for cpu, v := range perCPU {

@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+)
+
+// Standing down leaves the host as it was without falcon: every value
+// restored, no falcon program on any device (the guard's tracepoint
+// programs are the datapath's own test); status says so and stays ready.
+// Coming back attaches and sets everything again, and a disable after it
+// leaves no trace.
+func TestStandDownAndBack(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 2)
+	h := tb.Hosts[1]
+	ov, err := discover.Discover(h.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ov)
+	o := testOptions(t, h.Netns)
+	// The paper policy runs no engagement test that could stand up or
+	// down on its own meanwhile; the test drives both.
+	o.Policy = datapath.PolicyPaper
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.Stop()
+		}
+	}()
+	m := a.mode.(*falconMode)
+	onPath := func() (steer, arrive int) {
+		steer = strings.Count(attached(t, h.Netns), "falcon_steer")
+		for _, c := range h.Containers {
+			arrive += strings.Count(attached(t, c.Netns), "falcon_arrive")
+		}
+		return steer, arrive
+	}
+	if s, ar := onPath(); s != 2 || ar != len(h.Containers) {
+		t.Fatalf("enabled: %d hooks and %d arrival counters attached, want 2 and %d", s, ar, len(h.Containers))
+	}
+
+	if !m.standDown(a.Host()) {
+		t.Fatal("did not stand down with no traffic to drain")
+	}
+	for k, v := range snapshot(t, ov) {
+		if before[k] != v {
+			t.Errorf("stood down: %s = %q, was %q before enable", k, v, before[k])
+		}
+	}
+	if s, ar := onPath(); s != 0 || ar != 0 {
+		t.Errorf("stood down: %d hooks and %d arrival counters still attached", s, ar)
+	}
+	r, err := Status(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.StoodDown || r.Steering || !r.Ready || r.Problem != "" {
+		t.Errorf("stood down: status stood_down %v steering %v ready %v problem %q", r.StoodDown, r.Steering, r.Ready, r.Problem)
+	}
+	if err := m.Update(a.Host(), ov); err != nil { // a rescan attaches nothing while it stands down
+		t.Fatal(err)
+	}
+	if s, _ := onPath(); s != 0 {
+		t.Errorf("an update attached %d hooks while falcon stood down", s)
+	}
+
+	m.standUp(a.Host())
+	mask := cpuset.Mask(a.Host().Opts.CPUs)
+	if got := read(t, h.Netns, "/sys/class/net/"+h.Overlay+"/queues/rx-0/rps_cpus"); got != mask {
+		t.Errorf("back: %s rps_cpus = %s, want %s", h.Overlay, got, mask)
+	}
+	if s, ar := onPath(); s != 2 || ar != len(h.Containers) {
+		t.Errorf("back: %d hooks and %d arrival counters attached, want 2 and %d", s, ar, len(h.Containers))
+	}
+	if r, err := Status(o); err != nil || r.StoodDown || !r.Ready {
+		t.Errorf("back: status %+v, %v", r, err)
+	}
+
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	noTrace(t, tb, o)
+}
