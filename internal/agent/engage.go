@@ -19,10 +19,11 @@ import (
 // datagrams and TCP segments, from each container namespace's SNMP
 // counters) in alternating windows with steering off and on (off, on, on,
 // off: a trend cancels) and keeps steering on only if it delivered more by
-// engageMargin; otherwise falcon stands down, off the path (standdown.go). What the hooks pass is no measure: moving stages off a busy
-// sender's CPU lets it send more while the receiver's CPU falls behind and
-// drops (measured on 2 vCPUs: more bytes through the hooks, fewer
-// delivered). It tests again every engagePeriod while the condition holds,
+// engageMargin; otherwise falcon stands down, off the path (standdown.go).
+// What the hooks pass is no measure: moving stages off a busy sender's CPU
+// lets it send more while the receiver's CPU falls behind and drops
+// (measured on 2 vCPUs: more bytes through the hooks, fewer delivered).
+// It tests again every engagePeriod while the condition holds,
 // and steps aside when no CPU has been busy for engageIdle: with nothing to
 // relieve, a hop only adds latency. Every switch moves flows under the
 // ordering guard, so the test reorders nothing.
