@@ -142,6 +142,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		churned := false // the first agent has been restarted or stood down
 		for i := 0; ; i++ {
 			stop, err := burn(1 - i%2)
 			if err != nil {
@@ -158,9 +159,14 @@ func orderSaturated(t *testing.T, layout, variant string) {
 			// Flows running when an agent starts stay inline until they
 			// pause (bpf/choose.h: the young hook's rule), so the moves the
 			// guard must order come in the first agent's time: it gets
-			// two full swings of the hog before the first restart.
-			// Standing down and back is cheaper than a restart: twice as often.
+			// two full swings of the hog before the first restart, and
+			// more (up to 9 s) until it has moved a flow. Standing down
+			// and back is cheaper than a restart: twice as often.
+			if !churned && i < 30 && !firstMoved(o) {
+				continue
+			}
 			if (i%4 == 3 || standdown && i%2 == 1) && i >= 7 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
+				churned = true
 				if err := restart(); err != nil {
 					churnErr = err
 					return
@@ -342,4 +348,10 @@ func logReorders(t *testing.T, runs map[stagetrace.Flow]flowRun, events *timelin
 			t.Logf("  %s: reordered arrival %s", f, events.near(at))
 		}
 	}
+}
+
+// firstMoved says whether the running agent has moved a flow yet.
+func firstMoved(o Options) bool {
+	r, err := Status(o)
+	return err == nil && r.Totals != nil && r.Totals.Moved > 0
 }
