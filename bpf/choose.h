@@ -179,6 +179,11 @@ static __always_inline __u32 choose(struct config *cfg, struct load *ld, struct 
 		*why = CNT_FALLBACK_STALE;
 		return TARGET_FALLBACK;
 	}
+	if (cfg->drain) {
+		/* Stopping, standing down or attaching: every flow inline. */
+		*why = CNT_FALLBACK_IDLE;
+		return TARGET_FALLBACK;
+	}
 	if (cfg->policy == POLICY_PAPER)
 		return choose_paper(cfg, ld, s, fh, salt, why);
 	return choose_adaptive(cfg, ld, s, fh, salt, cur, prev, why);
@@ -203,30 +208,51 @@ struct decision {
 
 struct sum_ctx {
 	__u32 fh;
+	__u32 slot;
 	__u64 sum;
 };
 
 static long sum_cpu(__u32 cpu, void *ctx)
 {
 	struct sum_ctx *c = ctx;
-	__u64 *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->fh, cpu);
+	struct done *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->fh, cpu);
 
 	if (v)
-		c->sum += *v;
+		c->sum += v->c[c->slot < DONE_SLOTS ? c->slot : DONE_ALL];
 	return 0;
 }
 
-/* Segments of the flow that reached the last stage or were dropped on the
- * way, on all CPUs. */
-static __always_inline __u64 done_sum(struct config *cfg, __u32 fh)
+/* Segments of the flow in done slot slot that reached the last stage or
+ * were dropped on the way, on all CPUs. */
+static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 slot)
 {
-	struct sum_ctx c = { .fh = fh, .sum = 0 };
+	struct sum_ctx c = { .fh = fh, .slot = slot, .sum = 0 };
 	__u32 n = cfg->ncpus;
 
 	if (n > MAX_CPUS)
 		n = MAX_CPUS;
 	bpf_loop(n, sum_cpu, &c, 0);
 	return c.sum;
+}
+
+/* The done slot a hook of this role counts against, and the mark its
+ * packets carry (0: none, the split hook). */
+static __always_inline __u32 done_slot(__u32 role)
+{
+	return role == ROLE_NIC ? DONE_NIC : role == ROLE_OVERLAY ? DONE_OVERLAY : DONE_ALL;
+}
+
+static __always_inline __u32 role_mark(__u32 role)
+{
+	return role == ROLE_NIC ? MARK_NIC : role == ROLE_OVERLAY ? MARK_OVERLAY : 0;
+}
+
+/* The role marks of a tc_index that belong to the current epoch. */
+static __always_inline __u32 current_marks(struct config *cfg, __u32 tc_index)
+{
+	if ((tc_index & MARK_SIG_MASK) != MARK_SIG || (tc_index & MARK_EPOCH) != (cfg->epoch & MARK_EPOCH))
+		return 0;
+	return tc_index & (MARK_NIC | MARK_OVERLAY);
 }
 
 /* The ordering guard around the choice. A (flow, hook) keeps its decision
@@ -238,15 +264,20 @@ static __always_inline __u64 done_sum(struct config *cfg, __u32 fh)
  * (gro_cells, the next backlog) that a moved packet can overtake (seen with
  * split: 2 of 300 000 datagrams). This is RFS's rule (a flow moves when the
  * old CPU's queue head passed its last packet), kept per flow.
- * Segments lost on the way never arrive: a flow idle for
- * cfg->guard_timeout_ns has nothing left in any queue, and its count is
- * resynchronised (counted). The same holds for packets that passed before
- * the hook existed: they are in no count, so a flow the hook first sees
- * while it is younger than the timeout stays inline (as those packets
- * went) until it has been idle that long. Per packet with cfg->per_packet,
+ * A tc hook marks what it counts (MARK_*), and the last stage counts only
+ * marked segments against it (done slot of its role): packets that passed
+ * before the hook existed are in neither count, so a flow running through
+ * an attach is guarded exactly from its first counted packet, which queues
+ * behind them on the same CPU (inline). The split hook (XDP) cannot mark:
+ * it counts against every arrival (DONE_ALL), so a flow it first sees
+ * while it is younger than the timeout (attached_ns) stays where it is
+ * until it has been idle that long. Segments lost on the way never arrive:
+ * a flow idle for cfg->guard_timeout_ns has nothing left in any queue, and
+ * its count is resynchronised (counted). Per packet with cfg->per_packet,
  * as the paper did: no entry, no guard, reordering possible. */
 static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid, __u32 salt,
-				   __u32 fh, __u32 cur, __u64 now, __u64 attached_ns, __u32 segs, struct decision *d)
+				   __u32 fh, __u32 cur, __u64 now, __u32 slot, __u64 attached_ns, __u32 segs,
+				   struct decision *d)
 {
 	struct flowlet_key fk = { .flowhash = fh, .hook = hid };
 	__u32 prev, want;
@@ -268,7 +299,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	if (!fe) {
 		struct flowlet v = {};
 
-		if (attached_ns && now - attached_ns <= cfg->guard_timeout_ns) {
+		if (slot == DONE_ALL && attached_ns && now - attached_ns <= cfg->guard_timeout_ns) {
 			v.unsure = 1;
 			v.target = TARGET_FALLBACK;
 			d->why = CNT_GUARD_HOLD;
@@ -280,7 +311,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		v.last_seen_ns = now;
 		v.next_check_ns = now + cfg->recheck_ns;
 		v.sent = segs;
-		v.base = done_sum(cfg, fh);
+		v.base = done_sum(cfg, fh, slot);
 		bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);
 		d->target = v.target;
 		d->kind = v.kind;
@@ -304,7 +335,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		}
 		/* Idle that long: nothing of the flow is queued, so the counts
 		 * can start agreeing from here. */
-		fe->base = done_sum(cfg, fh) - fe->sent;
+		fe->base = done_sum(cfg, fh, slot) - fe->sent;
 		fe->unsure = 0;
 		fe->next_check_ns = now;
 	}
@@ -322,12 +353,12 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		d->why = CNT_FLOWLET_HIT;
 		goto out;
 	}
-	done = done_sum(cfg, fh);
+	done = done_sum(cfg, fh, slot);
 	out = (__s64)(fe->base + fe->sent - done);
 	if (out < 0) {
-		/* More arrived than was counted here (packets that passed while
-		 * the hook was inactive): count from now, so that the next
-		 * comparison is exact again. */
+		/* More arrived than was counted here (split: packets that
+		 * passed while the hook was inactive): count from now, so that
+		 * the next comparison is exact again. */
 		fe->base = done - fe->sent;
 		out = 0;
 	}

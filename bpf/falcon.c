@@ -43,9 +43,13 @@ int falcon_steer(struct __sk_buff *skb)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), st.hk->attached_ns,
-	       skb->gso_segs > 1 ? skb->gso_segs : 1, &dc);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), done_slot(st.hk->role),
+	       st.hk->attached_ns, skb->gso_segs > 1 ? skb->gso_segs : 1, &dc);
 	count(st.cnt, &dc);
+	/* Counted in sent above: marked, so the last stage counts it back.
+	 * The NIC hook starts the mark; the overlay hook adds its role. */
+	skb->tc_index = MARK_SIG | (st.cfg->epoch & MARK_EPOCH) | role_mark(st.hk->role) |
+			(st.hk->role == ROLE_OVERLAY ? current_marks(st.cfg, skb->tc_index) : 0);
 
 	if (dc.target != TARGET_FALLBACK) {
 		target = cpu_idx(dc.target);

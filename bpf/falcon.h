@@ -76,7 +76,8 @@ struct config {
 	__u32 engaged;  /* adaptive: the agent measured that steering pays */
 	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
 	__u32 drain;    /* the agent is stopping: every flow goes inline, under its guard */
-	__u32 stood_down; /* adaptive: every program detached, steering did not pay (for status) */
+	__u32 stood_down; /* every program detached: steering did not pay, or nothing to relieve (for status) */
+	__u32 epoch;      /* 1..MARK_EPOCH: a hook's mark counts only while it is current (guard.c) */
 	__u32 nports;
 	__u16 ports[MAX_PORTS]; /* host byte order */
 	__u32 cpus[MAX_CPUS];    /* S, ascending, as RPS lists a mask's CPUs */
@@ -120,6 +121,34 @@ struct counters {
 	__u64 to[STEER_SLOTS];
 };
 
+/* What a tc hook writes into skb->tc_index, for the last stage to count
+ * the packet against that hook's role (guard.c): MARK_SIG, the roles of
+ * the hooks that counted it in their sent, and the datapath's epoch. The
+ * guard then counts exactly the packets the hooks counted: packets that
+ * passed before a hook existed carry no mark (or an old epoch's) and are
+ * no longer confused with its own. tc_index survives decapsulation, the
+ * bridge and veth (skb_scrub_packet keeps it; priority does not survive);
+ * the last stage clears it. */
+#define MARK_SIG 0xa000
+#define MARK_SIG_MASK 0xf000
+#define MARK_NIC 0x0800
+#define MARK_OVERLAY 0x0400
+#define MARK_EPOCH 0x03ff
+
+/* Per flow, what arrived at the last stage or was dropped on the way: all
+ * of it (the split hook, which cannot mark, counts against this), and what
+ * carried each tc hook role's mark of the current epoch. */
+enum done_slot {
+	DONE_ALL = 0,
+	DONE_NIC = 1,
+	DONE_OVERLAY = 2,
+	DONE_SLOTS = 3,
+};
+
+struct done {
+	__u64 c[DONE_SLOTS];
+};
+
 struct flowlet_key {
 	__u32 flowhash;
 	__u32 hook;
@@ -134,7 +163,7 @@ struct flowlet {
 	__u32 target; /* index in S, or TARGET_FALLBACK */
 	__u32 cpu;    /* S[target] when it was chosen; detects a changed S */
 	__u32 kind;   /* enum kind of the decision */
-	__u32 unsure; /* made while packets from before the hook may be queued: sent is not all */
+	__u32 unsure; /* split hooks: made while packets from before the hook may be queued */
 	__u64 last_seen_ns;
 	__u64 next_check_ns; /* the decision is kept until then */
 	__u64 sent;

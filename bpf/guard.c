@@ -48,7 +48,9 @@ enum event {
  * NAPI poll that carried it returns, whichever comes first. */
 struct pending {
 	__u32 fh;
-	__u32 segs; /* 0: none */
+	__u32 segs;  /* 0: none */
+	__u32 marks; /* MARK_NIC | MARK_OVERLAY of the current epoch */
+	__u32 pad;
 };
 
 struct {
@@ -58,20 +60,22 @@ struct {
 	__type(value, struct pending);
 } falcon_pending SEC(".maps");
 
-static __always_inline void add_done(__u32 fh, __u32 segs)
+static __always_inline void add_done(__u32 fh, __u32 segs, __u32 marks)
 {
-	__u64 *v, n = segs;
+	struct done *v, n = {};
 
 	v = bpf_map_lookup_elem(&falcon_done, &fh);
-	if (v) {
-		*v += segs;
-		return;
-	}
-	if (bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST)) {
+	if (!v) {
+		bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&falcon_done, &fh);
-		if (v)
-			*v += segs;
+		if (!v)
+			return;
 	}
+	v->c[DONE_ALL] += segs;
+	if (marks & MARK_NIC)
+		v->c[DONE_NIC] += segs;
+	if (marks & MARK_OVERLAY)
+		v->c[DONE_OVERLAY] += segs;
 }
 
 /* Counts the pending segment, if any, and returns the slot (NULL only if
@@ -84,7 +88,7 @@ static __always_inline struct pending *flush_pending(void)
 	struct pending *p = bpf_map_lookup_elem(&falcon_pending, &zero);
 
 	if (p && p->segs) {
-		add_done(p->fh, p->segs);
+		add_done(p->fh, p->segs, p->marks);
 		p->segs = 0;
 	}
 	return p;
@@ -132,13 +136,15 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	gs = BPF_CORE_READ((struct skb_shared_info *)(skb->head + skb->end), gso_segs);
 	if (gs > 1)
 		segs = gs;
-	add_done(flow_hash(&fl), segs);
+	__u32 mark = bpf_core_field_exists(skb->tc_index) ? BPF_CORE_READ(skb, tc_index) : 0;
+
+	add_done(flow_hash(&fl), segs, current_marks(cfg, mark));
 	return 0;
 }
 
 /* tc ingress of every container's end (a STAGE_LAST device): notes the
- * arrival as pending and counts the one before it. Passes every packet on
- * untouched. */
+ * arrival as pending, with the hooks' marks, and counts the one before it.
+ * Passes every packet on, its tc_index cleared of falcon's mark. */
 SEC("tc")
 int falcon_arrive(struct __sk_buff *skb)
 {
@@ -153,11 +159,16 @@ int falcon_arrive(struct __sk_buff *skb)
 	struct flow fl = {};
 	__u32 zero = 0;
 
+	__u32 mark = skb->tc_index;
+
 	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+	if ((mark & MARK_SIG_MASK) == MARK_SIG)
+		skb->tc_index = 0;
 	if (!pd || !cfg || parse(&p, 0, cfg, &fl))
 		return TC_ACT_UNSPEC;
 	pd->fh = flow_hash(&fl);
 	pd->segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+	pd->marks = current_marks(cfg, mark);
 	return TC_ACT_UNSPEC;
 }
 

@@ -32,6 +32,7 @@ struct sk_buff {
 	__u16 network_header;
 	unsigned char *head;
 	unsigned char *data;
+	__u16 tc_index; /* CONFIG_NET_SCHED */
 } __attribute__((preserve_access_index));
 
 struct skb_shared_info {

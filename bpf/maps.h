@@ -66,14 +66,14 @@ struct {
 } falcon_flowlets SEC(".maps");
 
 /* Segments of a flow, by flow hash, that reached the last stage or were
- * dropped on the way (guard.c), per CPU: each CPU counts its own, so the
- * counts cost no shared cache line; a hook that wants to move the flow
- * sums them. */
+ * dropped on the way (guard.c), by done_slot, per CPU: each CPU counts its
+ * own, so the counts cost no shared cache line; a hook that wants to move
+ * the flow sums them. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
 	__uint(max_entries, FLOWLET_ENTRIES);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct done);
 } falcon_done SEC(".maps");
 
 /* The devices the guard counts at, written by the agent. */

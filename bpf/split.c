@@ -62,7 +62,7 @@ int falcon_split(struct xdp_md *ctx)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), st.hk->attached_ns, 1,
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), DONE_ALL, st.hk->attached_ns, 1,
 	       &dc);
 	count(st.cnt, &dc);
 

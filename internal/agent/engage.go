@@ -23,10 +23,11 @@ import (
 // What the hooks pass is no measure: moving stages off a busy sender's CPU
 // lets it send more while the receiver's CPU falls behind and drops
 // (measured on 2 vCPUs: more bytes through the hooks, fewer delivered).
-// It tests again every engagePeriod while the condition holds,
-// and steps aside when no CPU has been busy for engageIdle: with nothing to
-// relieve, a hop only adds latency. Every switch moves flows under the
-// ordering guard, so the test reorders nothing.
+// It tests again every engagePeriod while the condition holds, and stands
+// down when no CPU has been busy for engageIdle: with nothing to relieve,
+// a hop only adds latency, and the programs cost every packet. Every
+// switch moves flows under the ordering guard, so the test reorders
+// nothing.
 const (
 	engageWindow = 150 * time.Millisecond
 	engagePeriod = 10 * time.Second
@@ -40,7 +41,11 @@ const (
 )
 
 func (m *falconMode) engage(ctx context.Context, h *Host) {
-	var last, busy time.Time
+	var last time.Time
+	busy := time.Now()
+	// Stood down for want of a busy CPU: the next busy spell brings falcon
+	// back at once. After a spell that did not pay, only once it is over.
+	idleDown := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,19 +57,18 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			busy = time.Now()
 		}
 		if m.dp.Config().StoodDown {
-			if time.Since(busy) > standUpCalm {
-				m.standUp(h)
+			if !idleDown && time.Since(busy) > standUpCalm {
+				idleDown = true
+			}
+			if idleDown && someBusy && room {
+				m.standUp(h, "a CPU is busy and the set has room")
 				last = time.Time{}
 			}
 			continue
 		}
 		if !someBusy || !room {
-			if time.Since(busy) > engageIdle && m.dp.Config().Engaged {
-				if err := m.dp.SetEngaged(false); err != nil {
-					h.Log().Warn("engagement", "err", err)
-				} else {
-					h.Log().Info("steering stepped aside: no CPU busy", "for", engageIdle)
-				}
+			if time.Since(busy) > engageIdle && m.standDown(h, "no CPU busy for "+engageIdle.String()) {
+				idleDown = true
 			}
 			continue
 		}
@@ -87,7 +91,9 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		case on && !was:
 			h.Log().Info("steering engaged: the containers received more with it")
 		case !on:
-			m.standDown(h)
+			if m.standDown(h, "steering did not pay: the containers received no more with it") {
+				idleDown = false
+			}
 		}
 	}
 }

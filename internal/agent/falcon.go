@@ -95,10 +95,11 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 // the hooks keep inline would overtake those. Packets that passed before
 // the hooks carry no hash of theirs either, so RPS waits a guard timeout
 // for them to leave the queues (TestNoReorderingSaturated saw 9 datagrams
-// overtaken when RPS came right after the attach). Meanwhile the hooks are
-// young and keep every flow inline, which RPS does not touch (hash 0);
-// they are made young again once RPS is set, so that no flow is steered
-// before RPS carries it.
+// overtaken when RPS came right after the attach). Meanwhile the datapath
+// drains (every flow inline, which RPS does not touch: hash 0), so that no
+// flow is steered before RPS carries it; the hooks' counts are exact from
+// their first packet (marks), so flows running through the attach may
+// move as soon as RPS is set.
 func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	m.hooks, m.applied = map[string]datapath.Hook{}, map[string]bool{}
 	m.cfg = m.config(h, ov)
@@ -116,10 +117,10 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 }
 
 // attachAll attaches the hooks and sets RPS in the order Start explains.
-// Flows the hooks first see within the guard timeout stay inline until
-// they pause (their older packets are in no count): it returns once new
-// flows are steered from their first packet.
 func (m *falconMode) attachAll(h *Host, ov *discover.Overlay, strict bool) error {
+	if err := m.dp.SetDraining(true); err != nil {
+		return err
+	}
 	if err := m.syncHooks(h, ov, strict); err != nil {
 		return err
 	}
@@ -127,11 +128,7 @@ func (m *falconMode) attachAll(h *Host, ov *discover.Overlay, strict bool) error
 	if err := m.setRPS(h, ov, strict); err != nil {
 		return err
 	}
-	if err := m.dp.MarkYoung(); err != nil {
-		return err
-	}
-	time.Sleep(m.cfg.GuardTimeout)
-	return nil
+	return m.dp.SetDraining(false)
 }
 
 // startSampler feeds the datapath with load and returns after the first
@@ -198,8 +195,28 @@ func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 	if m.dp.Config().StoodDown {
 		return errors.Join(errs...) // the overlay is attached to when falcon comes back
 	}
+	if m.gainsHooks(h, ov) {
+		// A new hook's next devices get RPS after it. A flow aimed at one
+		// of them before runs inline there, whatever its entry says, and
+		// would be overtaken once RPS is set: so every flow goes inline
+		// first (the ones aimed at new devices arrive promptly, as they
+		// run inline; others may stay steered, on devices whose RPS this
+		// does not change), then the attach runs as at Start.
+		m.drain(h, standDownDrain)
+		return errors.Join(append(errs, m.attachAll(h, ov, false))...)
+	}
 	errs = append(errs, m.syncHooks(h, ov, false), m.setRPS(h, ov, false))
 	return errors.Join(errs...)
+}
+
+// gainsHooks: whether ov has a hook to attach that is not attached.
+func (m *falconMode) gainsHooks(h *Host, ov *discover.Overlay) bool {
+	for k := range wantHooks(h, ov) {
+		if _, ok := m.hooks[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *falconMode) Ready() bool {

@@ -10,25 +10,27 @@ import (
 // Standing down. Attached, falcon costs every packet its programs even
 // when it steers nothing: measured on 2 vCPUs (one UDP flow, nothing
 // steered), programs that return at once still cost about 5 % and the
-// whole datapath 10–14 %. So when the engagement test finds that steering
-// does not pay, falcon takes itself off the path: it drains every flow
+// whole datapath 10–14 %, and a ping-pong's round trip 8–20 %. So falcon
+// takes itself off the path whenever it has nothing to do: when no CPU
+// has been busy for engageIdle (nothing to relieve), and when the
+// engagement test finds that steering does not pay. It drains every flow
 // back inline, puts RPS back, detaches every hook, arrival counter, split
-// program and the guard's tracepoint programs, and the packets run exactly
-// as without falcon. It comes back once no CPU has been busy for
-// standUpCalm, so that the next busy spell starts with falcon attached and
-// its new flows steered from their first packet. Flows that run through a
-// comeback are in no count: the young-hook rule keeps them inline until
-// they pause, so a flow that started while falcon stood down and never
-// pauses is not steered. The alternative, staying attached, costs every
-// packet on machines where steering does not pay.
+// program and the guard's tracepoint programs, and the packets run
+// exactly as without falcon. It comes back at the first busy sample with
+// a CPU of the set to spare, except after a busy spell it measured not to
+// pay: then it first waits for standUpCalm with no CPU busy, so that the
+// same spell is not tested over and over. Coming back is exact for flows
+// that run through it: the hooks count and mark their own packets, so a
+// running flow may move once its marked packets arrived (bpf/choose.h).
 const (
 	standUpCalm    = 5 * time.Second
 	standDownDrain = time.Second
 )
 
 // standDown detaches everything if every flow comes back inline within
-// standDownDrain; otherwise it stays attached, inline, and says so.
-func (m *falconMode) standDown(h *Host) bool {
+// standDownDrain; otherwise it stays attached, inline, and says so. why
+// goes to the log.
+func (m *falconMode) standDown(h *Host, why string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.dp.Config().StoodDown {
@@ -54,13 +56,12 @@ func (m *falconMode) standDown(h *Host) bool {
 		}
 		return false
 	}
-	h.Log().Info("stood down: steering did not pay; every falcon program is off the path until no CPU is busy",
-		"for", standUpCalm)
+	h.Log().Info("stood down: every falcon program is off the path", "why", why)
 	return true
 }
 
 // standUp attaches the datapath again.
-func (m *falconMode) standUp(h *Host) {
+func (m *falconMode) standUp(h *Host, why string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.dp.Config().StoodDown {
@@ -73,5 +74,5 @@ func (m *falconMode) standUp(h *Host) {
 	if err := m.attachAll(h, m.ov, false); err != nil {
 		h.Log().Warn("come back", "err", err)
 	}
-	h.Log().Info("back on the path: no CPU busy", "for", standUpCalm)
+	h.Log().Info("back on the path", "why", why)
 }

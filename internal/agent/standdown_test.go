@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/workload"
 )
 
 // Standing down leaves the host as it was without falcon: every value
@@ -52,7 +55,7 @@ func TestStandDownAndBack(t *testing.T) {
 		t.Fatalf("enabled: %d hooks and %d arrival counters attached, want 2 and %d", s, ar, len(h.Containers))
 	}
 
-	if !m.standDown(a.Host()) {
+	if !m.standDown(a.Host(), "test") {
 		t.Fatal("did not stand down with no traffic to drain")
 	}
 	for k, v := range snapshot(t, ov) {
@@ -77,7 +80,7 @@ func TestStandDownAndBack(t *testing.T) {
 		t.Errorf("an update attached %d hooks while falcon stood down", s)
 	}
 
-	m.standUp(a.Host())
+	m.standUp(a.Host(), "test")
 	mask := cpuset.Mask(a.Host().Opts.CPUs)
 	if got := read(t, h.Netns, "/sys/class/net/"+h.Overlay+"/queues/rx-0/rps_cpus"); got != mask {
 		t.Errorf("back: %s rps_cpus = %s, want %s", h.Overlay, got, mask)
@@ -94,4 +97,69 @@ func TestStandDownAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	noTrace(t, tb, o)
+}
+
+// TestComebackSteersRunningFlows: flows that run through a comeback, never
+// pausing, are steered by the agent that comes back (their guard counts
+// the hooks' own marked packets, not the older ones still queued) and
+// stay in order. Before the hooks marked their packets, such flows stayed
+// inline until they paused for the guard timeout: never, here.
+func TestComebackSteersRunningFlows(t *testing.T) {
+	needTestbed(t)
+	if err := workload.CheckTools("taskset"); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := ibed(t, "cback", "docker", 2)
+	warm(t, tb)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	// Paper at 60 %: flows move whenever a CPU's load crosses it; no
+	// engagement test stands up or down on its own.
+	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m := a.mode.(*falconMode)
+	if !m.standDown(a.Host(), "test") {
+		t.Fatal("did not stand down with no traffic to drain")
+	}
+
+	sendCtx, stopSending := context.WithCancel(ctx)
+	var moved uint64
+	go func() {
+		defer stopSending()
+		// The flows run for half a second unseen, then through the
+		// comeback and two swings of a busy loop between the CPUs.
+		time.Sleep(500 * time.Millisecond)
+		m.standUp(a.Host(), "test")
+		for i := range 4 {
+			stop, err := burn(1 - i%2)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(400 * time.Millisecond)
+			stop()
+		}
+		if r, err := Status(o); err == nil && r.Totals != nil {
+			moved = r.Totals.Moved
+		}
+	}()
+	// No pause: no flow is ever idle for the guard timeout.
+	runs := streamPairs(ctx, sendCtx, t, tb, 41330, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
+	var sent, reordered uint64
+	for _, r := range runs {
+		sent += r.stats.Received
+		reordered += r.stats.Reordered + r.stats.Duplicates
+	}
+	t.Logf("%d datagrams received, %d reordered or duplicated; (flow, hook)s moved after the comeback: %d", sent, reordered, moved)
+	if reordered != 0 {
+		t.Errorf("%d datagrams reordered or duplicated", reordered)
+	}
+	if moved == 0 {
+		t.Error("no running flow was moved after the comeback")
+	}
 }

@@ -34,8 +34,8 @@ type Report struct {
 	// Steering: the datapath may move stages (policy paper, or adaptive
 	// and measured to pay); false while falcon stepped aside.
 	Steering bool `json:"steering"`
-	// StoodDown: steering did not pay, so every falcon program is off the
-	// path until no CPU is busy (adaptive policy).
+	// StoodDown: no CPU was busy, or steering did not pay, so every falcon
+	// program is off the path until a CPU is busy (adaptive policy).
 	StoodDown bool              `json:"stood_down"`
 	Load      *LoadReport       `json:"load,omitempty"`
 	Stages    []StageReport     `json:"stages,omitempty"`

@@ -24,7 +24,7 @@ func (r *Report) WriteReady(w io.Writer) {
 	if r.Static {
 		fmt.Fprintf(w, "ready: mode %s applied (no agent needed)\n", r.Mode)
 	} else {
-		fmt.Fprintf(w, "ready: agent pid %d%s\n", r.Pid, map[bool]string{true: " (stood down: steering did not pay)"}[r.StoodDown])
+		fmt.Fprintf(w, "ready: agent pid %d%s\n", r.Pid, map[bool]string{true: " (stood down: off the path)"}[r.StoodDown])
 	}
 }
 
@@ -72,7 +72,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	}
 	if r.StoodDown {
-		fmt.Fprintf(w, "  path       off: steering did not pay here, so no falcon program runs until no CPU is busy\n")
+		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy\n")
 	}
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",

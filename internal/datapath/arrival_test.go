@@ -65,14 +65,14 @@ func arrivals(t *testing.T, clsact bool) {
 	// the last one is counted when the NAPI poll that delivered it returns.
 	var (
 		k    uint32
-		per  []uint64
+		per  []falconDone
 		best uint64
 	)
 	it := d.maps.FalconDone.Iterate()
 	for it.Next(&k, &per) {
 		var sum uint64
 		for _, v := range per {
-			sum += v
+			sum += v.C[0]
 		}
 		best = max(best, sum)
 	}

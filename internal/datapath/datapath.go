@@ -103,13 +103,17 @@ const (
 
 // Config is what the BPF program decides with.
 type Config struct {
-	CPUs      []int         // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
-	Threshold int           // load percent, 0..100
-	Policy    string        // PolicyAdaptive or PolicyPaper; "" = adaptive
-	Engaged   bool          // adaptive: the agent measured that steering pays
-	Draining  bool          // stopping: every flow goes inline, under its guard
-	StoodDown bool          // adaptive: every program detached, since steering did not pay (StandDown)
-	Recheck   time.Duration // a flow's decision is reconsidered after this long
+	CPUs      []int  // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
+	Threshold int    // load percent, 0..100
+	Policy    string // PolicyAdaptive or PolicyPaper; "" = adaptive
+	Engaged   bool   // adaptive: the agent measured that steering pays
+	Draining  bool   // stopping: every flow goes inline, under its guard
+	StoodDown bool   // every program detached: steering did not pay, or nothing to relieve (StandDown)
+	// Epoch: the last stage counts a hook's mark (bpf/falcon.h MARK_*) only
+	// while the mark's epoch is this one, 1..MaxEpoch; forgetting the flows'
+	// counts moves it on, so marks from before never count. 0: Load's 1.
+	Epoch   int
+	Recheck time.Duration // a flow's decision is reconsidered after this long
 	// GuardTimeout: a flow idle this long has nothing left in any queue, so
 	// segments still missing at its next stage were lost; the guard stops
 	// waiting for them (counted).
@@ -189,6 +193,9 @@ func (c Config) Validate() error {
 	if c.StaleAfter < 0 {
 		return fmt.Errorf("stale-after %v is negative", c.StaleAfter)
 	}
+	if c.Epoch < 0 || c.Epoch > MaxEpoch {
+		return fmt.Errorf("epoch %d: want 0..%d", c.Epoch, MaxEpoch)
+	}
 	switch c.Fallback {
 	case "", FallbackInline, FallbackLocal:
 	default:
@@ -261,6 +268,7 @@ func (c Config) toBPF() falconConfig {
 	if c.StoodDown {
 		b.StoodDown = 1
 	}
+	b.Epoch = uint32(c.Epoch)
 	b.Ncpus = uint32(possibleCPUs())
 	if c.PerPacket {
 		b.PerPacket = 1
@@ -286,6 +294,7 @@ func configFromBPF(b *falconConfig) Config {
 		Engaged:      b.Engaged != 0,
 		Draining:     b.Drain != 0,
 		StoodDown:    b.StoodDown != 0,
+		Epoch:        int(b.Epoch),
 		Recheck:      time.Duration(b.RecheckNs),
 		GuardTimeout: time.Duration(b.GuardTimeoutNs),
 		StaleAfter:   time.Duration(b.StaleNs),
@@ -355,6 +364,9 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 	}
 	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{},
 		arrivals: map[hookKey]*attachment{}}
+	if cfg.Epoch == 0 {
+		cfg.Epoch = 1
+	}
 	if err := spec.LoadAndAssign(&d.maps, nil); err != nil {
 		return nil, fmt.Errorf("create BPF maps: %w", err)
 	}
@@ -378,15 +390,15 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 }
 
 // SetConfig replaces the configuration; flowlets whose CPU left the set
-// choose again on their next packet. Engaged, Draining and StoodDown are
-// the agent's running state, not configuration: SetConfig keeps the values
+// choose again on their next packet. Engaged, Draining, StoodDown and
+// Epoch are the running state, not configuration: SetConfig keeps the values
 // in force (SetEngaged, SetDraining and StandDown change them; Load takes
 // the first ones).
 func (d *Datapath) SetConfig(cfg Config) error {
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	cur := d.Config()
-	cfg.Engaged, cfg.Draining, cfg.StoodDown = cur.Engaged, cur.Draining, cur.StoodDown
+	cfg.Engaged, cfg.Draining, cfg.StoodDown, cfg.Epoch = cur.Engaged, cur.Draining, cur.StoodDown, cur.Epoch
 	return d.setConfig(cfg)
 }
 

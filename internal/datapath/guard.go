@@ -91,9 +91,9 @@ func (g *guardState) detachTracing() error {
 // detached costs the machine nothing, not even a program run per NAPI
 // poll. Every hook, split hook and arrival counter must be detached
 // first, and are attached again only after: packets pass uncounted while
-// it stands down, so coming back forgets every flow's counts, and a flow
-// the new hooks see while young stays inline until it pauses, as after
-// the first attach. The state shows in Config().StoodDown.
+// it stands down, so coming back forgets every flow's counts and moves the
+// epoch on; the hooks' marks then tell their own packets from the older
+// ones, as after the first attach. The state shows in Config().StoodDown.
 func (d *Datapath) StandDown(on bool) error {
 	d.mu.Lock()
 	attached := len(d.hooks) + len(d.splits) + len(d.arrivals)
@@ -119,8 +119,16 @@ func (d *Datapath) StandDown(on bool) error {
 	return d.setState(func(c *Config) { c.StoodDown = false })
 }
 
-// forgetFlows empties the guard's per-flow counts.
+// MaxEpoch is the largest epoch a mark carries (bpf/falcon.h MARK_EPOCH).
+const MaxEpoch = 0x3ff
+
+// forgetFlows empties the guard's per-flow counts and moves the epoch on:
+// a marked packet still queued from before must not count against the
+// counts that start now.
 func (d *Datapath) forgetFlows() error {
+	if err := d.setState(func(c *Config) { c.Epoch = c.Epoch%MaxEpoch + 1 }); err != nil {
+		return err
+	}
 	for _, m := range []*ebpf.Map{d.maps.FalconFlowlets, d.maps.FalconDone} {
 		var keys [][]byte
 		var k any // nil: the first key
@@ -283,6 +291,7 @@ func (d *Datapath) Steered() (Pending, error) {
 		v falconFlowlet
 		p Pending
 	)
+	slots := map[uint32]int{} // hook id: its done slot
 	it := d.maps.FalconFlowlets.Iterate()
 	for it.Next(&k, &v) {
 		// Signed: a packet may have stamped the entry after now was read.
@@ -290,13 +299,22 @@ func (d *Datapath) Steered() (Pending, error) {
 			continue
 		}
 		p.Flows++
-		var per []uint64
+		slot, ok := slots[k.Hook]
+		if !ok {
+			var h falconHook
+			if err := d.maps.FalconHooks.Lookup(k.Hook, &h); err != nil {
+				return p, fmt.Errorf("read hook %d: %w", k.Hook, err)
+			}
+			slot = doneSlot(h.Role)
+			slots[k.Hook] = slot
+		}
+		var per []falconDone
 		if d.maps.FalconDone.Lookup(&k.Flowhash, &per) != nil {
 			per = nil
 		}
 		var done uint64
 		for _, c := range per {
-			done += c
+			done += c.C[slot]
 		}
 		if out := int64(v.Base + v.Sent - done); out > 0 {
 			p.InFlight += uint64(out)
@@ -305,29 +323,17 @@ func (d *Datapath) Steered() (Pending, error) {
 	return p, it.Err()
 }
 
+// doneSlot is bpf/choose.h's done_slot: the count a hook of this role
+// compares its sent with.
+func doneSlot(role uint32) int {
+	switch role {
+	case roleNIC:
+		return 1
+	case roleOverlay:
+		return 2
+	}
+	return 0
+}
+
 // targetFallback is TARGET_FALLBACK (bpf/falcon.h): the next stage inline.
 const targetFallback = 0xffffffff
-
-// MarkYoung makes every active hook count as attached now: a flow a hook
-// first sees within the guard timeout from now stays inline until it
-// pauses. The agent calls it when the path behind the hooks changed under
-// packets already on it (RPS set on the devices), which no count covers.
-func (d *Datapath) MarkYoung() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.attachClock()
-	for id := uint32(0); id < MaxHooks; id++ {
-		var h falconHook
-		if err := d.maps.FalconHooks.Lookup(id, &h); err != nil {
-			return fmt.Errorf("read hook %d: %w", id, err)
-		}
-		if h.Active == 0 {
-			continue
-		}
-		h.AttachedNs = now
-		if err := d.maps.FalconHooks.Put(id, &h); err != nil {
-			return fmt.Errorf("write hook %d: %w", id, err)
-		}
-	}
-	return nil
-}

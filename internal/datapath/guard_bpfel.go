@@ -27,6 +27,7 @@ type guardConfig struct {
 	Ncpus          uint32
 	Drain          uint32
 	StoodDown      uint32
+	Epoch          uint32
 	Nports         uint32
 	Ports          [8]uint16
 	Cpus           [1024]uint32
@@ -34,6 +35,7 @@ type guardConfig struct {
 	SplitN         uint32
 	SplitProto     uint32
 	SplitCpus      [1024]uint32
+	_              [4]byte
 }
 
 type guardCounters struct {
@@ -56,6 +58,11 @@ type guardDebug struct {
 	Action   uint32
 	Cur      uint32
 	Seq      uint64
+}
+
+type guardDone struct {
+	_ structs.HostLayout
+	C [3]uint64
 }
 
 type guardFlowlet struct {
@@ -99,9 +106,11 @@ type guardLoad struct {
 }
 
 type guardPending struct {
-	_    structs.HostLayout
-	Fh   uint32
-	Segs uint32
+	_     structs.HostLayout
+	Fh    uint32
+	Segs  uint32
+	Marks uint32
+	Pad   uint32
 }
 
 type guardStageDev struct {

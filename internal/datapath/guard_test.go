@@ -10,15 +10,21 @@ import (
 	"github.com/falconnet/falcon/internal/steer"
 )
 
-// arrive records n segments of flow fh reaching the last stage, as guard.c
-// does at a container's receive.
-func (h *harness) arrive(fh uint32, n uint64) {
+// arrive records n segments of flow fh reaching the last stage with the
+// marks of both hooks, as guard.c does at a container's receive.
+func (h *harness) arrive(fh uint32, n uint64) { h.arriveIn(fh, n, 0, 1, 2) }
+
+// arriveIn records n segments in the given done slots only: slot 0 alone
+// is an arrival no hook marked (it passed before the hooks).
+func (h *harness) arriveIn(fh uint32, n uint64, slots ...int) {
 	h.t.Helper()
-	vals := make([]uint64, possibleCPUs())
+	vals := make([]falconDone, possibleCPUs())
 	if err := h.d.maps.FalconDone.Lookup(&fh, &vals); err != nil {
-		vals = make([]uint64, possibleCPUs())
+		vals = make([]falconDone, possibleCPUs())
 	}
-	vals[0] += n
+	for _, s := range slots {
+		vals[0].C[s] += n
+	}
 	if err := h.d.maps.FalconDone.Put(&fh, vals); err != nil {
 		h.t.Fatal(err)
 	}
@@ -235,35 +241,44 @@ func TestTwinAdaptive(t *testing.T) {
 	}
 }
 
-// TestGuardYoungHook: a flow a hook first sees while the hook is younger
-// than the guard timeout may have packets queued from before the hook, in
-// no count: it stays inline until it has idled for the timeout.
-func TestGuardYoungHook(t *testing.T) {
-	cfg := testConfig()
-	cfg.Policy = PolicyPaper
-	cfg.PerPacket = false
-	cfg.Recheck = 0
-	cfg.GuardTimeout = 60 * time.Millisecond
+// TestGuardFromFirstPacket: a flow a tc hook first sees right after its
+// attach may have packets from before the hook queued, which no hook
+// counted and none marked. Its guard is exact from the first packet all
+// the same: arrivals without the hook's mark do not release a move, the
+// hook's own do, and nothing waits for the flow to pause.
+func TestGuardFromFirstPacket(t *testing.T) {
+	cfg := guardOnlyConfig()
+	cfg.CPUs = []int{8, 9}
 	h := newHarness(t, cfg)
-	h.d.clock = nil // stamp attachments now
+	h.d.clock = nil // stamp attachments now: the hook is young
 	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: HookOnOverlay, NextIfindex: 9})
-	h.setLoad(nil, 0, true)
-	pkt := frame(tcp4, pktOpts{})
-	for i := range 20 {
-		if r := h.run(HookOnOverlay, pkt); steer.Kind(r.dbg.Kind) != steer.Fallback {
-			t.Fatalf("packet %d of a flow older than the hook: kind %v, want inline", i, steer.Kind(r.dbg.Kind))
-		}
+	f := udp4
+	for h1 := steer.Hash32(f.hash() + 9); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + 9) {
+		f.sport++
 	}
-	time.Sleep(150 * time.Millisecond)
-	h.setLoad(nil, 0, true)
-	if r := h.run(HookOnOverlay, pkt); steer.Kind(r.dbg.Kind) == steer.Fallback {
-		t.Fatalf("after an idle timeout: still inline (kind %v)", steer.Kind(r.dbg.Kind))
+	pkt, fh := frame(f, pktOpts{}), f.hash()
+	load := make([]uint32, 10)
+	for i := range 8 {
+		load[i] = 100
 	}
-	c, err := h.d.Counters()
-	if err != nil {
-		t.Fatal(err)
+	h.setLoad(load, 0, true)
+	r := h.run(HookOnOverlay, pkt)
+	first := int(r.dbg.Target)
+	if first != 8 && first != 9 {
+		t.Fatalf("first packet of a flow older than the hook: target %d kind %v, want steered to 8 or 9",
+			first, steer.Kind(r.dbg.Kind))
 	}
-	if c.Holds < 20 || c.Moved != 1 {
-		t.Errorf("holds %d moved %d, want at least 20 and 1", c.Holds, c.Moved)
+	for range 9 {
+		h.run(HookOnOverlay, pkt)
+	}
+	load[first] = 100
+	h.setLoad(load, 0, true)
+	h.arriveIn(fh, 50, 0) // older packets, unmarked: they release nothing
+	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != first {
+		t.Fatalf("moved to %d on arrivals the hook never counted", r.dbg.Target)
+	}
+	h.arriveIn(fh, 11, 0, 2) // the hook's own 11, marked
+	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != 17-first {
+		t.Fatalf("all of the hook's packets arrived: target %d, want the move to %d", r.dbg.Target, 17-first)
 	}
 }

@@ -27,6 +27,7 @@ type splitConfig struct {
 	Ncpus          uint32
 	Drain          uint32
 	StoodDown      uint32
+	Epoch          uint32
 	Nports         uint32
 	Ports          [8]uint16
 	Cpus           [1024]uint32
@@ -34,6 +35,7 @@ type splitConfig struct {
 	SplitN         uint32
 	SplitProto     uint32
 	SplitCpus      [1024]uint32
+	_              [4]byte
 }
 
 type splitCounters struct {
@@ -56,6 +58,11 @@ type splitDebug struct {
 	Action   uint32
 	Cur      uint32
 	Seq      uint64
+}
+
+type splitDone struct {
+	_ structs.HostLayout
+	C [3]uint64
 }
 
 type splitFlowlet struct {

@@ -62,13 +62,17 @@ func TestStandDown(t *testing.T) {
 	if err := d.maps.FalconFlowlets.Put(&fk, &falconFlowlet{Sent: 5}); err != nil {
 		t.Fatal(err)
 	}
-	per := make([]uint64, possibleCPUs())
-	per[0] = 3
+	per := make([]falconDone, possibleCPUs())
+	per[0].C[0] = 3
+	epoch := d.Config().Epoch
 	if err := d.maps.FalconDone.Put(uint32(7), per); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.StandDown(false); err != nil {
 		t.Fatal(err)
+	}
+	if d.Config().Epoch == epoch {
+		t.Errorf("came back in epoch %d: marks from before would count", epoch)
 	}
 	if d.Config().StoodDown || len(d.guard.links) != 2 {
 		t.Errorf("after coming back: StoodDown %v, %d guard links (want false, 2)", d.Config().StoodDown, len(d.guard.links))

@@ -124,8 +124,8 @@ func TestSteeringOnTestbed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// Flows first seen while the hooks are younger than the guard
-		// timeout stay inline: they may have packets from before queued.
+		// Let packets from before the hooks (the kernel's hash, spread
+		// by RPS where it is set) leave the queues, as the agent does.
 		time.Sleep(cfg.GuardTimeout)
 	}
 	attach()
