@@ -66,7 +66,7 @@ func indexOf(cpus []int, cpu int) int {
 // stage when counting began. Times are nanoseconds.
 type Entry struct {
 	Target          int
-	Unsure          bool // made while packets from before the hook may be queued
+	Unsure          bool // split hooks: made while packets from before the hook may be queued
 	LastSeen        uint64
 	NextCheck       uint64
 	Sent, Base      uint64
