@@ -15,6 +15,26 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 )
 
+// FuzzParseSize: a size is bytes in range or an error; FormatSize writes it
+// the way ParseSize reads it.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"16", "1400", "4K", "4KiB", "64k", "1M", "65507", "16 B", "4 KiB", "1 MiB", "0", "-4K", "2M", "4KB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := ParseSize(s)
+		if err != nil {
+			return
+		}
+		if n < MinSize || n > MaxSize {
+			t.Fatalf("ParseSize(%q) = %d, out of range", s, n)
+		}
+		if back, err := ParseSize(FormatSize(n)); back != n || err != nil {
+			t.Fatalf("ParseSize(%q) = %d; FormatSize %q reads back as %d, %v", s, n, FormatSize(n), back, err)
+		}
+	})
+}
+
 // FuzzResolve: bench's list flags (--modes with the mode specs, --workloads,
 // --sizes, --flows, the CPU lists, --containers, --baseline) resolve to a
 // config or a *ConfigError, never a panic; a config written back as flags
