@@ -103,8 +103,11 @@ func ParseSize(s string) (int, error) {
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("bad size %q (want bytes, e.g. 16, 1400, 4K, 64K)", s)
 	}
+	if n > MaxSize/mult { // before multiplying: a wrapped product may land in range
+		return 0, fmt.Errorf("size %q out of range: %d B .. %s", s, MinSize, FormatSize(MaxSize))
+	}
 	n *= mult
-	if n < MinSize || n > MaxSize {
+	if n < MinSize {
 		return 0, fmt.Errorf("size %q out of range: %d B .. %s", s, MinSize, FormatSize(MaxSize))
 	}
 	return n, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math/big"
 	"os"
 	"reflect"
 	"strconv"
@@ -28,6 +29,14 @@ func FuzzParseSize(f *testing.F) {
 		}
 		if n < MinSize || n > MaxSize {
 			t.Fatalf("ParseSize(%q) = %d, out of range", s, n)
+		}
+		// No unit makes a size smaller than its number.
+		digits := strings.TrimLeft(strings.TrimSpace(s), "+")
+		if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
+			digits = digits[:i]
+		}
+		if num, ok := new(big.Int).SetString(digits, 10); ok && num.Cmp(big.NewInt(int64(n))) > 0 {
+			t.Fatalf("ParseSize(%q) = %d, less than the number written", s, n)
 		}
 		if back, err := ParseSize(FormatSize(n)); back != n || err != nil {
 			t.Fatalf("ParseSize(%q) = %d; FormatSize %q reads back as %d, %v", s, n, FormatSize(n), back, err)
