@@ -353,7 +353,7 @@ func outerClean(pkt []byte) bool {
 func (d *drill) report(n int, elapsed time.Duration) {
 	t := d.t
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d packets through each program in %v (%.0f packets/s, 4 test runs each)\n", n,
+	fmt.Fprintf(&b, "%d packets, each offered to the four programs, in %v (%.0f packets/s)\n", n,
 		elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 	fmt.Fprintf(&b, "packets by class:\n")
 	for _, c := range sortedKeys(d.classes) {
