@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit demo generate vet fmt clean test-kernels
+.PHONY: build test unit demo generate vet fmt clean test-kernels fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
@@ -20,6 +20,17 @@ test: build vet
 KERNELS ?= 6.1 6.12
 test-kernels:
 	scripts/kernels/run.sh $(KERNELS)
+
+# Native Go fuzzing of the parsers of everything falcon reads (procfs, CPU
+# lists, mode specs and flags, results files): each FuzzXxx target for
+# FUZZTIME, one after the other. Their seed corpora (testdata/fuzz and the
+# recorded files) already run in every go test; an input that fails is left
+# in testdata/fuzz/<target>/ as the regression seed of its fix. The BPF
+# programs have their own drill: FALCON_FUZZ_PACKETS=1000000 go test -run
+# TestFuzzDrill ./internal/datapath (root).
+FUZZTIME ?= 30s
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
 
 unit:
 	$(GO) test -count=1 -short ./...

@@ -86,8 +86,9 @@ const (
 	MaxUDPSize = 65507
 )
 
-// ParseSize reads a message size: "16", "1400", "4K", "4KiB", "64k", "1M".
-// K and M are binary (1024) multiples, as the papers' "64 KB" means.
+// ParseSize reads a message size: "16", "1400", "4K", "4KiB", "64k", "1M",
+// and FormatSize's "16 B", "4 KiB". K and M are binary (1024) multiples, as
+// the papers' "64 KB" means.
 func ParseSize(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "i")
@@ -98,12 +99,15 @@ func ParseSize(s string) (int, error) {
 	case strings.HasSuffix(t, "M"), strings.HasSuffix(t, "m"):
 		mult, t = 1<<20, t[:len(t)-1]
 	}
-	n, err := strconv.Atoi(t)
+	n, err := strconv.Atoi(strings.TrimSpace(t)) // a space may part number and unit
 	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("bad size %q (want bytes, e.g. 16, 1400, 4K, 64K)", s)
 	}
+	if n > MaxSize/mult { // before multiplying: a wrapped product may land in range
+		return 0, fmt.Errorf("size %q out of range: %d B .. %s", s, MinSize, FormatSize(MaxSize))
+	}
 	n *= mult
-	if n < MinSize || n > MaxSize {
+	if n < MinSize {
 		return 0, fmt.Errorf("size %q out of range: %d B .. %s", s, MinSize, FormatSize(MaxSize))
 	}
 	return n, nil

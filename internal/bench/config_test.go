@@ -20,7 +20,7 @@ func TestParseSize(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K"} {
+	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K", "17592186044417M"} {
 		if got, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
 		}

@@ -111,15 +111,24 @@ func ReadFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
+	f, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Decode reads the contents of a results file.
+func Decode(b []byte) (*File, error) {
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("%s: not a falcon results file: %v", path, err)
+		return nil, fmt.Errorf("not a falcon results file: %v", err)
 	}
 	if f.Format > Format {
-		return nil, fmt.Errorf("%s: results format %d is newer than this falcon reads (%d)", path, f.Format, Format)
+		return nil, fmt.Errorf("results format %d is newer than this falcon reads (%d)", f.Format, Format)
 	}
 	if f.Results == nil {
-		return nil, fmt.Errorf("%s: not a falcon results file (no \"results\")", path)
+		return nil, fmt.Errorf("not a falcon results file (no \"results\")")
 	}
 	return &f, nil
 }

@@ -23,8 +23,14 @@ func Of(cpus ...int) Set {
 	return slices.Compact(c)
 }
 
+// MaxID is the largest CPU id Linux can have: CONFIG_NR_CPUS tops out at
+// 8192 (x86 with MAXSMP, powerpc). Parsers refuse larger ids rather than
+// size anything by them (a mask, a per-CPU row, a loop up to the id).
+const MaxID = 8191
+
 // Parse reads the kernel's CPU list syntax ("0-3,6"). The result is sorted
-// and free of duplicates; an empty list is an error.
+// and free of duplicates; an empty list is an error, and so is an id
+// above MaxID.
 func Parse(s string) (Set, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -43,8 +49,8 @@ func Parse(s string) (Set, error) {
 				return nil, fmt.Errorf("bad CPU list %q: %q is not a range (like 2-5)", s, part)
 			}
 		}
-		if b-a > 1<<16 {
-			return nil, fmt.Errorf("bad CPU list %q: range %q too large", s, part)
+		if b > MaxID {
+			return nil, fmt.Errorf("bad CPU list %q: CPU %d is beyond the largest id Linux has (%d)", s, b, MaxID)
 		}
 		for c := a; c <= b; c++ {
 			out = append(out, c)

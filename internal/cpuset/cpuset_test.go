@@ -16,7 +16,7 @@ func TestParseFormat(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "a", "-1", "3-1", "1-", "0,,x", "0-99999999"} {
+	for _, in := range []string{"", "a", "-1", "3-1", "1-", "0,,x", "0-99999999", "8192", "9223372036854775807"} {
 		if got, err := Parse(in); err == nil {
 			t.Errorf("Parse(%q) = %v, want an error", in, got)
 		}

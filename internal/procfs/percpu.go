@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/falconnet/falcon/internal/cpuset"
 )
 
 // Softirqs is /proc/softirqs: softirq name ("NET_RX") -> count per CPU,
@@ -25,7 +27,7 @@ func parseCPUHeader(line string) ([]int, error) {
 	var cpus []int
 	for _, f := range strings.Fields(line) {
 		n, err := strconv.Atoi(strings.TrimPrefix(f, "CPU"))
-		if !strings.HasPrefix(f, "CPU") || err != nil || n < 0 {
+		if !strings.HasPrefix(f, "CPU") || err != nil || n < 0 || n > cpuset.MaxID { // rows are as wide as the largest id
 			return nil, fmt.Errorf("bad CPU column %q in header", f)
 		}
 		cpus = append(cpus, n)
