@@ -186,6 +186,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // the containers a minute.
 func TestDrillContainerChurn(t *testing.T) {
 	needTestbed(t)
+	noMemProfile(t)
 	dur := envDuration(t, "FALCON_DRILL_CHURN", time.Minute)
 	rate := envInt(t, "FALCON_DRILL_CHURN_RATE", 100)
 	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)

@@ -134,6 +134,7 @@ func TestDrillSoak(t *testing.T) {
 		t.Skip("a soak of minutes: FALCON_DRILL_SOAK=10m runs it")
 	}
 	needTestbed(t)
+	noMemProfile(t)
 	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
 		t.Skip(err)
 	}
