@@ -80,18 +80,20 @@ func runMixed(ctx context.Context, t *testing.T, tb *testbed.Testbed, d time.Dur
 			res.retransmits += r.Retransmits
 		}
 	}()
+	last := time.Duration(0)
 	for next := time.Minute; time.Since(start) < d; {
 		time.Sleep(min(time.Second, d-time.Since(start)))
 		if el := time.Since(start); el >= next && during != nil {
 			during(el)
+			last = el
 			next += time.Minute
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	if during != nil {
-		during(time.Since(start)) // the end, while the traffic still runs
+	if el := time.Since(start); during != nil && el-last > 5*time.Second {
+		during(el) // the end, while the traffic still runs
 	}
 	wg.Wait()
 	stopTCP()
