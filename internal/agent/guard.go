@@ -45,7 +45,11 @@ func (m *falconMode) syncStages(h *Host, ov *discover.Overlay) error {
 		m.stages = map[datapath.StageDev]datapath.Hook{}
 	}
 	for s, hk := range m.stages {
-		if _, ok := want[s]; ok {
+		// The key names a namespace by its inode, which the kernel hands
+		// on: a container gone and a new one that got its inode and
+		// ifindex, seen in one look, share it. The entry is still the old
+		// end's (its arrival counter, its hook in the state) until replaced.
+		if d, ok := want[s]; ok && d.Netns == hk.Netns && d.Ifindex == hk.Ifindex {
 			continue
 		}
 		if s.Last {

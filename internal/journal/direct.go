@@ -7,7 +7,7 @@ func Read(netns, path string) (string, error) {
 		return "", err
 	}
 	var v string
-	err := inNetns(netns, needsSysfs([]Change{{Path: path}}), func(uint64) error {
+	err := inNetns(netns, needsSysfs([]Change{{Path: path}}), func(nsID) error {
 		var err error
 		v, err = readValue(path)
 		return err
@@ -23,5 +23,5 @@ func Write(netns, path, value string) error {
 	if err := checkPath(path); err != nil {
 		return err
 	}
-	return inNetns(netns, needsSysfs([]Change{{Path: path}}), func(uint64) error { return writeValue(path, value) })
+	return inNetns(netns, needsSysfs([]Change{{Path: path}}), func(nsID) error { return writeValue(path, value) })
 }

@@ -16,20 +16,22 @@ import (
 	"sync"
 
 	"github.com/falconnet/falcon/internal/fileutil"
-	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Entry is one value falcon changed. Netns is "" for the namespace the
 // journal's owner runs in, a name under /run/netns, or a path such as
-// /proc/PID/ns/net. NetnsIno pins the namespace itself: a PID (and so a
-// /proc path) can be reused by another namespace after the container is gone,
-// and a value must never be "restored" into a stranger.
+// /proc/PID/ns/net. NetnsIno and NetnsCookie pin the namespace itself: a
+// PID (and so a /proc path) can be reused by another namespace after the
+// container is gone, and so can the inode (the kernel hands a freed one to
+// the next namespace it makes), and a value must never be "restored" into a
+// stranger. The cookie is 0 where the kernel has none (before 5.14).
 type Entry struct {
-	Netns    string `json:"netns,omitempty"`
-	NetnsIno uint64 `json:"netns_ino"`
-	Path     string `json:"path"`
-	Old      string `json:"old"`
-	New      string `json:"new"`
+	Netns       string `json:"netns,omitempty"`
+	NetnsIno    uint64 `json:"netns_ino"`
+	NetnsCookie uint64 `json:"netns_cookie,omitempty"`
+	Path        string `json:"path"`
+	Old         string `json:"old"`
+	New         string `json:"new"`
 }
 
 // Change is a value to write: Path is absolute, under /sys or /proc/sys.
@@ -92,9 +94,11 @@ func (j *Journal) save() error {
 	return fileutil.WriteJSON(j.file, fileFormat{Version: 1, Entries: j.entries}, 0o600)
 }
 
-func (j *Journal) find(ino uint64, path string) int {
+func (e Entry) id() nsID { return nsID{e.NetnsIno, e.NetnsCookie} }
+
+func (j *Journal) find(id nsID, path string) int {
 	for i, e := range j.entries {
-		if e.NetnsIno == ino && e.Path == path {
+		if e.id().same(id) && e.Path == path {
 			return i
 		}
 	}
@@ -138,7 +142,7 @@ func (j *Journal) ApplyFunc(netns string, fn func() ([]Change, error)) error {
 func (j *Journal) apply(netns string, sysfs bool, fn func() ([]Change, error)) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return inNetns(netns, sysfs, func(ino uint64) error {
+	return inNetns(netns, sysfs, func(id nsID) error {
 		changes, err := fn()
 		if err != nil {
 			return err
@@ -149,7 +153,7 @@ func (j *Journal) apply(netns string, sysfs bool, fn func() ([]Change, error)) e
 			if err != nil {
 				return err
 			}
-			i := j.find(ino, c.Path)
+			i := j.find(id, c.Path)
 			switch {
 			case i >= 0:
 				j.entries[i].New = c.Value
@@ -157,7 +161,8 @@ func (j *Journal) apply(netns string, sysfs bool, fn func() ([]Change, error)) e
 					todo = append(todo, c)
 				}
 			case cur != c.Value:
-				j.entries = append(j.entries, Entry{Netns: netns, NetnsIno: ino, Path: c.Path, Old: cur, New: c.Value})
+				j.entries = append(j.entries, Entry{Netns: netns, NetnsIno: id.ino, NetnsCookie: id.cookie,
+					Path: c.Path, Old: cur, New: c.Value})
 				todo = append(todo, c)
 			}
 		}
@@ -193,10 +198,10 @@ func (j *Journal) Restore() error {
 		if done[last] {
 			continue
 		}
-		ns, ino := j.entries[last].Netns, j.entries[last].NetnsIno
+		ns, id := j.entries[last].Netns, j.entries[last].id()
 		var idx []int
 		for i := last; i >= 0; i-- {
-			if !done[i] && j.entries[i].NetnsIno == ino && j.entries[i].Netns == ns {
+			if !done[i] && j.entries[i].id() == id && j.entries[i].Netns == ns {
 				idx = append(idx, i)
 				done[i] = true
 			}
@@ -205,7 +210,7 @@ func (j *Journal) Restore() error {
 		for _, i := range idx {
 			group = append(group, Change{Path: j.entries[i].Path, Value: j.entries[i].Old})
 		}
-		err := inNetnsIno(ns, ino, needsSysfs(group), func() error {
+		err := inNetnsID(ns, id, needsSysfs(group), func() error {
 			for k, i := range idx {
 				werr := writeValue(group[k].Path, group[k].Value)
 				if werr != nil && !gone(werr) {
@@ -242,18 +247,17 @@ func (j *Journal) Restore() error {
 func (j *Journal) Prune() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	alive := map[string]bool{}
+	live := map[string]bool{}
 	n := len(j.entries)
 	j.entries = slices.DeleteFunc(j.entries, func(e Entry) bool {
 		if e.Netns == "" {
 			return false
 		}
-		k := fmt.Sprintf("%s\x00%d", e.Netns, e.NetnsIno)
-		ok, seen := alive[k]
+		k := fmt.Sprintf("%s\x00%d\x00%d", e.Netns, e.NetnsIno, e.NetnsCookie)
+		ok, seen := live[k]
 		if !seen {
-			ino, err := netns.Inode(e.Netns)
-			ok = err != nil && !errors.Is(err, os.ErrNotExist) || ino == e.NetnsIno || findNetns(e.NetnsIno) != ""
-			alive[k] = ok
+			ok = alive(e.Netns, e.id())
+			live[k] = ok
 		}
 		return !ok
 	})

@@ -253,3 +253,87 @@ func TestMovedNetns(t *testing.T) {
 		t.Errorf("rps_cpus %q after restore through %s, want 0", got, proc)
 	}
 }
+
+// TestRecycledInode: the kernel gives a new namespace the inode of one
+// destroyed before (nsfs inodes come from proc's lowest-free allocator), as
+// container churn does all the time. The gone namespace's entries must
+// not stand for the new one's values (Apply), nor be written into it
+// (Restore), nor be kept alive by it (Prune).
+func TestRecycledInode(t *testing.T) {
+	for _, prune := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prune=%v", prune), func(t *testing.T) {
+			a, host := setup(t)
+			j, _ := Open(filepath.Join(t.TempDir(), "journal.json"))
+			if err := j.Apply(a, []Change{{ctrRPS, "1"}}); err != nil { // a's own value was 0
+				t.Fatal(err)
+			}
+			ino, err := netns.Inode(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ip(t, "link", "del", host)
+			ip(t, "netns", "del", a)
+			b := recycle(t, ino, fmt.Sprintf("fct%dr", os.Getpid()))
+			ip(t, "-n", b, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+			if err := netns.WithSysfs(b, func(string) error { return writeValue(ctrRPS, "1") }); err != nil {
+				t.Fatal(err)
+			}
+			if prune {
+				if err := j.Prune(); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(j.Entries()); n != 0 {
+					t.Errorf("Prune kept %d entries of the gone namespace: %+v", n, j.Entries())
+				}
+			}
+			if err := j.Apply(b, []Change{{ctrRPS, "0"}}); err != nil { // b's own value is 1
+				t.Fatal(err)
+			}
+			var own int
+			for _, e := range j.Entries() {
+				if e.Netns == b && e.Old == "1" {
+					own++
+				}
+			}
+			if own != 1 {
+				t.Errorf("the new namespace's value is not recorded as its own: %+v", j.Entries())
+			}
+			if err := j.Restore(); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(t, b, ctrRPS); got != "1" {
+				t.Errorf("the new namespace's rps_cpus = %q after restore, want its own 1 (the gone one's was 0)", got)
+			}
+			if n := len(j.Entries()); n != 0 {
+				t.Errorf("%d entries left: %+v", n, j.Entries())
+			}
+		})
+	}
+}
+
+// recycle makes namespaces named prefix<k> until one gets inode ino, of a
+// namespace just removed, and returns its name; it skips the test if none
+// does within 10 s. The kernel hands out the lowest free inode, so probes
+// that got a lower one are kept (using up the lower ones freed meanwhile)
+// and the others removed again; every probe goes when the test ends.
+func recycle(t *testing.T, ino uint64, prefix string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for k := 0; time.Now().Before(deadline); k++ {
+		ns := fmt.Sprintf("%s%d", prefix, k)
+		ip(t, "netns", "add", ns)
+		got, err := netns.Inode(ns)
+		switch {
+		case err == nil && got == ino:
+			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+			return ns
+		case err == nil && got < ino:
+			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		default:
+			exec.Command("ip", "netns", "del", ns).Run()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Skipf("no new namespace got the inode %d of one just removed", ino)
+	return ""
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -18,15 +17,29 @@ var (
 	errNetnsGone = errors.New("network namespace gone")
 )
 
-// inNetns runs fn inside namespace name; with sysfs, /sys there shows that
-// namespace's devices. Where /sys or /proc/sys is mounted read-only, as in
-// an unprivileged Kubernetes pod, fn runs in a private mount namespace where
-// they are writable; that namespace never leaves fn's thread.
-func inNetns(name string, sysfs bool, fn func(ino uint64) error) error {
+// nsID names a namespace: its inode, which the kernel hands to a new
+// namespace once this one is gone, and its cookie, which it never reuses
+// (netns.Cookie; 0 where unknown: a kernel before 5.14, or an entry
+// written before cookies were recorded).
+type nsID struct{ ino, cookie uint64 }
+
+// same says whether id and o name one namespace: the inodes agree and so
+// do the cookies, where both are known.
+func (id nsID) same(o nsID) bool {
+	return id.ino == o.ino && (id.cookie == o.cookie || id.cookie == 0 || o.cookie == 0)
+}
+
+// inNetns runs fn inside namespace name, with its identity; with sysfs,
+// /sys there shows that namespace's devices. Where /sys or /proc/sys is
+// mounted read-only, as in an unprivileged Kubernetes pod, fn runs in a
+// private mount namespace where they are writable; that namespace never
+// leaves fn's thread.
+func inNetns(name string, sysfs bool, fn func(id nsID) error) error {
 	ino, err := netns.Inode(name)
 	if err != nil {
 		return err
 	}
+	run := func() error { return fn(nsID{ino, netns.Cookie()}) }
 	roProc := readOnly("/proc/sys")
 	roSys := sysfs && name == "" && readOnly("/sys")
 	switch {
@@ -37,12 +50,12 @@ func inNetns(name string, sysfs bool, fn func(ino uint64) error) error {
 					return err
 				}
 			}
-			return fn(ino)
+			return run()
 		})
 	case roProc || roSys:
-		return privateMounts(name, roSys, roProc, func() error { return fn(ino) })
+		return privateMounts(name, roSys, roProc, run)
 	default:
-		return netns.Do(name, func() error { return fn(ino) })
+		return netns.Do(name, run)
 	}
 }
 
@@ -58,38 +71,38 @@ func privateMounts(name string, sys, proc bool, fn func() error) error {
 		}
 		defer target.Close()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread's mounts are private
+	var ferr error
+	netns.OnThread(func() bool { // never reused: the thread's mounts are private
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- fmt.Errorf("private mount namespace: %w", err)
-			return
+			ferr = fmt.Errorf("private mount namespace: %w", err)
+			return false
 		}
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			errc <- fmt.Errorf("make mounts private: %w", err)
-			return
+			ferr = fmt.Errorf("make mounts private: %w", err)
+			return false
 		}
 		if target != nil {
 			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-				errc <- fmt.Errorf("enter network namespace %q: %w", name, err)
-				return
+				ferr = fmt.Errorf("enter network namespace %q: %w", name, err)
+				return false
 			}
 		}
 		if sys {
 			if err := remountRW("/sys"); err != nil {
-				errc <- err
-				return
+				ferr = err
+				return false
 			}
 		}
 		if proc {
 			if err := remountRW("/proc/sys"); err != nil {
-				errc <- err
-				return
+				ferr = err
+				return false
 			}
 		}
-		errc <- fn()
-	}()
-	return <-errc
+		ferr = fn()
+		return false
+	})
+	return ferr
 }
 
 // remountRW makes the mount holding path writable (in the caller's private
@@ -112,9 +125,10 @@ func readOnly(path string) bool {
 	return unix.Statfs(path, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }
 
-// inNetnsIno is inNetns for a namespace that must still be the one with
-// inode ino; errNetnsGone if it is not there any more.
-func inNetnsIno(name string, ino uint64, sysfs bool, fn func() error) error {
+// inNetnsID is inNetns for a namespace that must still be the one id
+// names; errNetnsGone if it is not there any more.
+func inNetnsID(name string, id nsID, sysfs bool, fn func() error) error {
+	ino := id.ino
 	cur, err := netns.Inode(name)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -130,7 +144,34 @@ func inNetnsIno(name string, ino uint64, sysfs bool, fn func() error) error {
 			return errNetnsGone
 		}
 	}
-	return inNetns(name, sysfs, func(uint64) error { return fn() })
+	return inNetns(name, sysfs, func(now nsID) error {
+		if !now.same(id) {
+			return errNetnsGone // the inode went to another namespace
+		}
+		return fn()
+	})
+}
+
+// alive says whether the namespace id names still exists, under name or
+// another path (see inNetnsID); true also when that cannot be told.
+func alive(name string, id nsID) bool {
+	ino, err := netns.Inode(name)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if err != nil || ino != id.ino {
+		if name = findNetns(id.ino); name == "" {
+			return false
+		}
+	}
+	if id.cookie == 0 {
+		return true
+	}
+	var now uint64
+	if err := netns.Do(name, func() error { now = netns.Cookie(); return nil }); err != nil {
+		return true
+	}
+	return nsID{id.ino, now}.same(id)
 }
 
 // findNetns looks for a path to the namespace with inode ino: bind mounts

@@ -57,6 +57,24 @@ func Check(name string) error {
 	return nil
 }
 
+// Cookie returns the cookie of the calling thread's network namespace
+// (SO_NETNS_COOKIE, Linux 5.14+), 0 where the kernel has none. Unlike the
+// inode, which the kernel hands to a new namespace once the old one is
+// gone (nsfs inodes come from proc's lowest-free allocator), a cookie is
+// never reused. Call it inside the namespace (Do, WithSysfs).
+func Cookie() uint64 {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0
+	}
+	return c
+}
+
 // Inode returns the inode that identifies namespace name, the number the
 // kernel's struct net carries (net->ns.inum): unlike a path such as
 // /proc/PID/ns/net, it names the namespace for as long as it lives. ""
@@ -90,40 +108,67 @@ func Do(name string, fn func() error) error {
 	}
 	defer target.Close()
 
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	var ferr error
+	OnThread(func() bool {
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
-			errc <- err
-			return // thread stays locked and dies with the goroutine
+			ferr = err
+			return false // the thread dies with the goroutine
 		}
 		defer orig.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter network namespace %q: %w", name, err)
-			return
+			ferr = fmt.Errorf("enter network namespace %q: %w", name, err)
+			return true
 		}
-		ferr := fn()
+		ferr = fn()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("return from network namespace %q: %w", name, err))
+			ferr = errors.Join(ferr, fmt.Errorf("return from network namespace %q: %w", name, err))
+			return false
+		}
+		return true
+	})
+	return ferr
+}
+
+// OnThread runs fn on a goroutine locked to an OS thread and waits for it.
+// If fn returns true the thread is unlocked and serves other goroutines
+// again; otherwise it exits with the goroutine, and with it whatever fn
+// changed about it (its network or mount namespace). That thread is never
+// the process's main thread: the runtime cannot end the main thread and
+// parks it for good instead, in whatever namespaces fn left it, which
+// would keep such a namespace (a container's, gone long ago) alive for
+// the process's life and make /proc/PID/ns/net name it.
+func OnThread(fn func() (reuse bool)) {
+	done := make(chan struct{})
+	var run func()
+	run = func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread: hold it while another thread runs fn. The
+			// goroutine started here cannot run on it, which serves only
+			// this one while it is locked.
+			go run()
+			<-done
+			runtime.UnlockOSThread()
 			return
 		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+		defer close(done)
+		if fn() {
+			runtime.UnlockOSThread()
+		}
+	}
+	go run()
+	<-done
 }
 
 // WithSysfs runs fn with a sysfs of namespace name mounted at the returned
 // root (for the current namespace, "/sys" itself). sysfs shows the network
 // devices of the namespace that mounted it, so for another namespace the
 // thread gets a private mount namespace and mounts a fresh sysfs over /sys
-// there, as 'ip netns exec' does; the thread is thrown away afterwards, so
-// nothing outside it ever sees the mount. Should the Go runtime have run
-// fn on the main thread, that thread cannot exit and is parked for good in
-// namespace name instead: code that means "this thread" must therefore
-// read /proc/thread-self, never /proc/self (the main thread).
+// there, as 'ip netns exec' does; the thread is thrown away afterwards
+// (OnThread: never the main thread), so nothing outside it ever sees the
+// mount. Code that means "this thread" reads /proc/thread-self, never
+// /proc/self (the main thread).
 func WithSysfs(name string, fn func(root string) error) error {
 	if name == "" {
 		return fn("/sys")
@@ -134,28 +179,28 @@ func WithSysfs(name string, fn func(root string) error) error {
 	}
 	defer target.Close()
 
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread's mount namespace is private
+	var ferr error
+	OnThread(func() bool { // never reused: the thread's mount namespace is private
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- fmt.Errorf("private mount namespace: %w", err)
-			return
+			ferr = fmt.Errorf("private mount namespace: %w", err)
+			return false
 		}
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			errc <- fmt.Errorf("make mounts private: %w", err)
-			return
+			ferr = fmt.Errorf("make mounts private: %w", err)
+			return false
 		}
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("enter network namespace %q: %w", name, err)
-			return
+			ferr = fmt.Errorf("enter network namespace %q: %w", name, err)
+			return false
 		}
 		if err := unix.Mount("sysfs", "/sys", "sysfs", 0, ""); err != nil {
-			errc <- fmt.Errorf("mount sysfs of %q: %w", name, err)
-			return
+			ferr = fmt.Errorf("mount sysfs of %q: %w", name, err)
+			return false
 		}
-		errc <- fn("/sys")
-	}()
-	return <-errc
+		ferr = fn("/sys")
+		return false
+	})
+	return ferr
 }
 
 // ReadProcNet reads a file of /proc/net (e.g. "snmp", "dev") as seen from

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // testNS creates a uniquely named namespace with a device of its own, removed
@@ -124,5 +125,46 @@ func TestLabel(t *testing.T) {
 		if got := Label(name); got != want {
 			t.Errorf("Label(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestNoThreadLeftInside: WithSysfs throws its thread away afterwards,
+// which the runtime cannot do with the main thread; that thread must never
+// be the one left inside (it would keep the namespace alive for the
+// process's life). The main goroutine waits meanwhile, so the main thread
+// is free to run the work, as in an agent blocked in Wait.
+func TestNoThreadLeftInside(t *testing.T) {
+	ns := testNS(t)
+	ino, err := Inode(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if err := WithSysfs(ns, func(string) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := Do(ns, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := Cookie(); c == 0 {
+		t.Log("this kernel has no namespace cookies (SO_NETNS_COOKIE, 5.14)")
+	}
+	deadline := time.Now().Add(5 * time.Second) // threads take a moment to exit
+	for {
+		var inside []string
+		tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+		for _, p := range tasks {
+			if got, err := Inode(p); err == nil && got == ino {
+				inside = append(inside, p)
+			}
+		}
+		if len(inside) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads still inside %s (pid %d): %v", ns, os.Getpid(), inside)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

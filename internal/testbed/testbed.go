@@ -56,6 +56,9 @@ type Host struct {
 	Port        int         `json:"port,omitempty"`   // VXLAN UDP port
 	Bridge      string      `json:"bridge,omitempty"` // br0 / cni0
 	Containers  []Container `json:"containers,omitempty"`
+	// NextContainer numbers the next container AddContainer makes, when
+	// above every container's own number (names are never reused).
+	NextContainer int `json:"next_container,omitempty"`
 }
 
 // Container is one container namespace attached to its host by a veth.

@@ -1,0 +1,467 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// stageKey is the ordering guard's key of a stage device (struct
+// stage_dev in bpf/falcon.h): the namespace's inode and the ifindex.
+type stageKey struct{ NetnsIno, Ifindex uint32 }
+
+// endState is what the agent applied to a container's end, read from the
+// kernel and the agent's state file.
+type endState struct {
+	key      stageKey
+	rps      []string // rps_cpus of every rx queue
+	flowCnt  []string // rps_flow_cnt of every rx queue
+	arrival  bool     // falcon_arrive on its ingress (tcx or a cls_bpf filter)
+	stage    bool     // registered with the guard
+	recorded bool     // the arrival hook is in the state file
+}
+
+// readEnd reads the state of eth0 in container namespace ns.
+func readEnd(ns string, stages *ebpf.Map, stateDir string) (endState, error) {
+	var e endState
+	ino, err := netns.Inode(ns)
+	if err != nil {
+		return e, err
+	}
+	e.key.NetnsIno = uint32(ino)
+	err = netns.Do(ns, func() error {
+		l, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		e.key.Ifindex = uint32(l.Attrs().Index)
+		if res, err := link.QueryPrograms(link.QueryOptions{Target: l.Attrs().Index, Attach: ebpf.AttachTCXIngress}); err == nil {
+			for _, p := range res.Programs {
+				if prog, err := ebpf.NewProgramFromID(p.ID); err == nil {
+					if info, err := prog.Info(); err == nil && info.Name == "falcon_arrive" {
+						e.arrival = true
+					}
+					prog.Close()
+				}
+			}
+		}
+		if fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS); err == nil {
+			for _, f := range fs {
+				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, "falcon") {
+					e.arrival = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return e, err
+	}
+	err = netns.WithSysfs(ns, func(root string) error {
+		for _, attr := range []string{"rps_cpus", "rps_flow_cnt"} {
+			ps, _ := filepath.Glob(filepath.Join(root, "class/net/eth0/queues/rx-*", attr))
+			for _, p := range ps {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				if attr == "rps_cpus" {
+					e.rps = append(e.rps, strings.TrimSpace(string(b)))
+				} else {
+					e.flowCnt = append(e.flowCnt, strings.TrimSpace(string(b)))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return e, err
+	}
+	var kind uint32
+	e.stage = stages.Lookup(&e.key, &kind) == nil
+	if st, err := readState(stateDir); err == nil {
+		for _, hk := range st.Hooks {
+			e.recorded = e.recorded || hk.Netns == ns && hk.Role == datapath.HookArrival
+		}
+	}
+	return e, nil
+}
+
+// lacks says what the end lacks of being steered over mask ("" when nothing).
+func (e endState) lacks(mask string) string {
+	var s []string
+	if len(e.rps) == 0 || slices.ContainsFunc(e.rps, func(v string) bool { return v != mask }) {
+		s = append(s, fmt.Sprintf("rps_cpus %v", e.rps))
+	}
+	if slices.ContainsFunc(e.flowCnt, func(v string) bool { return v != "0" }) {
+		s = append(s, fmt.Sprintf("rps_flow_cnt %v", e.flowCnt))
+	}
+	if !e.arrival {
+		s = append(s, "no arrival counter")
+	}
+	if !e.stage {
+		s = append(s, "not registered with the guard")
+	}
+	if !e.recorded {
+		s = append(s, "no arrival hook in the state file")
+	}
+	return strings.Join(s, ", ")
+}
+
+// churned is one container the drill added.
+type churned struct {
+	c         testbed.Container
+	key       stageKey
+	added     time.Time
+	steeredIn time.Duration // 0 until steered
+	lacked    string        // what it lacked when last looked at
+	removed   time.Time
+	prunedIn  time.Duration
+	left      string // what was left of it when last looked at
+	leftAt1s  string // what was left of it a second after its removal
+}
+
+// remnants says what the agent still holds of a removed container.
+func remnants(a *Agent, c *churned, stages *ebpf.Map, liveKeys map[stageKey]bool) string {
+	var s []string
+	var kind uint32
+	if !liveKeys[c.key] && stages.Lookup(&c.key, &kind) == nil {
+		s = append(s, fmt.Sprintf("guard stage %+v", c.key))
+	}
+	for _, e := range a.Host().journal.Entries() {
+		if e.Netns == c.c.Netns {
+			s = append(s, "journal "+e.Path)
+		}
+	}
+	if st, err := readState(a.Host().Dir); err == nil {
+		for _, hk := range st.Hooks {
+			if hk.Netns == c.c.Netns {
+				s = append(s, "state hook "+hk.String())
+			}
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// quantile of sorted durations.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// TestDrillContainerChurn creates and removes containers on a running
+// agent's host, 100 a minute, while sequenced UDP saturates both CPUs
+// between two fixed container pairs and a busy loop swings between them.
+// Each new container's end must be steered within a second: rps_cpus set,
+// rps_flow_cnt 0, the guard's arrival counter on it, registered with the
+// guard and recorded in the state file. Each removed one must leave
+// nothing: no guard stage, journal entry or state hook of it, and at the
+// end no arrival link but the fixed containers' (none on a vanished
+// device). The fixed flows may not be reordered, the agent's process may
+// not grow, and its disable must leave nothing.
+//
+// FALCON_DRILL_CHURN sets the duration (the suite runs 60 s;
+// results/reliability-churn.md has 5 minutes), FALCON_DRILL_CHURN_RATE
+// the containers a minute.
+func TestDrillContainerChurn(t *testing.T) {
+	needTestbed(t)
+	noMemProfile(t)
+	dur := envDuration(t, "FALCON_DRILL_CHURN", time.Minute)
+	rate := envInt(t, "FALCON_DRILL_CHURN_RATE", 100)
+	ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
+	defer cancel()
+	tb := ibed(t, "dchn", "docker", 2)
+	warm(t, tb)
+	h := tb.Hosts[1]
+	o := testOptions(t, h.Netns)
+	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	alog := newDrillLog("container followed", "device gone", "following the overlay", "overlay discovery failed")
+	o.Log = slog.New(slog.NewTextHandler(alog, nil))
+	before := snapshotLeftovers(t, hostSide(h), o)
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.Stop()
+		}
+	}()
+	stages, err := ebpf.LoadPinnedMap(filepath.Join(a.Host().PinDir, "falcon_stages"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stages.Close()
+	mask := cpuset.Mask(a.Host().Opts.CPUs)
+	m := a.mode.(*falconMode)
+	counts := func() (stagesN, applied, journal, hooks int) {
+		m.mu.Lock()
+		stagesN, applied = len(m.stages), len(m.applied)
+		m.mu.Unlock()
+		journal = len(a.Host().journal.Entries())
+		if st, err := readState(a.Host().Dir); err == nil {
+			hooks = len(st.Hooks)
+		}
+		return
+	}
+	s0, ap0, j0, hk0 := counts()
+
+	tr, err := startTrafficProc(tb, []trafficGroup{{"steady", 41260, seqcheck.SendOptions{Flows: 16,
+		PktsPerFlow: 1 << 23, Size: 64, Pause: 20 * time.Millisecond, PauseEvery: 500}}}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trafficDone := false
+	defer func() {
+		if !trafficDone {
+			tr.finish()
+		}
+	}()
+	stopHog := hogSwing(300 * time.Millisecond)
+	hogDone := false
+	defer func() {
+		if !hogDone {
+			stopHog()
+		}
+	}()
+
+	const keep = 3 // churned containers alive at once
+	var (
+		all      []*churned
+		live     []*churned
+		removing []*churned
+		adding   []*churned
+		start    = time.Now()
+		period   = time.Minute / time.Duration(rate)
+		next     = start
+		mems     []memSample
+		reused   int // new containers whose guard key a removed one had
+		failed   []string
+	)
+	liveKeys := func() map[stageKey]bool {
+		k := map[stageKey]bool{{}: true}
+		for _, c := range live {
+			k[c.key] = true
+		}
+		return k
+	}
+	// look checks what is pending until the next action is due.
+	look := func(until time.Time) {
+		for {
+			for _, c := range adding {
+				e, err := readEnd(c.c.Netns, stages, a.Host().Dir)
+				if err != nil {
+					c.lacked = err.Error()
+					continue
+				}
+				c.key = e.key
+				if c.lacked = e.lacks(mask); c.lacked == "" {
+					c.steeredIn = time.Since(c.added)
+				}
+			}
+			adding = slices.DeleteFunc(adding, func(c *churned) bool {
+				if c.steeredIn == 0 && time.Since(c.added) > 10*time.Second {
+					failed = append(failed, fmt.Sprintf("%s never steered (%s)", c.c.Netns, c.lacked))
+					return true
+				}
+				return c.steeredIn > 0
+			})
+			lk := liveKeys()
+			for _, c := range removing {
+				if c.left = remnants(a, c, stages, lk); c.left == "" {
+					c.prunedIn = time.Since(c.removed)
+				} else if c.leftAt1s == "" && time.Since(c.removed) > time.Second {
+					c.leftAt1s = c.left
+				}
+			}
+			removing = slices.DeleteFunc(removing, func(c *churned) bool {
+				if c.prunedIn == 0 && time.Since(c.removed) > 10*time.Second {
+					failed = append(failed, fmt.Sprintf("%s never pruned: %s", c.c.Netns, c.left))
+					return true
+				}
+				return c.prunedIn > 0
+			})
+			if !time.Now().Before(until) {
+				return
+			}
+			time.Sleep(min(10*time.Millisecond, time.Until(until)))
+		}
+	}
+	remove := func(c *churned) {
+		if err := testbed.RemoveContainer(tb.Name, 1, c.c.Name); err != nil {
+			t.Fatal(err)
+		}
+		c.removed = time.Now()
+		live = slices.DeleteFunc(live, func(x *churned) bool { return x == c })
+		removing = append(removing, c)
+	}
+	sampleEvery := max(dur/10, time.Second)
+	nextSample := start.Add(sampleEvery)
+	for time.Since(start) < dur {
+		// A pod replaced: the old one goes as the new one comes, as in a
+		// rolling update.
+		if len(live) >= keep {
+			remove(live[0])
+		}
+		c, err := testbed.AddContainer(ctx, tb.Name, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := &churned{c: c, added: time.Now()}
+		if ino, err := netns.Inode(c.Netns); err == nil {
+			for _, r := range all {
+				if r.key.NetnsIno == uint32(ino) {
+					reused++
+					break
+				}
+			}
+		}
+		all = append(all, nc)
+		live = append(live, nc)
+		adding = append(adding, nc)
+		next = next.Add(period)
+		look(next)
+		if time.Now().After(nextSample) {
+			mems = append(mems, sampleMem(start, len(all)))
+			nextSample = nextSample.Add(sampleEvery)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("out of time")
+		}
+	}
+	churnTime := time.Since(start)
+	for len(live) > 0 {
+		remove(live[0])
+	}
+	look(time.Now().Add(3 * time.Second))
+	for len(adding)+len(removing) > 0 && ctx.Err() == nil {
+		look(time.Now().Add(time.Second))
+	}
+	mems = append(mems, sampleMem(start, len(all)))
+	hogDone = true
+	if err := stopHog(); err != nil {
+		t.Fatal(err)
+	}
+	trafficDone = true
+	s, err := tr.finish()
+	if err != nil {
+		t.Error(err)
+	}
+
+	// Every churned container gone: the agent is back where it started.
+	s1, ap1, j1, hk1 := counts()
+	if s1 != s0 || ap1 != ap0 || j1 != j0 || hk1 != hk0 {
+		t.Errorf("the agent holds more than before the churn: guard stages %d (was %d), RPS applied %d (was %d), journal entries %d (was %d), state hooks %d (was %d)",
+			s1, s0, ap1, ap0, j1, j0, hk1, hk0)
+	}
+	var stageEntries int
+	var k stageKey
+	var kind uint32
+	for it := stages.Iterate(); it.Next(&k, &kind); {
+		stageEntries++
+	}
+	if stageEntries != s0 {
+		t.Errorf("the guard's stage map holds %d devices, want %d (the VXLAN device and the fixed containers' ends)", stageEntries, s0)
+	}
+	ko, err := listKernelObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrive, defunct := ko.countLinks("falcon_arrive"), defunctLinks(ko)
+	if arrive != len(h.Containers) || defunct != 0 {
+		t.Errorf("kernel: %d arrival links (want %d, the fixed containers'), %d links on a vanished device", arrive, len(h.Containers), defunct)
+	}
+
+	var steerT, pruneT []time.Duration
+	late := 0
+	for _, c := range all {
+		if c.steeredIn > 0 {
+			steerT = append(steerT, c.steeredIn)
+			if c.steeredIn > time.Second {
+				late++
+				failed = append(failed, fmt.Sprintf("%s steered only after %v", c.c.Netns, c.steeredIn.Round(time.Millisecond)))
+			}
+		}
+		if c.prunedIn > 0 {
+			pruneT = append(pruneT, c.prunedIn)
+			if c.prunedIn > time.Second {
+				t.Logf("%s (guard key %+v) pruned only after %v (%s left after 1 s)", c.c.Netns, c.key, c.prunedIn.Round(time.Millisecond), c.leftAt1s)
+			}
+		}
+	}
+	t.Logf("%d containers added and removed in %v (%.0f a minute) under %d flows; %d got a guard key a removed container had had",
+		len(all), churnTime.Round(time.Second), float64(len(all))/churnTime.Minutes(), s.flows, reused)
+	t.Logf("steered after: median %v, p99 %v, longest %v; %d later than 1 s", quantile(steerT, 0.5).Round(time.Millisecond),
+		quantile(steerT, 0.99).Round(time.Millisecond), quantile(steerT, 1).Round(time.Millisecond), late)
+	t.Logf("pruned after: median %v, p99 %v, longest %v", quantile(pruneT, 0.5).Round(time.Millisecond),
+		quantile(pruneT, 0.99).Round(time.Millisecond), quantile(pruneT, 1).Round(time.Millisecond))
+	t.Logf("traffic: %d datagrams received, %d reordered, %d duplicated", s.received, s.reordered, s.duplicated)
+	t.Logf("agent log: %d containers followed, %d devices no longer followed, %d warnings while following",
+		alog.count("container followed"), alog.count("device gone"), alog.count("following the overlay")+alog.count("overlay discovery failed"))
+	for _, mm := range mems {
+		t.Logf("memory: %s (the cycle is the containers added so far)", mm)
+	}
+	for _, f := range failed {
+		t.Error(f)
+	}
+	if s.reordered != 0 || s.duplicated != 0 {
+		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", s.reordered, s.received, s.duplicated)
+	}
+	if len(mems) >= 2 {
+		if grew := flat(mems[0], mems[len(mems)-1]); len(grew) > 0 {
+			t.Errorf("the agent's process grew over the churn: %s", strings.Join(grew, ", "))
+		}
+	}
+
+	stages.Close() // a map held open here would count as left behind
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := before.check(t); len(left) > 0 {
+		t.Errorf("left after disable:\n  %s", strings.Join(left, "\n  "))
+	}
+	if t.Failed() || os.Getenv("FALCON_DRILL_LOG") != "" {
+		alog.dump(t)
+	}
+}
+
+// defunctLinks counts o's tcx links whose device is gone (ifindex 0): an
+// agent that closes no link of a vanished container holds these.
+func defunctLinks(o kernelObjects) int {
+	n := 0
+	for id := range o.links {
+		l, err := link.NewFromID(id)
+		if err != nil {
+			continue
+		}
+		info, err := l.Info()
+		l.Close()
+		if err == nil && info.TCX() != nil && info.TCX().Ifindex == 0 {
+			n++
+		}
+	}
+	return n
+}
