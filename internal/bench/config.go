@@ -47,6 +47,13 @@ type Config struct {
 	// one server container per flow, as the Kubernetes RPS/RFS study's
 	// replicas; Containers is 0 then.
 	ContainersPerFlow bool `json:"containers_per_flow,omitempty"`
+
+	// NICCPU runs the receiving host's NIC poll (--nic-cpu; nil: it runs
+	// where the senders transmit); FalconCPUs is the set falcon and rps
+	// modes get unless their spec names one (--falcon-cpus; nil: the
+	// mode's default). placement.go says why.
+	NICCPU     *int  `json:"nic_cpu,omitempty"`
+	FalconCPUs []int `json:"falcon_cpus,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "4s" in JSON.
