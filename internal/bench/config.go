@@ -75,11 +75,16 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // ConfigError is a problem with the command line, reported before anything
 // is created (the command exits 2).
-type ConfigError struct{ Msg string }
+type ConfigError struct {
+	Msg string
+	// NeedCPUs is set when the command line is fine but this machine has
+	// too few CPUs for it (the scale preset): the fewest it needs.
+	NeedCPUs int
+}
 
 func (e *ConfigError) Error() string { return e.Msg }
 
-func configErrorf(format string, a ...any) error { return &ConfigError{fmt.Sprintf(format, a...)} }
+func configErrorf(format string, a ...any) error { return &ConfigError{Msg: fmt.Sprintf(format, a...)} }
 
 // Layouts are the testbed layouts bench can run on.
 var Layouts = testbed.Layouts

@@ -49,8 +49,8 @@ type Placement struct {
 func scalePlacement(online []int) (Placement, error) {
 	n := len(online)
 	if n < ScaleMinCPUs {
-		return Placement{}, configErrorf("--preset scale needs at least %d online CPUs (3 senders, 1 NIC, 2 receivers, 2 Falcon); "+
-			"this machine has %d (%s)", ScaleMinCPUs, n, cpuset.Format(online))
+		return Placement{}, &ConfigError{NeedCPUs: ScaleMinCPUs, Msg: fmt.Sprintf("--preset scale needs at least %d online CPUs "+
+			"(3 senders, 1 NIC, 2 receivers, 2 Falcon); this machine has %d (%s)", ScaleMinCPUs, n, cpuset.Format(online))}
 	}
 	s := max(3, n/4)
 	rest := online[s+1:]
