@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"reflect"
@@ -258,5 +259,29 @@ func TestPinNIC(t *testing.T) {
 	}
 	if _, cpus := affinity(); !reflect.DeepEqual(cpus, []int{nic}) {
 		t.Errorf("after a GRO toggle and ensure: thread may run on %v, want only %d", cpus, nic)
+	}
+}
+
+// TestBenchNICCPU: a bench with a NIC CPU and a Falcon set runs through
+// (the pin before the mode, again before each run). A 2-CPU machine has no
+// placement that passes the flags' check, so the config is made here.
+func TestBenchNICCPU(t *testing.T) {
+	online, name := integration(t, "p")
+	c, err := resolve(t, online, "--layouts", "docker", "--modes", "vanilla,falcon", "--workloads", "udp-stress:1400",
+		"--runs", "2", "--duration", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nic := online[len(online)-1]
+	c.NICCPU, c.FalconCPUs = &nic, online
+	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
+		Progress: NewProgress(io.Discard, false, true, 4, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.Results {
+		if len(r.Runs) != 2 || len(r.Errors) > 0 || r.Runs[0].PPS <= 0 {
+			t.Errorf("%s: %d runs, errors %v", r.Mode, len(r.Runs), r.Errors)
+		}
 	}
 }
