@@ -41,6 +41,10 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
+if [ "$(uname -m)" != x86_64 ]; then
+	echo "run.sh: this bundle is built for x86-64 (linux-amd64); this machine is $(uname -m)" >&2
+	exit 1
+fi
 if [ "$(id -u)" != 0 ]; then
 	echo "run.sh: run as root (sudo ./run.sh): the testbeds are network namespaces, and falcon loads BPF programs" >&2
 	exit 1
