@@ -1,9 +1,9 @@
-# falcon: make build | test | demo | generate
+# falcon: make build | test | demo | bundle | generate
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit demo generate vet fmt clean test-kernels fuzz
+.PHONY: build test unit demo bundle generate vet fmt clean test-kernels fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
@@ -44,9 +44,15 @@ demo: build
 	mkdir -p results
 	./bin/falcon bench --preset demo --json results/demo-$$(hostname)-$$(date +%Y%m%d-%H%M%S).json
 
+# The benchmark bundle: falcon, run.sh and iperf3/sockperf/ethtool from
+# Debian's packages with their libraries, for machines with no registry or
+# network (scripts/bundle/build.sh; the .debs are cached in .cache/).
+bundle: build
+	scripts/bundle/build.sh bin/falcon
+
 # Rebuilds the committed BPF objects; needs clang and libbpf headers.
 generate:
 	$(GO) generate ./...
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

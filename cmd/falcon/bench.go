@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/doctor"
 )
 
 func init() {
@@ -20,6 +22,9 @@ func init() {
 func runBench(args []string) error {
 	fs := newFlagSet("bench", "[flags]")
 	flags := bench.RegisterFlags(fs)
+	probe := fs.Bool("probe", false, "only check that this machine can run this bench (root, a real kernel, namespaces, veth, "+
+		"VXLAN, bridges, BPF in tc, XDP, threaded NAPI, the tools, the CPUs) and list what is missing; "+
+		"nothing is changed outside a scratch namespace")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -35,8 +40,24 @@ func runBench(args []string) error {
 		return fmt.Errorf("online CPUs: %w", err)
 	}
 	cfg, err := flags.Resolve(online)
+	var ce *bench.ConfigError
+	if *probe {
+		var needs doctor.BenchNeeds
+		switch {
+		case err == nil:
+			needs = bench.ProbeNeeds(cfg)
+		case errors.As(err, &ce) && ce.NeedCPUs > 0:
+			// The command line is right for a bigger machine: say what
+			// else this one lacks too.
+			needs = bench.ProbeNeedsAll(ce.Msg)
+		case errors.As(err, &ce):
+			return usagef("%s", ce.Msg)
+		default:
+			return err
+		}
+		return runProbe(doctor.NewMachineProber(), needs)
+	}
 	if err != nil {
-		var ce *bench.ConfigError
 		if errors.As(err, &ce) {
 			return usagef("%s", ce.Msg)
 		}
@@ -105,4 +126,22 @@ func commandLine() string {
 		parts = append(parts, a)
 	}
 	return strings.Join(parts, " ")
+}
+
+// probeOut is where the probe's table goes (tests capture it).
+var probeOut io.Writer = os.Stdout
+
+// runProbe prints what the machine has for the bench and returns the list
+// of what it lacks as the error (exit 1), nil when nothing needed is
+// missing.
+func runProbe(p interface {
+	doctor.Prober
+	Close() error
+}, needs doctor.BenchNeeds) error {
+	r := doctor.ProbeBench(p, needs)
+	cerr := p.Close()
+	if err := r.WriteText(probeOut); err != nil {
+		return err
+	}
+	return errors.Join(r.Err(), cerr)
 }

@@ -47,6 +47,13 @@ type Config struct {
 	// one server container per flow, as the Kubernetes RPS/RFS study's
 	// replicas; Containers is 0 then.
 	ContainersPerFlow bool `json:"containers_per_flow,omitempty"`
+
+	// NICCPU runs the receiving host's NIC poll (--nic-cpu; nil: it runs
+	// where the senders transmit); FalconCPUs is the set falcon and rps
+	// modes get unless their spec names one (--falcon-cpus; nil: the
+	// mode's default). placement.go says why.
+	NICCPU     *int  `json:"nic_cpu,omitempty"`
+	FalconCPUs []int `json:"falcon_cpus,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "4s" in JSON.
@@ -68,11 +75,16 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // ConfigError is a problem with the command line, reported before anything
 // is created (the command exits 2).
-type ConfigError struct{ Msg string }
+type ConfigError struct {
+	Msg string
+	// NeedCPUs is set when the command line is fine but this machine has
+	// too few CPUs for it (the scale preset): the fewest it needs.
+	NeedCPUs int
+}
 
 func (e *ConfigError) Error() string { return e.Msg }
 
-func configErrorf(format string, a ...any) error { return &ConfigError{fmt.Sprintf(format, a...)} }
+func configErrorf(format string, a ...any) error { return &ConfigError{Msg: fmt.Sprintf(format, a...)} }
 
 // Layouts are the testbed layouts bench can run on.
 var Layouts = testbed.Layouts

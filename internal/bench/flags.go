@@ -20,6 +20,7 @@ type Flags struct {
 	fs                               *flag.FlagSet
 	layouts, modes, workloads, sizes string
 	flows, senderCPUs, receiverCPUs  string
+	nicCPU, falconCPUs               string
 	preset, baseline, json           string
 	containers                       string
 	duration, warmup                 time.Duration
@@ -42,6 +43,10 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.clients, "clients", 3, "udp-stress clients sending into the one server socket")
 	fs.StringVar(&f.senderCPUs, "sender-cpus", "auto", "CPUs the clients are pinned to, round robin (auto: 0 on ≤7 CPUs, 0-2 on more)")
 	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
+	fs.StringVar(&f.nicCPU, "nic-cpu", "none", "the CPU that runs the receiving host's NIC poll (GRO, XDP, the first stage), "+
+		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
+	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
+		"unless a mode names its own (auto: the mode's default, all online CPUs)")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
@@ -53,9 +58,16 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 }
 
 // A preset is a set of flag values; flags given on the command line win.
+// flags gets the online CPUs, for presets that place roles on them, and may
+// refuse a machine (a *ConfigError, before anything is touched).
 type preset struct {
 	summary string
-	flags   func() map[string]string
+	flags   func(online []int) (map[string]string, error)
+}
+
+// fixed is a preset that does not depend on the machine.
+func fixed(m map[string]string) func([]int) (map[string]string, error) {
+	return func([]int) (map[string]string, error) { return m, nil }
 }
 
 // overlayModes are what the presets compare: host, the vanilla overlay
@@ -63,29 +75,33 @@ type preset struct {
 func overlayModes() string { return "vanilla,falcon" }
 
 var presets = map[string]preset{
-	"demo": {"host vs docker overlay (vs falcon): UDP stress at 16 B and 1400 B, TCP; 3 runs of 3 s, under 3 minutes on 2 CPUs", func() map[string]string {
-		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
-			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400", "duration": "3s", "runs": "3"}
-	}},
-	"paper-sizes": {"FALCON Fig. 10: UDP stress over 16 B .. 64 KiB, host vs docker (vs falcon)", func() map[string]string {
-		return map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "udp-stress",
-			"sizes": "16,64,256,1K,1400,4K,16K,65507"}
-	}},
-	"latency": {"FALCON Fig. 12: UDP latency ping-pong and under load at 16 B, TCP ping-pong at 4 KiB", func() map[string]string {
-		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
-			"workloads": "latency,latency-load,latency-tcp:4K", "sizes": "16"}
-	}},
-	"multi-flow": {"FALCON Fig. 13: 1-8 flows, UDP 16 B and TCP 4 KiB", func() map[string]string {
-		return map[string]string{"layouts": "host,docker", "modes": overlayModes(),
-			"workloads": "multi-flow:16,multi-flow-tcp:4K", "flows": "1,2,4,8"}
-	}},
+	"demo": {"host vs docker overlay (vs falcon): UDP stress at 16 B and 1400 B, TCP; 3 runs of 3 s, under 3 minutes on 2 CPUs", fixed(
+		map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400", "duration": "3s", "runs": "3"})},
+	"quick": {"a smoke test of about a minute: docker overlay, vanilla vs falcon, UDP stress 1400 B, TCP, UDP ping-pong; 1 run of 2 s each", fixed(
+		map[string]string{"layouts": "docker", "modes": overlayModes(),
+			"workloads": "udp-stress:1400,tcp:128K,latency:16", "duration": "2s", "runs": "1"})},
+	"paper-sizes": {"FALCON Fig. 10: UDP stress over 16 B .. 64 KiB, host vs docker (vs falcon)", fixed(
+		map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "udp-stress",
+			"sizes": paperSizes})},
+	"latency": {"FALCON Fig. 12: UDP latency ping-pong and under load at 16 B, TCP ping-pong at 4 KiB", fixed(
+		map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "latency,latency-load,latency-tcp:4K", "sizes": "16"})},
+	"multi-flow": {"FALCON Fig. 13: 1-8 flows, UDP 16 B and TCP 4 KiB", fixed(
+		map[string]string{"layouts": "host,docker", "modes": overlayModes(),
+			"workloads": "multi-flow:16,multi-flow-tcp:4K", "flows": "1,2,4,8"})},
 	"k8s-rps-rfs": {"the Kubernetes RPS/RFS study: 1-16 iperf3 TCP client/server container pairs (128 KiB writes) on calico, " +
 		"baseline vs RPS, RPS+, RFS, RFS+ (vs falcon); 5 runs of 5 s (the study: 30 s)", studyPreset},
-	"layouts": {"every layout, vanilla: what each overlay costs (HotCloud '19)", func() map[string]string {
-		return map[string]string{"layouts": strings.Join(Layouts, ","), "modes": "vanilla",
-			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"}
-	}},
+	"layouts": {"every layout, vanilla: what each overlay costs (HotCloud '19)", fixed(
+		map[string]string{"layouts": strings.Join(Layouts, ","), "modes": "vanilla",
+			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"})},
+	"scale": {fmt.Sprintf("a real receiving host on ≥ %d CPUs (roles placed apart): host vs docker, vanilla, rps, rfs, falcon, "+
+		"falcon+split; UDP stress 16 B .. 64 KiB, 1-16 flows UDP and TCP, TCP 128 KiB, UDP ping-pong; 3 runs of 5 s", ScaleMinCPUs), scalePreset},
 }
+
+// paperSizes are FALCON's message sizes, 16 B .. 64 KiB (65507: the largest
+// UDP payload).
+const paperSizes = "16,64,256,1K,1400,4K,16K,65507"
 
 // PresetNames lists the presets, sorted.
 func PresetNames() []string {
@@ -117,7 +133,11 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 		given := map[string]bool{}
 		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-		for name, v := range p.flags() {
+		values, err := p.flags(online)
+		if err != nil {
+			return Config{}, err
+		}
+		for name, v := range values {
 			if !given[name] {
 				if err := f.fs.Set(name, v); err != nil {
 					return Config{}, fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
@@ -178,6 +198,24 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		return c, err
 	}
 	if c.ReceiverCPUs, err = cpus("--receiver-cpus", f.receiverCPUs, def.receiver, online); err != nil {
+		return c, err
+	}
+	if f.falconCPUs != "auto" {
+		if c.FalconCPUs, err = cpus("--falcon-cpus", f.falconCPUs, nil, online); err != nil {
+			return c, err
+		}
+	}
+	if f.nicCPU != "none" {
+		list, err := cpus("--nic-cpu", f.nicCPU, nil, online)
+		if err != nil {
+			return c, err
+		}
+		if len(list) != 1 {
+			return c, configErrorf("--nic-cpu %s: one CPU (a NIC's interrupt core), or none", f.nicCPU)
+		}
+		c.NICCPU = &list[0]
+	}
+	if err := c.placement().check(); err != nil {
 		return c, err
 	}
 	c.Baseline = f.baseline

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/toolpath"
 )
 
 // Machine describes where results were measured.
@@ -28,6 +29,9 @@ type Machine struct {
 	Virt        string            `json:"virtualization,omitempty"`
 	GoVersion   string            `json:"go_version"`
 	Tools       map[string]string `json:"tools,omitempty"` // tool → its version line
+	// ToolsDir is the benchmark bundle's tool directory (FALCON_TOOLS_DIR)
+	// when the tools it carries were used instead of the host's.
+	ToolsDir string `json:"tools_dir,omitempty"`
 }
 
 // DescribeMachine gathers what it can; missing facts stay empty rather
@@ -58,8 +62,14 @@ func DescribeMachine(toolNames []string) Machine {
 	if out, err := exec.Command("systemd-detect-virt").Output(); err == nil {
 		m.Virt = strings.TrimSpace(string(out))
 	}
+	m.ToolsDir = toolpath.Dir()
 	for _, t := range toolNames {
-		if out, err := exec.Command(t, "--version").CombinedOutput(); err == nil {
+		// The version of the copy that ran: the bundle's when it has one.
+		p, err := toolpath.Lookup(t)
+		if err != nil {
+			continue
+		}
+		if out, err := exec.Command(p, "--version").CombinedOutput(); err == nil {
 			line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 			m.Tools[t] = strings.TrimSpace(line)
 		}

@@ -74,7 +74,7 @@ func LookupMode(spec string) (Mode, error) {
 	}
 	am, err := agentMode(spec)
 	if err != nil {
-		return nil, &ConfigError{err.Error()}
+		return nil, &ConfigError{Msg: err.Error()}
 	}
 	return am, nil
 }

@@ -193,11 +193,19 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 		r.caseNo += len(tp.Cases)
 		return fail(fmt.Errorf("sender host RPS: %w", err))
 	}
+	var pin *nicPin
+	if r.cfg.NICCPU != nil {
+		if pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
+			r.caseNo += len(tp.Cases)
+			return fail(fmt.Errorf("--nic-cpu: %w", err))
+		}
+	}
 	m, err := LookupMode(tp.Mode)
 	if err != nil {
 		r.caseNo += len(tp.Cases)
 		return fail(err)
 	}
+	m = withFalconCPUs(m, r.cfg.FalconCPUs)
 	r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
 	undo, err := m.Setup(ctx, tb)
 	if err != nil {
@@ -229,7 +237,14 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 		for run := 1; run <= r.cfg.Runs && ctx.Err() == nil; run++ {
 			r.p.Stage("case %d/%d %s · run %d/%d", r.caseNo, r.totalCases, cs, run, r.cfg.Runs)
 			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: run}
-			rec, err := e.measure(ctx)
+			var rec Run
+			var err error
+			if pin != nil {
+				err = pin.ensure()
+			}
+			if err == nil {
+				rec, err = e.measure(ctx)
+			}
 			if ctx.Err() != nil {
 				break // a run cut short by ctrl-C measures nothing
 			}

@@ -26,12 +26,12 @@ var StudyModes = []string{"vanilla", "rps", "rps+", "rfs", "rfs+"}
 // over the CPUs the senders do not use, and on 2 or 3 CPUs they keep the
 // bench's default (the senders, and with them the NIC stage, on CPU 0,
 // the servers on CPU 1).
-func studyPreset() map[string]string {
+func studyPreset(online []int) (map[string]string, error) {
 	modes := append(slices.Clone(StudyModes), "falcon")
 	p := map[string]string{"layouts": "calico", "modes": strings.Join(modes, ","),
 		"workloads": "multi-flow-tcp:128K", "flows": "1,2,4,8,16", "containers": "flows",
 		"duration": "5s", "runs": "5"}
-	if online, err := cpuset.Online(); err == nil && len(online) >= 4 {
+	if len(online) >= 4 {
 		senders := defaultCPUs(online).sender
 		var rest []int
 		for _, c := range online {
@@ -41,5 +41,5 @@ func studyPreset() map[string]string {
 		}
 		p["receiver-cpus"] = cpuset.Format(rest)
 	}
-	return p
+	return p, nil
 }

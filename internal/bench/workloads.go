@@ -116,7 +116,7 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 			for _, entry := range c.Workloads {
 				w, sizes, err := workloadSizes(entry, c.Sizes)
 				if err != nil {
-					return nil, nil, &ConfigError{err.Error()}
+					return nil, nil, &ConfigError{Msg: err.Error()}
 				}
 				flows := []int{1}
 				if w.flows {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/toolpath"
 )
 
 // tools are the programs Up runs, and the Debian package of each.
@@ -26,7 +27,10 @@ func CheckSystem() error {
 		return errors.New("building a testbed needs root (network namespaces)")
 	}
 	for _, t := range tools {
-		if _, err := exec.LookPath(t.cmd); err != nil {
+		if _, err := toolpath.Lookup(t.cmd); err != nil {
+			if toolpath.Dir() != "" && !errors.Is(err, exec.ErrNotFound) {
+				return err
+			}
 			return fmt.Errorf("%q not found in PATH: install the %s package (apt-get install %s)", t.cmd, t.pkg, t.pkg)
 		}
 	}
@@ -197,7 +201,12 @@ func (b *builder) wire() error {
 		// layout and mode, so that all modes compare the same work.
 		// GRO on makes veth receive through NAPI with GRO, like a NIC
 		// driver, instead of straight from the sender's xmit.
-		if err := b.run("ip", "netns", "exec", h.Netns, "ethtool", "-K", h.NIC, "tx", "off", "gro", "on"); err != nil {
+		// ethtool is the benchmark bundle's when it carries one.
+		ethtool, err := toolpath.Lookup("ethtool")
+		if err != nil {
+			return err
+		}
+		if err := b.run("ip", "netns", "exec", h.Netns, ethtool, "-K", h.NIC, "tx", "off", "gro", "on"); err != nil {
 			return err
 		}
 	}

@@ -63,7 +63,9 @@ type proc struct {
 }
 
 // command builds "ip netns exec NS taskset -c CPUS tool args...". Both
-// wrappers exec the next program, so the pid is the tool's own.
+// wrappers exec the next program, so the pid is the tool's own (the
+// bundle's loader wrapper execs too). tool is the bundle's copy when it
+// carries one: the wrappers would otherwise search PATH for the host's.
 func command(ns string, cpus []int, tool string, args ...string) []string {
 	var argv []string
 	if ns != "" {
@@ -72,7 +74,7 @@ func command(ns string, cpus []int, tool string, args ...string) []string {
 	if len(cpus) > 0 {
 		argv = append(argv, "taskset", "-c", cpuset.Format(cpus))
 	}
-	return append(append(argv, tool), args...)
+	return append(append(argv, toolArg(tool)), args...)
 }
 
 // checkCommon validates what every run needs, before anything starts.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+
+	"github.com/falconnet/falcon/internal/toolpath"
 )
 
 // packages names the Debian package that provides each tool.
@@ -16,12 +18,18 @@ var packages = map[string]string{
 	"bpftool":  "bpftool",
 }
 
-// CheckTools returns one error naming every tool not found in PATH, with
-// the command that installs it.
+// CheckTools returns one error naming every tool that cannot be run: not
+// in the bundle's tool directory (toolpath.Env) nor in PATH, with the
+// command that installs it, or broken in the bundle.
 func CheckTools(names ...string) error {
 	var errs []error
 	for _, n := range names {
-		if _, err := exec.LookPath(n); err == nil {
+		_, err := toolpath.Lookup(n)
+		switch {
+		case err == nil:
+			continue
+		case toolpath.Dir() != "" && !errors.Is(err, exec.ErrNotFound):
+			errs = append(errs, err)
 			continue
 		}
 		pkg := packages[n]
@@ -31,4 +39,14 @@ func CheckTools(names ...string) error {
 		errs = append(errs, fmt.Errorf("%s not found: apt-get install %s", n, pkg))
 	}
 	return errors.Join(errs...)
+}
+
+// toolArg is what argv names tool by: the bundle's copy when there is one
+// (toolpath.Lookup), else the plain name for PATH. CheckTools ran first, so
+// an error here has been reported already.
+func toolArg(tool string) string {
+	if p, err := toolpath.Lookup(tool); err == nil {
+		return p
+	}
+	return tool
 }

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestBundleQuick builds the benchmark bundle and runs its run.sh --quick
+// in a mount namespace where the host's iperf3, sockperf and ethtool are
+// unusable (an empty, non-executable file is bind-mounted over each), as
+// on a machine that has none: the run must use the bundle's own copies.
+// It needs root, Debian's packaging tools, and the .debs: cached in
+// .cache/bundle-debs or downloadable (package lists present); without
+// them it skips. About a minute on 2 CPUs.
+func TestBundleQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, c := range []string{"apt-get", "dpkg-deb", "unshare", "mount"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("no %s to build or run the bundle with", c)
+		}
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kernel test guest (scripts/kernels) mounts the checkout read-only
+	// and runs under emulation: the bundle is user space, built and run
+	// here on the host's kernel.
+	if err := unix.Access(repo, unix.W_OK); err != nil {
+		t.Skipf("the checkout is not writable (%v): no cache for the bundle's packages", err)
+	}
+	cache := filepath.Join(repo, ".cache", "bundle-debs")
+	if debs, _ := filepath.Glob(filepath.Join(cache, "iperf3_*.deb")); len(debs) == 0 {
+		if out, err := exec.Command("apt-cache", "show", "iperf3", "sockperf", "ethtool").CombinedOutput(); err != nil {
+			t.Skipf("the bundle's packages cannot be had: no cached .debs and no package lists (%v: %s)", err, firstLines(out))
+		}
+	}
+
+	bin := buildFalcon(t)
+	dist := t.TempDir()
+	build := exec.Command(filepath.Join(repo, "scripts/bundle/build.sh"), bin)
+	build.Env = append(os.Environ(), "BUNDLE_CACHE="+cache, "BUNDLE_OUT="+dist)
+	if out, err := build.CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "apt-get download") {
+			t.Skipf("the bundle's packages cannot be downloaded here:\n%s", out)
+		}
+		t.Fatalf("build the bundle: %v\n%s", err, out)
+	}
+	work := t.TempDir()
+	if out, err := exec.Command("tar", "-C", work, "-xzf", filepath.Join(dist, "falcon-bench-linux-amd64.tar.gz")).CombinedOutput(); err != nil {
+		t.Fatalf("unpack: %v\n%s", err, out)
+	}
+
+	// Hide every host copy of a bundled tool that this machine has.
+	empty := filepath.Join(work, "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for _, tool := range []string{"iperf3", "sockperf", "ethtool"} {
+		if p, err := exec.LookPath(tool); err == nil {
+			if p, err = filepath.EvalSymlinks(p); err == nil {
+				script.WriteString("mount --bind " + empty + " " + p + "\n")
+			}
+		}
+		// Proof that the host's copy, if any, cannot run in here.
+		script.WriteString("if " + tool + " --version >/dev/null 2>&1; then echo HOST-" + tool + "-RUNS; exit 3; fi\n")
+	}
+	script.WriteString("cd " + work + " && exec ./falcon-bench/run.sh --quick --out results\n")
+	// A private mount namespace: the bind mounts vanish with it, and 'ip
+	// netns exec' (which the bench runs the tools through) inherits them.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script.String())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh --quick: %v\n%s", err, out)
+	}
+	for _, want := range []string{"bundle: iperf 3", "bundle: sockperf", "bundle: ethtool", "run.sh: done"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	res := filepath.Join(work, "results")
+	for _, f := range []string{"results.json", "report.md", "chart.svg", "bench.log", "probe.txt", "VERSIONS"} {
+		if st, err := os.Stat(filepath.Join(res, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(res, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Machine struct {
+			Tools    map[string]string `json:"tools"`
+			ToolsDir string            `json:"tools_dir"`
+		} `json:"machine"`
+		Results []struct {
+			Mode, Workload string
+			Runs           []json.RawMessage
+			Errors         []string
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Machine.ToolsDir != filepath.Join(work, "falcon-bench", "tools") || f.Machine.Tools["iperf3"] == "" || f.Machine.Tools["sockperf"] == "" {
+		t.Errorf("results do not record the bundle's tools: dir %q, tools %v", f.Machine.ToolsDir, f.Machine.Tools)
+	}
+	if len(f.Results) != 6 {
+		t.Errorf("%d results, want 6 (vanilla and falcon × 3 workloads)", len(f.Results))
+	}
+	for _, r := range f.Results {
+		if len(r.Runs) != 1 || len(r.Errors) > 0 {
+			t.Errorf("%s %s: %d runs, errors %v", r.Mode, r.Workload, len(r.Runs), r.Errors)
+		}
+	}
+}
+
+func firstLines(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 300 {
+		s = s[:300] + " …"
+	}
+	return s
+}
