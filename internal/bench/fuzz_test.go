@@ -84,7 +84,7 @@ func resolveFlags(vals map[string]string) (Config, error) {
 	fl := RegisterFlags(fs)
 	for k, v := range vals {
 		if err := fs.Set(k, v); err != nil {
-			return Config{}, &ConfigError{err.Error()}
+			return Config{}, &ConfigError{Msg: err.Error()}
 		}
 	}
 	return fl.Resolve([]int{0, 1})
