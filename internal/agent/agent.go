@@ -119,25 +119,35 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		}
 		return nil, fmt.Errorf("state directory %s: %w", h.Dir, err)
 	}
-	// A previous agent may have been killed: undo what it left first.
-	if err := cleanupDead(h.Dir, h.PinDir, opts.log()); err != nil {
+	// A previous agent may have been killed: undo what it left first. Its
+	// programs, still attached and keeping every stage inline, stay until
+	// this agent's replace them (falcon modes), so that no packet passes
+	// unhooked meanwhile; RPS is restored at once.
+	_, static := mode.(StaticMode)
+	dead, err := undoDead(h.Dir, h.PinDir, opts.log(), !static)
+	if err != nil {
+		err = errors.Join(err, dead.remove(nil))
 		h.lock.release()
 		return nil, fmt.Errorf("cleaning up after a killed agent: %w", err)
 	}
 	if h.journal, err = journal.Open(filepath.Join(h.Dir, journalFile)); err != nil {
 		h.lock.release()
-		return nil, err
+		return nil, errors.Join(err, dead.remove(nil))
 	}
 	h.state = State{Pid: os.Getpid(), Options: opts, PinDir: h.PinDir, Started: time.Now(), Devices: ov.Devices}
-	if _, static := mode.(StaticMode); static {
+	if static {
 		h.state.PinDir = "" // no BPF: nothing for status or cleanup to look for
 	}
 	if err := h.update(func(*State) {}); err != nil {
 		h.lock.release()
-		return nil, fmt.Errorf("write state: %w", err)
+		return nil, errors.Join(fmt.Errorf("write state: %w", err), dead.remove(nil))
 	}
 	a := &Agent{host: h, mode: mode, done: make(chan struct{})}
 	if err := mode.Start(h, ov); err != nil {
+		a.teardown()
+		return nil, errors.Join(err, dead.remove(nil))
+	}
+	if err := dead.remove(h.state.Hooks); err != nil {
 		a.teardown()
 		return nil, err
 	}

@@ -494,6 +494,9 @@ func TestHelperAgent(t *testing.T) {
 	f := strings.Split(env, ",")
 	o := DefaultOptions()
 	o.Netns, o.StateRoot, o.PinRoot = f[0], f[1], f[2]
+	if len(f) > 3 && f[3] == "paper" {
+		o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if err := Run(ctx, o, nil); err != nil {

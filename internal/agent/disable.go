@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -91,32 +92,86 @@ func stopAgent(dir string) error {
 // links and pins, and every value in its journal. It leaves the log and the
 // lock (the caller holds it).
 func cleanupDead(dir, pinDir string, log *slog.Logger) error {
+	left, err := undoDead(dir, pinDir, log, false)
+	return errors.Join(err, left.remove(nil))
+}
+
+// deadSuffix names the directory a dead agent's pins move to while a new
+// agent takes over from them.
+const deadSuffix = "-dead" // bpffs refuses names with a dot
+
+// deadDatapath is a dead agent's datapath, its programs still attached
+// (pinned links, or cls_bpf filters) and running on stale load: every
+// stage inline.
+type deadDatapath struct {
+	pinDir string
+	hooks  []datapath.Hook
+}
+
+// remove detaches what is left of d, except on the hooks in taken, where
+// a new agent's programs have already replaced the dead one's.
+func (d *deadDatapath) remove(taken []datapath.Hook) error {
+	if d == nil {
+		return nil
+	}
+	var hooks []datapath.Hook
+	for _, h := range d.hooks {
+		if !slices.ContainsFunc(taken, func(t datapath.Hook) bool { return t.SameAttachPoint(h) }) {
+			hooks = append(hooks, h)
+		}
+	}
+	if err := datapath.Cleanup(d.pinDir, hooks); err != nil {
+		return fmt.Errorf("remove the dead agent's datapath: %w", err)
+	}
+	return nil
+}
+
+// undoDead restores every value a dead agent's journal holds. Its datapath
+// is returned to be removed (deadDatapath.remove); with takeOver, its pins
+// move aside first, to pinDir+deadSuffix, so that a new datapath can pin
+// its own in pinDir and replace the dead one's programs hook by hook.
+func undoDead(dir, pinDir string, log *slog.Logger, takeOver bool) (*deadDatapath, error) {
 	st, err := readState(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+		return nil, err
+	}
+	// A takeover that died halfway left these.
+	if err := datapath.Cleanup(pinDir+deadSuffix, nil); err != nil {
+		return nil, fmt.Errorf("remove an earlier dead datapath: %w", err)
 	}
 	jf := filepath.Join(dir, journalFile)
 	_, jerr := os.Stat(jf)
 	pins, _ := filepath.Glob(filepath.Join(pinDir, "falcon_*"))
 	if st == nil && jerr != nil && len(pins) == 0 {
-		return nil
+		return nil, nil
 	}
-	var hooks []datapath.Hook
+	left := &deadDatapath{pinDir: pinDir}
 	if st != nil {
-		hooks = st.Hooks
+		left.hooks = st.Hooks
 		if st.PinDir != "" {
-			pinDir = st.PinDir
+			left.pinDir = st.PinDir
 		}
-		if st.Static {
+		switch {
+		case st.Static:
 			log.Info("restoring the values an earlier mode set", "mode", st.Options.Mode)
-		} else {
+		case takeOver:
+			log.Warn("taking over from an agent that did not stop cleanly", "pid", st.Pid)
+		default:
 			log.Warn("cleaning up after an agent that did not stop cleanly", "pid", st.Pid)
 		}
 	}
-	var errs []error
-	if err := datapath.Cleanup(pinDir, hooks); err != nil {
-		errs = append(errs, fmt.Errorf("remove datapath: %w", err))
+	if takeOver {
+		if err := os.Rename(left.pinDir, left.pinDir+deadSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return left, fmt.Errorf("move the dead agent's pins aside: %w", err)
+		}
+		left.pinDir += deadSuffix
 	}
+	// The values first: the dead agent's programs still run, with its load
+	// gone stale, so every stage runs inline (hash 0: RPS does nothing);
+	// with RPS restored first, their detaching changes no packet's CPU.
+	// The other way round, the kernel's RPS would spread the flows by
+	// their own hash for a moment.
+	var errs []error
 	if err := journal.Restore(jf); err != nil {
 		errs = append(errs, fmt.Errorf("restore values: %w", err))
 	}
@@ -124,8 +179,8 @@ func cleanupDead(dir, pinDir string, log *slog.Logger) error {
 		errs = append(errs, fmt.Errorf("restore kernel-wide values: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return left, err
 	}
 	os.Remove(filepath.Join(dir, stateFile))
-	return nil
+	return left, nil
 }

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -74,6 +75,10 @@ type hookKey struct {
 }
 
 func (h Hook) key() hookKey { return hookKey{netns.Path(h.Netns), h.Ifindex, h.Egress} }
+
+// SameAttachPoint reports whether h and o attach to the same device and
+// direction, where one program replaces the other.
+func (h Hook) SameAttachPoint(o Hook) bool { return h.key() == o.key() }
 
 type attachment struct {
 	hook   Hook
@@ -211,8 +216,13 @@ func (d *Datapath) attachWith(a *attachment, kind string, load func(id uint32) (
 	})
 }
 
-// program loads an instance that knows its hook slot; the maps are shared.
+// program loads an instance that knows its hook slot, or takes the one a
+// detached hook left in it; the maps are shared (d.mu held).
 func (d *Datapath) program(id uint32) (*ebpf.Program, error) {
+	if p := d.spare[id]; p != nil {
+		delete(d.spare, id)
+		return p, nil
+	}
 	spec := d.spec.Copy()
 	if err := spec.Variables["hook_id"].Set(id); err != nil {
 		return nil, err
@@ -253,7 +263,16 @@ func (d *Datapath) attachTCX(a *attachment) error {
 	if err != nil {
 		return fmt.Errorf("hook %s: attach tcx: %w", a.hook, err)
 	}
+	if err := d.pinLink(l); err != nil {
+		l.Close()
+		return fmt.Errorf("hook %s: %w", a.hook, err)
+	}
 	a.link = l
+	// Ours runs first from here on: a dead agent's program behind it
+	// (pinned, running on stale load) can go.
+	if err := detachTCXLinks(a.hook, a.prog); err != nil {
+		return fmt.Errorf("hook %s: detach a dead agent's program: %w", a.hook, err)
+	}
 	return nil
 }
 
@@ -296,7 +315,14 @@ func (d *Datapath) attachClsact(a *attachment) error {
 		Name:         progName,
 		DirectAction: true,
 	}
-	if err := netlink.FilterAdd(f); err != nil {
+	add := netlink.FilterAdd
+	if old := ourFilter(a.hook); old != nil {
+		// A dead agent's filter (still running, on stale load) holds our
+		// handle: swapped in one step, no packet passes unhooked. Its
+		// clsact qdisc was falcon's, so ours to remove when empty.
+		add, a.qdisc = netlink.FilterReplace, true
+	}
+	if err := add(f); err != nil {
 		if a.qdisc {
 			netlink.QdiscDel(clsactQdisc(a.hook.Ifindex))
 			a.qdisc = false
@@ -304,6 +330,25 @@ func (d *Datapath) attachClsact(a *attachment) error {
 		return fmt.Errorf("hook %s: add cls_bpf filter: %w", a.hook, err)
 	}
 	a.filter = f
+	return nil
+}
+
+// ourFilter is the cls_bpf filter of falcon's at h's handle and priority,
+// nil if there is none (or another's is there: adding ours then fails).
+func ourFilter(h Hook) *netlink.BpfFilter {
+	l, err := netlink.LinkByIndex(h.Ifindex)
+	if err != nil {
+		return nil
+	}
+	fs, err := netlink.FilterList(l, filterParent(h.Egress))
+	if err != nil {
+		return nil
+	}
+	for _, f := range fs {
+		if bf, ok := f.(*netlink.BpfFilter); ok && bf.Priority == filterPrio && bf.Handle == 1 && strings.HasPrefix(bf.Name, progName) {
+			return bf
+		}
+	}
 	return nil
 }
 
@@ -323,14 +368,18 @@ func (d *Datapath) detachLocked(set map[hookKey]*attachment, h Hook) error {
 	delete(set, h.key())
 	var errs []error
 	if a.link != nil {
-		errs = append(errs, a.link.Close())
+		errs = append(errs, closeLink(a.link))
 	}
 	// A namespace that is gone took its devices and our filters with it.
 	if a.filter != nil && netns.Exists(a.hook.Netns) {
 		errs = append(errs, netns.Do(a.hook.Netns, func() error { return detachClsact(a) }))
 	}
 	if !a.shared {
-		errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
+		errs = append(errs, d.writeHook(a.id, a.hook, false))
+		if old := d.spare[a.id]; old != nil {
+			old.Close()
+		}
+		d.spare[a.id] = a.prog
 		d.ids[a.id] = false
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -333,7 +333,7 @@ func TestCleanupAfterKilledAgent(t *testing.T) {
 			cmd.Wait()
 
 			got := inspect(t, ns, a, false)
-			want := attached{} // tcx links die with their process
+			want := attached{tcx: 1} // pinned: it outlives its process
 			if mode == "clsact" {
 				want = attached{filters: 1, clsact: true} // a filter holds its program
 			}

@@ -327,6 +327,7 @@ type Datapath struct {
 	maps   falconMaps
 	pinDir string
 	pinned []string
+	links  atomic.Uint64          // names the pins of links (pinLink)
 	cfg    atomic.Pointer[Config] // written under mu, read without it
 	// stateMu serialises read-modify-writes of the configuration, so that
 	// SetConfig and the running state never undo each other.
@@ -338,7 +339,11 @@ type Datapath struct {
 	// arrivals: the guard's arrival counter on containers' ends (guard.go)
 	arrivals map[hookKey]*attachment
 	ids      [MaxHooks]bool
-	debug    bool // tests: programs record their last decision in falcon_debug
+	// spare: programs of detached hooks, by slot, for the next attach in
+	// that slot: a load is about half a second of verifier time on one
+	// CPU, which a stand-down and comeback would pay per hook each time.
+	spare map[uint32]*ebpf.Program
+	debug bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
 	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
@@ -363,7 +368,7 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 		return nil, err
 	}
 	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{},
-		arrivals: map[hookKey]*attachment{}}
+		arrivals: map[hookKey]*attachment{}, spare: map[uint32]*ebpf.Program{}}
 	if cfg.Epoch == 0 {
 		cfg.Epoch = 1
 	}
@@ -374,17 +379,18 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 		d.maps.Close()
 		return nil, err
 	}
-	if err := d.openGuard(); err != nil {
-		d.maps.Close()
-		return nil, err
-	}
+	// Pinned first: the guard pins its links there.
 	if pinDir != "" {
 		if err := d.pin(); err != nil {
 			d.unpin()
-			d.guard.close()
 			d.maps.Close()
 			return nil, err
 		}
+	}
+	if err := d.openGuard(); err != nil {
+		d.unpin()
+		d.maps.Close()
+		return nil, err
 	}
 	return d, nil
 }
@@ -480,6 +486,12 @@ func (d *Datapath) Close() error {
 		errs = append(errs, d.guard.close())
 		d.guard = nil
 	}
+	d.mu.Lock()
+	for id, p := range d.spare {
+		errs = append(errs, p.Close())
+		delete(d.spare, id)
+	}
+	d.mu.Unlock()
 	errs = append(errs, d.unpin(), d.maps.Close())
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
 
@@ -57,7 +58,7 @@ func (d *Datapath) openGuard() (err error) {
 	}
 	g := &guardState{progs: []*ebpf.Program{objs.Drop, objs.Poll, objs.Arrive}, arrive: objs.Arrive,
 		tracing: []*ebpf.Program{objs.Drop, objs.Poll}}
-	if err := g.attachTracing(); err != nil {
+	if err := g.attachTracing(d.pinLink); err != nil {
 		g.close()
 		return err
 	}
@@ -65,9 +66,16 @@ func (d *Datapath) openGuard() (err error) {
 	return nil
 }
 
-func (g *guardState) attachTracing() error {
+// attachTracing attaches the tracing programs; pin keeps them counting
+// drops through a killed agent, as its hooks keep running.
+func (g *guardState) attachTracing(pin func(link.Link) error) error {
 	for _, p := range g.tracing {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
+		if err == nil {
+			if err = pin(l); err != nil {
+				l.Close()
+			}
+		}
 		if err != nil {
 			g.detachTracing()
 			return fmt.Errorf("attach guard program %s: %w", p, err)
@@ -80,7 +88,7 @@ func (g *guardState) attachTracing() error {
 func (g *guardState) detachTracing() error {
 	var errs []error
 	for _, l := range g.links {
-		errs = append(errs, l.Close())
+		errs = append(errs, closeLink(l))
 	}
 	g.links = nil
 	return errors.Join(errs...)
@@ -113,7 +121,7 @@ func (d *Datapath) StandDown(on bool) error {
 	if err := d.forgetFlows(); err != nil {
 		return err
 	}
-	if err := d.guard.attachTracing(); err != nil {
+	if err := d.guard.attachTracing(d.pinLink); err != nil {
 		return err
 	}
 	return d.setState(func(c *Config) { c.StoodDown = false })
@@ -284,15 +292,42 @@ type Pending struct {
 
 // Steered says what detaching now could reorder.
 func (d *Datapath) Steered() (Pending, error) {
+	return steered(d.maps.FalconFlowlets, d.maps.FalconHooks, d.maps.FalconDone, d.Config().GuardTimeout)
+}
+
+// ReadSteered is Steered for the datapath pinned in pinDir, a dead
+// agent's included.
+func ReadSteered(pinDir string) (Pending, error) {
+	cfg, _, _, _, err := ReadState(pinDir)
+	if err != nil {
+		return Pending{}, err
+	}
+	var ms []*ebpf.Map
+	defer func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}()
+	for _, name := range []string{"falcon_flowlets", "falcon_hooks", "falcon_done"} {
+		m, err := openPinned(pinDir, name)
+		if err != nil {
+			return Pending{}, err
+		}
+		ms = append(ms, m)
+	}
+	return steered(ms[0], ms[1], ms[2], cfg.GuardTimeout)
+}
+
+func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pending, error) {
 	now := monotonicNow()
-	timeout := uint64(d.Config().GuardTimeout)
+	timeout := uint64(guardTimeout)
 	var (
 		k falconFlowletKey
 		v falconFlowlet
 		p Pending
 	)
 	slots := map[uint32]int{} // hook id: its done slot
-	it := d.maps.FalconFlowlets.Iterate()
+	it := flowlets.Iterate()
 	for it.Next(&k, &v) {
 		// Signed: a packet may have stamped the entry after now was read.
 		if v.Target == targetFallback || int64(now-v.LastSeenNs) > int64(timeout) {
@@ -302,14 +337,14 @@ func (d *Datapath) Steered() (Pending, error) {
 		slot, ok := slots[k.Hook]
 		if !ok {
 			var h falconHook
-			if err := d.maps.FalconHooks.Lookup(k.Hook, &h); err != nil {
+			if err := hooks.Lookup(k.Hook, &h); err != nil {
 				return p, fmt.Errorf("read hook %d: %w", k.Hook, err)
 			}
 			slot = doneSlot(h.Role)
 			slots[k.Hook] = slot
 		}
 		var per []falconDone
-		if d.maps.FalconDone.Lookup(&k.Flowhash, &per) != nil {
+		if doneMap.Lookup(&k.Flowhash, &per) != nil {
 			per = nil
 		}
 		var done uint64

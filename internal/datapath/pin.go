@@ -100,6 +100,28 @@ func (d *Datapath) pin() error {
 	return nil
 }
 
+// pinLink pins l in the pin directory, so that its program stays attached
+// when the agent is killed: the load the program reads then goes stale, and
+// every stage runs inline as without falcon (docs/DESIGN.md §7) until
+// disable or the next agent removes the pin (Cleanup). Without a pin
+// directory the link lives as long as its file descriptor.
+func (d *Datapath) pinLink(l link.Link) error {
+	if d.pinDir == "" {
+		return nil
+	}
+	p := filepath.Join(d.pinDir, fmt.Sprintf("%slink_%d", pinPrefix, d.links.Add(1)))
+	if err := l.Pin(p); err != nil {
+		return fmt.Errorf("pin link: %w", err)
+	}
+	return nil
+}
+
+// closeLink removes l's pin, if any, and closes it, which detaches its
+// program.
+func closeLink(l link.Link) error {
+	return errors.Join(l.Unpin(), l.Close())
+}
+
 func (d *Datapath) unpin() error {
 	var errs []error
 	for _, p := range d.pinned {
@@ -125,15 +147,8 @@ func removeIfEmpty(dir string) {
 // ours still attached there. Hooks whose device is gone are skipped.
 func Cleanup(pinDir string, hooks []Hook) error {
 	var errs []error
-	if pinDir != "" {
-		pins, _ := filepath.Glob(filepath.Join(pinDir, pinPrefix+"*"))
-		for _, p := range pins {
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
-			}
-		}
-		removeIfEmpty(pinDir)
-	}
+	// The hooks first: a link's detach is synchronous, the release that
+	// follows removing its last pin may be deferred to a kernel worker.
 	for _, h := range hooks {
 		if !netns.Exists(h.Netns) {
 			continue
@@ -146,6 +161,15 @@ func Cleanup(pinDir string, hooks []Hook) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("clean up %s: %w", h, err))
 		}
+	}
+	if pinDir != "" {
+		pins, _ := filepath.Glob(filepath.Join(pinDir, pinPrefix+"*"))
+		for _, p := range pins {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		removeIfEmpty(pinDir)
 	}
 	return errors.Join(errs...)
 }
@@ -194,13 +218,22 @@ func cleanupHook(h Hook) error {
 	if removed {
 		errs = append(errs, deleteClsactIfEmpty(h.Ifindex))
 	}
-	errs = append(errs, detachTCXLinks(h))
+	errs = append(errs, detachTCXLinks(h, nil))
 	return errors.Join(errs...)
 }
 
-// detachTCXLinks detaches tcx links running our program: normally they die
-// with the process that held them, but a hung agent still holds them.
-func detachTCXLinks(h Hook) error {
+// detachTCXLinks detaches falcon's tcx links at h, except the one running
+// keep (nil: all of them): a dead agent's links live on in their pins, and
+// a hung agent still holds its own.
+func detachTCXLinks(h Hook, keep *ebpf.Program) error {
+	var keepID ebpf.ProgramID
+	if keep != nil {
+		info, err := keep.Info()
+		if err != nil {
+			return err
+		}
+		keepID, _ = info.ID()
+	}
 	at := ebpf.AttachTCXIngress
 	if h.Egress {
 		at = ebpf.AttachTCXEgress
@@ -212,7 +245,7 @@ func detachTCXLinks(h Hook) error {
 	var errs []error
 	for _, ap := range res.Programs {
 		lid, ok := ap.LinkID()
-		if !ok {
+		if !ok || (keep != nil && ap.ID == keepID) {
 			continue
 		}
 		p, err := ebpf.NewProgramFromID(ap.ID)
@@ -221,7 +254,7 @@ func detachTCXLinks(h Hook) error {
 		}
 		info, err := p.Info()
 		p.Close()
-		if err != nil || info.Name != progName {
+		if err != nil || !strings.HasPrefix(info.Name, pinPrefix) {
 			continue
 		}
 		l, err := link.NewFromID(lid)

@@ -324,10 +324,29 @@ func (d *Datapath) attachXDP(a *attachment) error {
 		a.link, err = link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.hook.Ifindex, Flags: link.XDPDriverMode})
 		switch {
 		case err == nil:
+			if err := d.pinLink(a.link); err != nil {
+				a.link.Close()
+				a.link = nil
+				return fmt.Errorf("split %s: %w", name, err)
+			}
 			return nil
 		case errors.Is(err, unix.EOPNOTSUPP):
 			return fmt.Errorf("NIC %s has no native XDP: --split needs it, and falcon does not fall back to generic XDP, which runs after skb allocation and splits nothing (%w)", name, err)
 		case errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST):
+			// A dead agent's split program, still running on its pinned
+			// link: ours takes its place in one step.
+			if old := ourXDPLink(l); old != nil {
+				if err := old.Update(a.prog); err != nil {
+					old.Close()
+					return fmt.Errorf("NIC %s: replace a dead agent's split program: %w", name, err)
+				}
+				if err := d.pinLink(old); err != nil {
+					old.Close()
+					return fmt.Errorf("split %s: %w", name, err)
+				}
+				a.link = old
+				return nil
+			}
 			return fmt.Errorf("NIC %s already runs another XDP program; a device takes one (%w)", name, err)
 		}
 		return fmt.Errorf("attach XDP to %s in native mode: %w", name, err)
@@ -351,7 +370,7 @@ func (d *Datapath) detachSplit(k hookKey) error {
 	delete(d.splits, k)
 	var errs []error
 	if a.link != nil {
-		errs = append(errs, a.link.Close())
+		errs = append(errs, closeLink(a.link))
 	}
 	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
 	d.ids[a.id] = false
@@ -425,24 +444,34 @@ func cleanupSplit(h Hook) error {
 	if l == nil {
 		return err
 	}
+	old := ourXDPLink(l)
+	if old == nil {
+		return nil
+	}
+	defer old.Close()
+	return old.Detach()
+}
+
+// ourXDPLink is the link that runs falcon's split program on l, nil if
+// another program or none runs there. The caller closes it.
+func ourXDPLink(l netlink.Link) link.Link {
 	x := l.Attrs().Xdp
 	if x == nil || !x.Attached || x.ProgId == 0 || !isOurs(x.ProgId) {
 		return nil
 	}
 	it := new(link.Iterator)
 	defer it.Close()
-	var errs []error
 	for it.Next() {
 		info, err := it.Link.Info()
 		if err != nil || info.Type != link.XDPType || uint32(info.Program) != x.ProgId {
 			continue
 		}
-		if xi := info.XDP(); xi != nil && int(xi.Ifindex) != h.Ifindex {
+		if xi := info.XDP(); xi != nil && int(xi.Ifindex) != l.Attrs().Index {
 			continue
 		}
-		errs = append(errs, it.Link.Detach())
+		return it.Take()
 	}
-	return errors.Join(append(errs, it.Err())...)
+	return nil
 }
 
 // CPUMapStats is one split CPU's cpumap traffic, from the tracepoints

@@ -184,8 +184,8 @@ func TestSplitBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-// TestSplitCleanup: a killed agent's XDP link dies with it, its pins stay
-// until Cleanup; a hung agent's live link is detached by Cleanup.
+// TestSplitCleanup: a killed agent's XDP link outlives it (pinned) until
+// Cleanup; a hung agent's live link is detached by Cleanup.
 func TestSplitCleanup(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
@@ -209,8 +209,8 @@ func TestSplitCleanup(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if got := xdpProg(t, ns, a); got != 0 {
-		t.Errorf("XDP program %d outlived its agent", got)
+	if xdpProg(t, ns, a) == 0 {
+		t.Error("the killed agent's XDP program did not outlive it: its link was not pinned")
 	}
 	if _, err := os.Stat(filepath.Join(pin, splitStatsPin)); err != nil {
 		t.Errorf("no cpumap statistics pin left to clean up: %v", err)
@@ -218,6 +218,9 @@ func TestSplitCleanup(t *testing.T) {
 	h := SplitHook{Netns: ns, Ifindex: a, Name: "fva"}
 	if err := Cleanup(pin, []Hook{h.Hook()}); err != nil {
 		t.Fatal(err)
+	}
+	if got := xdpProg(t, ns, a); got != 0 {
+		t.Errorf("XDP program %d still attached after Cleanup", got)
 	}
 	if _, err := os.Stat(pin); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("pin directory left after Cleanup: %v", err)
