@@ -43,6 +43,9 @@ type falconMode struct {
 	bg      sync.WaitGroup                 // the engagement test
 	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
 	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
+	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
+	// tested, won: the engagement test's verdicts, and those for steering.
+	tested, won atomic.Uint64
 	// published, stale, lastSample: the sampler's work, for the metrics
 	// (activity.go).
 	published, stale, lastSample atomic.Uint64
@@ -109,7 +112,7 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ov = ov
+	m.setOverlay(ov)
 	if err := m.startSampler(h); err != nil {
 		return err
 	}
@@ -183,7 +186,7 @@ func (m *falconMode) startSampler(h *Host) error {
 func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ov = ov
+	m.setOverlay(ov)
 	var errs []error
 	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
 		if err := m.dp.SetConfig(cfg); err != nil {
@@ -300,7 +303,7 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 		case err == nil:
 			m.applied[k] = true
 			if d.Role == discover.RoleContainer {
-				h.Log().Info("container followed: RPS set", "container", d.String(), "cpus", cpuset.Format(h.Opts.CPUs))
+				m.hookLog(h)("container followed: RPS set", "container", d.String(), "cpus", cpuset.Format(h.Opts.CPUs))
 			}
 		case strict && d.Role == discover.RoleOverlay:
 			return fmt.Errorf("set RPS of %s: %w", d, err)
@@ -351,13 +354,6 @@ func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 // Each hook is recorded in the state before it is attached.
 func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error {
 	want := wantHooks(h, ov)
-	var nss []string
-	for _, d := range steered(ov) {
-		if d.Role == discover.RoleContainer && !slices.Contains(nss, d.Netns) {
-			nss = append(nss, d.Netns)
-		}
-	}
-	m.nss.Store(&nss)
 	var errs []error
 	if err := m.syncStages(h, ov); err != nil {
 		if strict {
@@ -375,7 +371,7 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 		}
 		delete(m.hooks, k)
 		h.RemoveHooks(old)
-		h.Log().Info("hook detached", "hook", old.String(), "role", old.Role)
+		m.hookLog(h)("hook detached", "hook", old.String(), "role", old.Role)
 	}
 	for k, hk := range want {
 		if _, ok := m.hooks[k]; ok {
@@ -393,7 +389,7 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 			continue
 		}
 		m.hooks[k] = hk
-		h.Log().Info("hook attached", "hook", hk.String(), "role", hk.Role)
+		m.hookLog(h)("hook attached", "hook", hk.String(), "role", hk.Role)
 	}
 	if err := m.syncSplits(h, want, strict); err != nil {
 		if strict {
@@ -460,3 +456,26 @@ const quietMargin = 15
 func quietBelow(threshold int) uint32 { return uint32(max(1, threshold-quietMargin)) }
 
 func maxSampleGap(interval time.Duration) time.Duration { return 10 * interval }
+
+// hookLog says a hook's attach or detach: at Info, except while the
+// engagement test switches falcon on and off the path every few seconds.
+func (m *falconMode) hookLog(h *Host) func(msg string, args ...any) {
+	if m.probing.Load() {
+		return h.Log().Debug
+	}
+	return h.Log().Info
+}
+
+// setOverlay keeps the latest overlay, to attach to when coming back, and
+// its containers' namespaces, whose deliveries the engagement test counts
+// also while falcon is off the path.
+func (m *falconMode) setOverlay(ov *discover.Overlay) {
+	m.ov = ov
+	var nss []string
+	for _, d := range steered(ov) {
+		if d.Role == discover.RoleContainer && !slices.Contains(nss, d.Netns) {
+			nss = append(nss, d.Netns)
+		}
+	}
+	m.nss.Store(&nss)
+}

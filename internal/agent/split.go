@@ -108,7 +108,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 			continue
 		}
 		m.splits[k] = s
-		h.Log().Info("NIC stage split (XDP, cpumap)", "nic", s.Name, "cpus", cpuset.Format(h.Opts.splitSet()))
+		m.hookLog(h)("NIC stage split (XDP, cpumap)", "nic", s.Name, "cpus", cpuset.Format(h.Opts.splitSet()))
 	}
 	return errors.Join(errs...)
 }

@@ -16,10 +16,11 @@ import (
 // engagement test finds that steering does not pay. It drains every flow
 // back inline, puts RPS back, detaches every hook, arrival counter, split
 // program and the guard's tracepoint programs, and the packets run
-// exactly as without falcon. It comes back at the first busy sample with
-// a CPU of the set to spare, except after a busy spell it measured not to
-// pay: then it first waits for standUpCalm with no CPU busy, so that the
-// same spell is not tested over and over. Coming back is exact for flows
+// exactly as without falcon. At the first busy sample with a CPU of the
+// set to spare it runs the engagement test, whose off windows are this
+// state, and comes back if steering pays; after a verdict against it, it
+// first waits for standUpCalm with no CPU busy, so that the same spell is
+// not tested over and over. Coming back is exact for flows
 // that run through it: the hooks count and mark their own packets, so a
 // running flow may move once its marked packets arrived (bpf/choose.h).
 const (
@@ -40,7 +41,7 @@ func (m *falconMode) standDown(h *Host, why string) bool {
 		if err := m.dp.SetDraining(false); err != nil {
 			h.Log().Warn("stand down: end drain", "err", err)
 		}
-		h.Log().Info("staying attached, inline: a flow did not come back in time to detach without reordering it")
+		h.Log().Info("staying attached, inline: a flow did not come back in time to detach without reordering it", "why", why)
 		return false
 	}
 	// RPS first, while the hooks still keep every flow inline.
@@ -56,23 +57,29 @@ func (m *falconMode) standDown(h *Host, why string) bool {
 		}
 		return false
 	}
-	h.Log().Info("stood down: every falcon program is off the path", "why", why)
+	if why != "" {
+		h.Log().Info("stood down: every falcon program is off the path", "why", why)
+	}
 	return true
 }
 
-// standUp attaches the datapath again.
-func (m *falconMode) standUp(h *Host, why string) {
+// standUp attaches the datapath again; why as for standDown.
+func (m *falconMode) standUp(h *Host, why string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.dp.Config().StoodDown {
-		return
+		return nil
 	}
 	if err := m.dp.StandDown(false); err != nil {
 		h.Log().Warn("come back", "err", err)
-		return
+		return err
 	}
 	if err := m.attachAll(h, m.ov, false); err != nil {
 		h.Log().Warn("come back", "err", err)
+		return err
 	}
-	h.Log().Info("back on the path", "why", why)
+	if why != "" {
+		h.Log().Info("back on the path", "why", why)
+	}
+	return nil
 }

@@ -172,3 +172,61 @@ func TestComebackSteersRunningFlows(t *testing.T) {
 		t.Error("no running flow was moved after the comeback")
 	}
 }
+
+// TestEngagementTestReordersNothing: the adaptive policy's engagement test
+// switches falcon on and off the path every window while it tests (the
+// off windows are stood down, every program detached and RPS restored);
+// flows at full rate through those switches stay in order, with and
+// without the NIC stage split.
+func TestEngagementTestReordersNothing(t *testing.T) {
+	needTestbed(t)
+	if err := workload.CheckTools("taskset"); err != nil {
+		t.Skip(err)
+	}
+	for _, split := range []bool{false, true} {
+		name := map[bool]string{false: "pipelining", true: "split"}[split]
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			tb := ibed(t, "engt", "docker", 2)
+			warm(t, tb)
+			o := testOptions(t, tb.Hosts[1].Netns)
+			// The senders' CPU is busy and the receivers' has room, so the
+			// test runs; adaptive is the default policy.
+			o.CPUs = []int{0, 1}
+			if split {
+				o.Split, o.SplitCPUs = true, []int{1}
+			}
+			a, err := Start(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Stop()
+			m := a.mode.(*falconMode)
+			sendCtx, stopSending := context.WithCancel(ctx)
+			go func() {
+				defer stopSending()
+				// A verdict (three or four switches on and off the path) and
+				// the flows going on for a while after it.
+				start := time.Now()
+				for (m.tested.Load() < 1 || time.Since(start) < 4*time.Second) && time.Since(start) < 30*time.Second {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			runs := streamPairs(ctx, sendCtx, t, tb, 41340, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
+			var got, reordered uint64
+			for _, r := range runs {
+				got += r.stats.Received
+				reordered += r.stats.Reordered + r.stats.Duplicates
+			}
+			t.Logf("%d datagrams received, %d reordered or duplicated; engagement verdicts %d, for steering %d",
+				got, reordered, m.tested.Load(), m.won.Load())
+			if reordered != 0 {
+				t.Errorf("%d datagrams reordered or duplicated", reordered)
+			}
+			if m.tested.Load() == 0 {
+				t.Error("the engagement test gave no verdict under full-rate traffic")
+			}
+		})
+	}
+}
