@@ -220,6 +220,9 @@ func TestEnableStatusDisable(t *testing.T) {
 			before := snapshot(t, ov)
 
 			o := testOptions(t, h.Netns)
+			// No engagement test that stands down on this idle machine while
+			// the test reads what enable set (standdown_test.go covers that).
+			o.Policy = datapath.PolicyPaper
 			a, err := Start(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)
@@ -386,6 +389,7 @@ func TestContainerRemoved(t *testing.T) {
 	tb := bed(t, "calico", 2)
 	h := tb.Hosts[1]
 	o := testOptions(t, h.Netns)
+	o.Policy = datapath.PolicyPaper // attached throughout: no stand-down empties the journal first
 	a, err := Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

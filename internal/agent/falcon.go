@@ -113,10 +113,23 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setOverlay(ov)
-	if err := m.startSampler(h); err != nil {
+	ctx, err := m.startSampler(h)
+	if err != nil {
 		return err
 	}
-	return m.attachAll(h, ov, true)
+	if err := m.attachAll(h, ov, true); err != nil {
+		return err
+	}
+	// The engagement test starts once everything is attached: its
+	// engageIdle counts from here, not from before a slow attach.
+	if m.cfg.Policy != datapath.PolicyPaper {
+		m.bg.Add(1)
+		go func() {
+			defer m.bg.Done()
+			m.engage(ctx, h)
+		}()
+	}
+	return nil
 }
 
 // attachAll attaches the hooks and sets RPS in the order Start explains.
@@ -136,7 +149,8 @@ func (m *falconMode) attachAll(h *Host, ov *discover.Overlay, strict bool) error
 
 // startSampler feeds the datapath with load and returns after the first
 // sample is published, so that the programs never start on stale load.
-func (m *falconMode) startSampler(h *Host) error {
+// Its context, which Stop ends, is for the agent's other loops.
+func (m *falconMode) startSampler(h *Host) (context.Context, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan error, 1)
 	first := make(chan struct{})
@@ -154,13 +168,6 @@ func (m *falconMode) startSampler(h *Host) error {
 		}}
 	s.Warn = func(err error) { h.Log().Warn("load sampler", "err", err) }
 	s.Resting = func() bool { return m.dp.Config().StoodDown }
-	if m.cfg.Policy != datapath.PolicyPaper {
-		m.bg.Add(1)
-		go func() {
-			defer m.bg.Done()
-			m.engage(ctx, h)
-		}()
-	}
 	go func() {
 		err := s.Run(ctx)
 		m.running.Store(false)
@@ -171,15 +178,15 @@ func (m *falconMode) startSampler(h *Host) error {
 	}()
 	select {
 	case <-first:
-		return nil
+		return ctx, nil
 	case err := <-m.done:
 		m.done <- err
 		if err == nil {
 			err = errors.New("stopped")
 		}
-		return fmt.Errorf("load sampler: %w", err)
+		return nil, fmt.Errorf("load sampler: %w", err)
 	case <-time.After(5*h.Opts.Interval + 2*time.Second):
-		return errors.New("load sampler published nothing")
+		return nil, errors.New("load sampler published nothing")
 	}
 }
 
