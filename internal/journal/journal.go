@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
@@ -241,29 +240,51 @@ func (j *Journal) Restore() error {
 }
 
 // Prune drops the entries of namespaces that are gone (containers that
-// ended): there is nothing left to restore in them, and the journal of an
-// agent that runs for months beside short-lived containers must not grow
-// without bound.
+// ended), and of devices gone from a namespace that lives on (a runtime
+// deletes a container's end before its namespace, which may linger):
+// there is nothing left to restore in them, and the journal of an agent
+// that runs for months beside short-lived containers must not grow
+// without bound. The host namespace's entries stay.
 func (j *Journal) Prune() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	live := map[string]bool{}
-	n := len(j.entries)
-	j.entries = slices.DeleteFunc(j.entries, func(e Entry) bool {
-		if e.Netns == "" {
-			return false
+	byNS := map[string][]int{}
+	for i, e := range j.entries {
+		if e.Netns != "" {
+			k := fmt.Sprintf("%s\x00%d\x00%d", e.Netns, e.NetnsIno, e.NetnsCookie)
+			byNS[k] = append(byNS[k], i)
 		}
-		k := fmt.Sprintf("%s\x00%d\x00%d", e.Netns, e.NetnsIno, e.NetnsCookie)
-		ok, seen := live[k]
-		if !seen {
-			ok = alive(e.Netns, e.id())
-			live[k] = ok
+	}
+	drop := map[int]bool{}
+	for _, idx := range byNS {
+		e := j.entries[idx[0]]
+		if !alive(e.Netns, e.id()) {
+			for _, i := range idx {
+				drop[i] = true
+			}
+			continue
 		}
-		return !ok
-	})
-	if len(j.entries) == n {
+		// Unreadable (the namespace went meanwhile, no sysfs): keep them,
+		// the next Prune or Restore settles them.
+		_ = inNetnsID(e.Netns, e.id(), true, func() error {
+			for _, i := range idx {
+				if _, err := os.Stat(j.entries[i].Path); errors.Is(err, os.ErrNotExist) {
+					drop[i] = true
+				}
+			}
+			return nil
+		})
+	}
+	if len(drop) == 0 {
 		return nil
 	}
+	var kept []Entry
+	for i, e := range j.entries {
+		if !drop[i] {
+			kept = append(kept, e)
+		}
+	}
+	j.entries = kept
 	return j.save()
 }
 

@@ -174,6 +174,14 @@ func TestGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip(t, "link", "del", host) // takes the container's eth0 with it
+	// The device is gone, its namespace not yet (a runtime deletes the
+	// container's end first): nothing is left to restore.
+	if err := j.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(j.Entries()); n != 1 {
+		t.Errorf("Prune left %d entries with the container's device gone, want the host's 1: %+v", n, j.Entries())
+	}
 	ip(t, "netns", "del", ns)
 	if err := j.Prune(); err != nil {
 		t.Fatal(err)
