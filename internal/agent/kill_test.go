@@ -42,7 +42,15 @@ func TestKilledAgentUnderTraffic(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		// A failure before the takeover leaves the dead agent's programs
+		// attached; the next test must find none.
+		if _, err := Disable(o); err != nil {
+			t.Errorf("disable after the test: %v", err)
+		}
+	}()
 	deadline := time.Now().Add(60 * time.Second) // a hang guard
 	for r, err := Status(o); err != nil || !r.Ready; r, err = Status(o) {
 		if time.Now().After(deadline) {

@@ -55,10 +55,6 @@ if [ -n "${SKIP:-}" ]; then
 	for k in $SKIP; do echo "- ${k%%:*}: \`${k#*:}\`"; done
 	echo
 fi
-if [ -n "${DRILLS:-}" ]; then
-	echo "The reliability drills ran small (\`KERNEL_DRILLS\`: \`$DRILLS\`): their figures come from the host."
-	echo
-fi
 for t in $TESTS; do
 	name=$(basename "${t%%:*}")
 	log=$out/$name.log
