@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Installs what falcon's benchmark and tests need (tmux: falcon top's terminal test) on Debian/Ubuntu, as root.
+# Installs what falcon's benchmark and tests need (tmux: falcon top's terminal test; nftables,
+# iptables and gcc: the flannel-daemon layout's flanneld) on Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux; do
+for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
 	cmd=${pair%%:*} pkg=${pair#*:}
-	command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
 dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)   # venv for the manifest validator
 # make test-kernels: QEMU, busybox for the guest's initramfs, kmod (depmod, modprobe), cpio.
@@ -34,6 +35,10 @@ command -v go >/dev/null 2>&1 || { echo "setup: Go 1.26 or newer is needed to bu
 
 # Offline Kubernetes schema validator for deploy/kubernetes (kubernetes-validate in a venv).
 "$(dirname "$0")/../deploy/kubernetes/validate.sh" --install
+
+# The flannel-daemon testbed layout's flanneld, etcd and CNI plugins, built
+# once from the Go module proxy at pinned versions into .cache/daemons.
+"$(dirname "$0")/daemons.sh"
 
 # Tracepoints used by the tests live in tracefs.
 [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -142,18 +142,9 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	}
 }
 
-func mustOnline(t *testing.T) []int {
-	cpus, err := cpuset.Online()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cpus
-}
-
-// cliTestbed skips unless a testbed can run here, then builds the binary
-// and brings up a one-container docker testbed named after tag, taken down
-// when the test ends.
-func cliTestbed(t *testing.T, tag string) (bin string, tb *testbed.Testbed) {
+// cliBinary skips unless a testbed with falcon on it can run here, then
+// builds the binary.
+func cliBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a testbed")
@@ -167,7 +158,23 @@ func cliTestbed(t *testing.T, tag string) (bin string, tb *testbed.Testbed) {
 	if err := datapath.Supported(); err != nil {
 		t.Skip(err)
 	}
-	bin = buildFalcon(t)
+	return buildFalcon(t)
+}
+
+func mustOnline(t *testing.T) []int {
+	cpus, err := cpuset.Online()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpus
+}
+
+// cliTestbed skips unless a testbed can run here, then builds the binary
+// and brings up a one-container docker testbed named after tag, taken down
+// when the test ends.
+func cliTestbed(t *testing.T, tag string) (bin string, tb *testbed.Testbed) {
+	t.Helper()
+	bin = cliBinary(t)
 	name := fmt.Sprintf("cli%d%s", os.Getpid(), tag)
 	t.Cleanup(func() { testbed.Down(name) })
 	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})

@@ -41,6 +41,9 @@ func needTestbed(t *testing.T) {
 // test ends, also on failure.
 func ibed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 	t.Helper()
+	if err := testbed.CheckLayout(layout); err != nil {
+		t.Skip(err)
+	}
 	name := fmt.Sprintf("i%d%s", os.Getpid(), tag)
 	t.Cleanup(func() {
 		if err := testbed.Down(name); err != nil {

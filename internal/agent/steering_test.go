@@ -45,7 +45,7 @@ import (
 // runs the test is skipped (order and cleanup still checked).
 func TestSteeringLayouts(t *testing.T) {
 	needTestbed(t)
-	for _, layout := range []string{"docker", "flannel", "calico"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon"} {
 		t.Run(layout, func(t *testing.T) { steeringOn(t, layout) })
 	}
 }
@@ -58,7 +58,7 @@ const (
 func steeringOn(t *testing.T, layout string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tb := ibed(t, "s"+layout[:3], layout, 2)
+	tb := ibed(t, "s"+layout[:3]+layout[len(layout)-1:], layout, 2)
 	h2 := tb.Hosts[1]
 	nss := hostSide(h2)
 	before := queueValues(t, nss)

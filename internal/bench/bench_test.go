@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/testbed"
 )
 
 // integration runs real benches: root, real testbeds, real tools.
@@ -106,6 +107,37 @@ func TestBenchHostAndDocker(t *testing.T) {
 		}
 		if r.Workload == "udp-stress" && (run.Counters["tx.Udp.OutDatagrams"] <= 0 || r.Clients != 3) {
 			t.Errorf("%s: UDP counters %+v, %d clients", what, run.Counters, r.Clients)
+		}
+	}
+}
+
+// TestBenchFlannelDaemon runs vanilla and falcon on the real Flannel
+// (flanneld, etcd, the CNI plugins): a run each, measured, with the
+// layout's vanilla as the baseline.
+func TestBenchFlannelDaemon(t *testing.T) {
+	online, name := integration(t, "f")
+	if err := testbed.CheckLayout("flannel-daemon"); err != nil {
+		t.Skip(err)
+	}
+	c, err := resolve(t, online, "--layouts", "flannel-daemon", "--modes", "vanilla,falcon",
+		"--workloads", "udp-stress:16", "--runs", "1", "--duration", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Preflight(c); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
+		Progress: NewProgress(io.Discard, false, true, 2, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(f.Results))
+	}
+	for _, r := range f.Results {
+		if len(r.Errors) > 0 || len(r.Runs) != 1 || r.Runs[0].PPS <= 0 || r.Baseline != "flannel-daemon/vanilla" {
+			t.Errorf("%s/%s: %d runs, errors %q, baseline %q", r.Layout, r.Mode, len(r.Runs), r.Errors, r.Baseline)
 		}
 	}
 }

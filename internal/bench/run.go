@@ -42,6 +42,11 @@ func Preflight(c Config) error {
 	if err := testbed.CheckSystem(); err != nil {
 		return err
 	}
+	for _, l := range c.Layouts {
+		if err := testbed.CheckLayout(l); err != nil {
+			return err
+		}
+	}
 	if err := workload.CheckTools(append(tools(c), "taskset")...); err != nil {
 		return err
 	}

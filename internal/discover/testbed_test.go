@@ -18,9 +18,12 @@ func TestTestbedLayouts(t *testing.T) {
 	if err := testbed.CheckSystem(); err != nil {
 		t.Skip(err)
 	}
-	for _, layout := range []string{"vxlan", "docker", "flannel", "calico"} {
+	for _, layout := range []string{"vxlan", "docker", "flannel", "calico", "flannel-daemon"} {
 		t.Run(layout, func(t *testing.T) {
-			name := fmt.Sprintf("d%d%s", os.Getpid(), layout[:2])
+			if err := testbed.CheckLayout(layout); err != nil {
+				t.Skip(err)
+			}
+			name := fmt.Sprintf("d%d%s%s", os.Getpid(), layout[:2], layout[len(layout)-1:])
 			t.Cleanup(func() { testbed.Down(name) })
 			tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
 			if err != nil {

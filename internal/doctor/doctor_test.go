@@ -26,7 +26,10 @@ func needRoot(t *testing.T) {
 // up builds a testbed with two containers per host, taken down in Cleanup.
 func up(t *testing.T, layout string) *testbed.Testbed {
 	t.Helper()
-	name := fmt.Sprintf("doc%s%d", layout[:3], os.Getpid())
+	if err := testbed.CheckLayout(layout); err != nil {
+		t.Skip(err)
+	}
+	name := fmt.Sprintf("doc%s%s%d", layout[:3], layout[len(layout)-1:], os.Getpid())
 	t.Cleanup(func() {
 		if err := testbed.Down(name); err != nil {
 			t.Errorf("testbed down: %v", err)
@@ -97,7 +100,7 @@ type planted struct {
 // changes nothing on a second run.
 func TestPlanted(t *testing.T) {
 	needRoot(t)
-	for _, layout := range []string{"docker", "flannel", "calico"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon"} {
 		t.Run(layout, func(t *testing.T) { testPlanted(t, layout) })
 	}
 }

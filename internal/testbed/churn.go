@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -66,7 +68,7 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 	}
 	err = b.ip(c.Netns, "link set lo up")
 	if err == nil {
-		err = b.wireContainer(hi, c)
+		err = b.wireContainer(hi, &c)
 	}
 	if err == nil {
 		h.Containers = append(h.Containers, c)
@@ -81,10 +83,17 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 	return c, nil
 }
 
-// wireContainer makes c's veth pair and wires both ends as the layout does.
-func (b *builder) wireContainer(hi int, c Container) error {
-	h, p := b.t.Hosts[hi], b.peer(hi)
+// wireContainer makes c's veth pair and wires both ends as the layout does;
+// on flannel-daemon the CNI plugins do, and c gets their address and veth.
+func (b *builder) wireContainer(hi int, cp *Container) error {
+	h, p, c := b.t.Hosts[hi], b.peer(hi), *cp
 	switch b.t.Layout {
+	case "flannel-daemon":
+		bin, err := DaemonsDir()
+		if err != nil {
+			return err
+		}
+		return b.cniAdd(bin, hi, cp)
 	case "docker":
 		if err := b.container(h, c, 24, dockerMAC(c.Addr), ""); err != nil {
 			return err
@@ -123,6 +132,17 @@ func (b *builder) wireContainer(hi int, c Container) error {
 // it; what is not there is no error.
 func (b *builder) unwireContainer(hi int, c Container) error {
 	h, p := b.t.Hosts[hi], b.peer(hi)
+	if b.t.Layout == "flannel-daemon" {
+		// The plugins delete the pair and release the address (CNI DEL).
+		bin, err := DaemonsDir()
+		if err == nil {
+			err = cniDel(bin, podPath(b.t.Name, h.Name, c.Name))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
 	// The runtime deletes the host end first: the pair goes at once, not
 	// when the kernel gets round to destroying the namespace.
 	var errs []string

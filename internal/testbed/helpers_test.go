@@ -19,6 +19,14 @@ func needRoot(t *testing.T) {
 	}
 }
 
+// needDaemons skips a test of a layout that cannot be built here (flannel-daemon without its daemons built).
+func needDaemons(t *testing.T, layout string) {
+	t.Helper()
+	if err := CheckLayout(layout); err != nil {
+		t.Skip(err)
+	}
+}
+
 // tbName is unique per test process; tests add their own suffix.
 func tbName(suffix string) string { return fmt.Sprintf("t%d-%s", os.Getpid(), suffix) }
 
@@ -43,8 +51,10 @@ func assertGone(t *testing.T, name string) {
 	if len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 	}
-	if _, err := os.Stat(statePath(name)); err == nil {
-		t.Errorf("state file %s left behind", statePath(name))
+	for _, p := range []string{statePath(name), daemonDir(name)} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
 	}
 	if m, _ := filepath.Glob(filepath.Join("/run/netns", Prefix+name+"-*")); len(m) > 0 {
 		t.Errorf("namespaces left behind: %v", m)

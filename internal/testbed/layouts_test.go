@@ -21,6 +21,7 @@ func TestLayoutsCarryTraffic(t *testing.T) {
 	}
 	for _, layout := range Layouts {
 		t.Run(layout, func(t *testing.T) {
+			needDaemons(t, layout)
 			s := Spec{Name: tbName(layout), Layout: layout, Containers: 1}
 			if layout == "calico" || layout == "docker" {
 				s.Containers = 2 // routes, neighbours and FDB entries per container

@@ -35,6 +35,10 @@ var layoutInfos = map[string]layoutInfo{
 	"docker":  {overlay: "vxlan0", vni: 256, port: 4789, bridge: "br0", vethPrefix: "veth", vethHex: 7},
 	"flannel": {overlay: "flannel.1", vni: 1, port: 8472, bridge: "cni0", vethPrefix: "veth", vethHex: 8},
 	"calico":  {overlay: "vxlan.calico", vni: 4096, port: 4789, vethPrefix: "cali", vethHex: 11},
+	// flanneld's defaults (VNI 1, the kernel's port 8472) and the CNI
+	// bridge plugin's (cni0, veth + 8 random hex digits: read back after
+	// the ADD).
+	"flannel-daemon": {overlay: "flannel.1", vni: 1, port: 8472, bridge: "cni0", vethPrefix: "veth", vethHex: 8},
 }
 
 var hostNames = [2]string{"h1", "h2"}
@@ -89,6 +93,8 @@ func containerAddr(layout string, hi, i int) string {
 		return fmt.Sprintf(dockerNet, 2+hi*64+i)
 	case "flannel":
 		return fmt.Sprintf(flannelNt, hi, 2+i) // .1 is cni0
+	case "flannel-daemon":
+		return "" // host-local's choice, known after the CNI ADD
 	default: // calico
 		return calicoBlock(hi, 1+i) // .0 is vxlan.calico
 	}

@@ -102,7 +102,9 @@ func Down(name string) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	// The daemons' pods are deleted the CNI way while their namespaces
+	// are still there.
+	errs := []error{teardownDaemons(name)}
 	for _, ns := range nss {
 		errs = append(errs, removeNS(ns))
 	}
@@ -149,8 +151,9 @@ func names() ([]string, error) {
 		ns = append(ns, n)
 	}
 	files, _ := filepath.Glob(filepath.Join(StateDir, "*.json"))
-	for _, f := range files {
-		n := strings.TrimSuffix(filepath.Base(f), ".json")
+	dirs, _ := filepath.Glob(filepath.Join(StateDir, "*.d"))
+	for _, f := range append(files, dirs...) {
+		n := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".json"), ".d")
 		if ValidateName(n) == nil && !slices.Contains(ns, n) {
 			ns = append(ns, n)
 		}

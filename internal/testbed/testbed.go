@@ -17,7 +17,7 @@ import (
 const Prefix = "fb-"
 
 // Layouts are the network layouts Up can build.
-var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico"}
+var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon"}
 
 const (
 	// MaxName keeps namespace names (name + "-h2-c31" + prefix) short.

@@ -83,6 +83,9 @@ func TestPlan(t *testing.T) {
 			}
 			veths := map[string]bool{}
 			for _, c := range h.Containers {
+				if layout == "flannel-daemon" {
+					continue // addresses and veth names are the plugins' choice, at up
+				}
 				if addrs[c.Addr] || !net.ParseIP(c.Addr).IsPrivate() {
 					t.Errorf("%s: container address %q reused or not private", layout, c.Addr)
 				}

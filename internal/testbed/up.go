@@ -46,6 +46,9 @@ func Up(ctx context.Context, s Spec) (*Testbed, error) {
 	if err := CheckSystem(); err != nil {
 		return nil, err
 	}
+	if err := CheckLayout(s.Layout); err != nil {
+		return nil, err
+	}
 	if err := checkFree(s.Name); err != nil {
 		return nil, err
 	}
@@ -56,6 +59,11 @@ func Up(ctx context.Context, s Spec) (*Testbed, error) {
 		err = writeState(t)
 	}
 	if err != nil {
+		// The daemons and their pods first: the CNI DEL needs the
+		// namespaces.
+		if derr := teardownDaemons(s.Name); derr != nil {
+			err = errors.Join(err, derr)
+		}
 		for _, ns := range b.created {
 			if rerr := removeNS(ns); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -73,8 +81,10 @@ func checkFree(name string) error {
 	if err != nil {
 		return err
 	}
-	if _, serr := os.Stat(statePath(name)); serr == nil {
-		found = append(found, statePath(name))
+	for _, p := range []string{statePath(name), daemonDir(name)} {
+		if _, serr := os.Stat(p); serr == nil {
+			found = append(found, p)
+		}
 	}
 	if len(found) > 0 {
 		what := strings.Join(found, ", ")
@@ -164,6 +174,9 @@ func (b *builder) build() error {
 		if err != nil {
 			return err
 		}
+	}
+	if t.Layout == "flannel-daemon" {
+		return b.flannelDaemon()
 	}
 	return nil
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// TestFlannelDaemonCLI drives the real Flannel (flanneld, etcd, the CNI
+// plugins) through the binary as a user does: testbed up, doctor, enable,
+// status, disable and down; then a 'testbed up' killed once its daemons
+// run, and the down after it, which must leave no namespace, process or
+// file.
+func TestFlannelDaemonCLI(t *testing.T) {
+	bin := cliBinary(t)
+	if err := testbed.CheckLayout("flannel-daemon"); err != nil {
+		t.Skip(err)
+	}
+	name := fmt.Sprintf("cli%d-fd", os.Getpid())
+	t.Cleanup(func() { testbed.Down(name) })
+	out, code := falcon(t, bin, "testbed", "up", "--layout", "flannel-daemon", "--name", name, "--containers", "2", "--json")
+	var tb testbed.Testbed
+	if err := json.Unmarshal([]byte(out), &tb); code != 0 || err != nil {
+		t.Fatalf("testbed up: exit %d, %v\n%s", code, err, out)
+	}
+	h := tb.Hosts[1]
+
+	out, code = falcon(t, bin, "doctor", "--netns", h.Netns, "--json")
+	var rep struct {
+		Overlay  struct{ Devices []struct{ Name, Role string } }
+		Findings []struct{ Check, Severity, Device, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+		t.Fatalf("doctor: exit %d, %v\n%s", code, err, out)
+	}
+	roles := map[string]int{}
+	for _, d := range rep.Overlay.Devices {
+		roles[d.Role]++
+	}
+	if roles["nic"] != 1 || roles["overlay"] != 1 || roles["bridge"] != 1 || roles["host-veth"] != 2 || roles["container"] != 2 {
+		t.Errorf("doctor found devices %v, want the NIC, flannel.1, cni0 and two pods", roles)
+	}
+	for _, f := range rep.Findings {
+		if f.Severity == "warn" || f.Severity == "error" {
+			t.Errorf("doctor on flanneld's own overlay: %s %s %s: %s", f.Severity, f.Check, f.Device, f.Message)
+		}
+	}
+
+	c := h.Containers[0]
+	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, c.Dev)
+	if out, code := falcon(t, bin, "enable", "--netns", h.Netns); code != 0 {
+		t.Fatalf("enable: exit %d\n%s", code, out)
+	}
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
+		t.Errorf("status --ready: exit %d\n%s", code, out)
+	}
+	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
+	var r agent.Report
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	if !r.Enabled || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
+		t.Errorf("status: %+v", r)
+	}
+	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
+		t.Errorf("disable: exit %d\n%s", code, out)
+	}
+	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, c.Dev) != ct0 {
+		t.Error("disable did not restore RPS")
+	}
+	if out, code := falcon(t, bin, "testbed", "down", "--name", name); code != 0 {
+		t.Fatalf("testbed down: exit %d\n%s", code, out)
+	}
+	noDaemonTrace(t, name)
+
+	// A 'testbed up' killed once its daemons run leaves them and their
+	// pods; down removes them all the same.
+	killed := name + "-k"
+	t.Cleanup(func() { testbed.Down(killed) })
+	up := exec.Command(bin, "testbed", "up", "--layout", "flannel-daemon", "--name", killed, "--containers", "2")
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(testbed.StateDir, killed+".d", "h2", "flanneld.pid")
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); err == nil {
+			break
+		}
+	}
+	up.Process.Kill()
+	up.Wait()
+	if len(procsMentioning(t, killed+".d")) == 0 {
+		t.Errorf("no daemon of the killed up runs: the kill came too late to test anything")
+	}
+	if out, code := falcon(t, bin, "testbed", "down", "--name", killed); code != 0 {
+		t.Fatalf("testbed down after a killed up: exit %d\n%s", code, out)
+	}
+	noDaemonTrace(t, killed)
+}
+
+// noDaemonTrace fails unless testbed name left no namespace, no daemon
+// process and no file.
+func noDaemonTrace(t *testing.T, name string) {
+	t.Helper()
+	if l := leftovers(t, name); len(l) > 0 {
+		t.Errorf("namespaces left: %v", l)
+	}
+	if p := procsMentioning(t, name+".d"); len(p) > 0 {
+		t.Errorf("processes left: %v", p)
+	}
+	for _, p := range []string{filepath.Join(testbed.StateDir, name+".d"), filepath.Join(testbed.StateDir, name+".json")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left", p)
+		}
+	}
+}
+
+// procsMentioning lists the live processes whose command line contains s
+// (a testbed's daemons name its state directory).
+func procsMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var found []string
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err == nil && strings.Contains(string(b), s) {
+			found = append(found, strings.ReplaceAll(strings.TrimSpace(string(b)), "\x00", " "))
+		}
+	}
+	return found
+}

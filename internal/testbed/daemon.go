@@ -1,0 +1,525 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// The flannel-daemon layout is Flannel itself, not an imitation: etcd (its
+// store) in h1, flanneld with the VXLAN backend in both hosts, and pods made
+// by the CNI plugins (Flannel's, delegating to bridge and host-local) in
+// their own namespaces. flanneld picks each host's subnet, creates
+// flannel.1 and writes the routes, neighbour and FDB entries; the bridge
+// plugin creates cni0 and names the host veths; host-local hands out the
+// addresses. Up only reads back what they made. Every file they write
+// lives under the testbed's daemon directory, and every process runs inside
+// a host namespace, so removing both removes all of it.
+
+// DaemonsEnv names a directory of built daemons (bin/flanneld, bin/etcd,
+// cni/bridge, cni/host-local, cni/flannel) to use instead of the one
+// scripts/setup.sh builds into the checkout's .cache/daemons/current.
+const DaemonsEnv = "FALCON_DAEMONS_DIR"
+
+var daemonFiles = []string{"bin/flanneld", "bin/etcd", "cni/flannel", "cni/bridge", "cni/host-local"}
+
+// flanneld's nftables mode runs nft; its start-up clean-up of the iptables
+// mode's rules runs iptables and ip6tables whatever the mode.
+var daemonTools = []struct{ cmd, pkg string }{{"nft", "nftables"}, {"iptables", "iptables"}, {"ip6tables", "iptables"}}
+
+// flannelNetwork is Flannel's default network; each host leases a /24 of it.
+const flannelNetwork = "10.244.0.0/16"
+
+// flannelConfig is the network configuration flanneld reads from etcd.
+// nftables, not iptables: the iptables mode needs br_netfilter, a module
+// whose loading would change how every bridge of the machine filters.
+var flannelConfig = fmt.Sprintf(`{"Network":%q,"SubnetLen":24,"EnableNFTables":true,"Backend":{"Type":"vxlan"}}`, flannelNetwork)
+
+// DaemonsDir returns the directory of the flannel-daemon layout's built
+// programs, or an error that says how to build them.
+func DaemonsDir() (string, error) {
+	var dirs []string
+	if d := os.Getenv(DaemonsEnv); d != "" {
+		dirs = []string{d}
+	} else {
+		// The checkout falcon runs from (bin/falcon) or is tested in.
+		var starts []string
+		if exe, err := os.Executable(); err == nil {
+			starts = append(starts, filepath.Dir(exe))
+		}
+		if wd, err := os.Getwd(); err == nil {
+			starts = append(starts, wd)
+		}
+		for _, s := range starts {
+			for d := s; ; d = filepath.Dir(d) {
+				dirs = append(dirs, filepath.Join(d, ".cache", "daemons", "current"))
+				if d == filepath.Dir(d) {
+					break
+				}
+			}
+		}
+	}
+	var missing []string
+	for _, d := range dirs {
+		missing = missing[:0]
+		for _, f := range daemonFiles {
+			if st, err := os.Stat(filepath.Join(d, f)); err != nil || st.Mode()&0o111 == 0 {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) == 0 {
+			return filepath.Abs(d)
+		}
+		if len(missing) < len(daemonFiles) {
+			break // the right directory, half built
+		}
+	}
+	where := ".cache/daemons/current of this checkout"
+	if os.Getenv(DaemonsEnv) != "" {
+		where = DaemonsEnv + "=" + dirs[0]
+	}
+	return "", fmt.Errorf("layout flannel-daemon needs flanneld, etcd and the CNI plugins built in %s (%s missing): run scripts/setup.sh",
+		where, strings.Join(missingOr(missing, daemonFiles), ", "))
+}
+
+func missingOr(missing, all []string) []string {
+	if len(missing) == 0 {
+		return all
+	}
+	return missing
+}
+
+// CheckDaemons reports what keeps the flannel-daemon layout from being
+// built here: its programs not built, or a tool flanneld runs missing.
+func CheckDaemons() error {
+	if _, err := DaemonsDir(); err != nil {
+		return err
+	}
+	for _, t := range daemonTools {
+		if _, err := exec.LookPath(t.cmd); err != nil {
+			return fmt.Errorf("layout flannel-daemon: flanneld runs %q, not found in PATH: install the %s package (scripts/setup.sh does)", t.cmd, t.pkg)
+		}
+	}
+	return nil
+}
+
+// CheckLayout reports what keeps a layout from being built here beyond
+// CheckSystem: for flannel-daemon, CheckDaemons.
+func CheckLayout(layout string) error {
+	if layout == "flannel-daemon" {
+		return CheckDaemons()
+	}
+	return nil
+}
+
+// daemonDir holds everything the daemons of testbed name write.
+func daemonDir(name string) string { return filepath.Join(StateDir, name+".d") }
+
+// hostDir is host h's part of it: flanneld's subnet file and log, the CNI
+// plugins' data, a record of each pod made.
+func hostDir(name, host string) string { return filepath.Join(daemonDir(name), host) }
+
+// etcdSock is etcd's client socket, relative to the daemon directory (the
+// daemons' working directory): a Unix socket both hosts reach through the
+// file system, so the store's traffic never crosses the testbed's wire,
+// which carries nothing but the tests' own (see wire).
+const etcdSock = "etcd.sock"
+
+// flannelDaemon starts the daemons and makes the pods.
+func (b *builder) flannelDaemon() error {
+	bin, err := DaemonsDir()
+	if err != nil {
+		return err
+	}
+	t := b.t
+	dir := daemonDir(t.Name)
+	for _, h := range t.Hosts {
+		if err := os.MkdirAll(filepath.Join(hostDir(t.Name, h.Name), "pods"), 0o755); err != nil {
+			return err
+		}
+	}
+	h1 := t.Hosts[0]
+	if err := b.startDaemon(h1.Netns, filepath.Join(dir, "etcd"), filepath.Join(bin, "bin/etcd"),
+		"--name", "falcon-testbed", "--data-dir", filepath.Join(dir, "etcd.data"),
+		"--listen-client-urls", "unix://"+etcdSock, "--advertise-client-urls", "unix://"+etcdSock,
+		"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+		"--initial-cluster", "falcon-testbed=http://127.0.0.1:2380", "--log-level", "warn"); err != nil {
+		return err
+	}
+	if err := b.putConfig(dir); err != nil {
+		return err
+	}
+	for _, h := range t.Hosts {
+		hd := hostDir(t.Name, h.Name)
+		if err := b.startDaemon(h.Netns, filepath.Join(hd, "flanneld"), filepath.Join(bin, "bin/flanneld"),
+			"--etcd-endpoints", "unix://"+etcdSock, "--iface", h.NIC, "--ip-masq=false",
+			"--subnet-file", filepath.Join(hd, "subnet.env")); err != nil {
+			return err
+		}
+	}
+	for hi := range t.Hosts {
+		h := &t.Hosts[hi]
+		subnet, err := b.waitSubnet(hi)
+		if err != nil {
+			return err
+		}
+		// flannel.1 holds the subnet's network address.
+		h.OverlayAddr = subnet.IP.Mask(subnet.Mask).String()
+	}
+	for hi := range t.Hosts {
+		for ci := range t.Hosts[hi].Containers {
+			if err := b.cniAdd(bin, hi, &t.Hosts[hi].Containers[ci]); err != nil {
+				return err
+			}
+		}
+	}
+	// Each flanneld learns the other's lease from etcd's watch and routes it.
+	for hi, h := range t.Hosts {
+		if err := b.waitRoute(h, b.peer(hi).OverlayAddr+"/24"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startDaemon starts a daemon in namespace ns, in the daemon directory,
+// logging to base.log; its pid goes to base.pid before anything waits on
+// it, so that a Down after a kill of this process finds it. It runs in a
+// session of its own: a Ctrl-C of 'testbed up' does not reach it.
+func (b *builder) startDaemon(ns, base, prog string, args ...string) error {
+	log, err := os.OpenFile(base+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, prog}, args...)...)
+	cmd.Dir = daemonDir(b.t.Name)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s in %s: %w", filepath.Base(prog), ns, err)
+	}
+	// ip netns exec execs the daemon in place: the pid is the daemon's.
+	werr := os.WriteFile(base+".pid", []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	go cmd.Wait() // reaps it should it die while this process lives
+	if werr != nil {
+		cmd.Process.Kill()
+		return werr
+	}
+	return nil
+}
+
+// logTail is the end of a daemon's log, for errors.
+func logTail(base string) string {
+	b, _ := os.ReadFile(base + ".log")
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// alive reports whether the daemon of base.pid still runs (and is ours).
+func alive(base string) bool {
+	pid, ok := daemonPID(base)
+	return ok && syscall.Kill(pid, 0) == nil
+}
+
+// daemonTimeout bounds each wait for a daemon; a 2-CPU machine busy with
+// other work starts them in about a second.
+const daemonTimeout = 30 * time.Second
+
+// wait polls ready until it reports true, the daemon of base dies, or the
+// time is up.
+func (b *builder) wait(what, base string, ready func() (bool, error)) error {
+	deadline := time.Now().Add(daemonTimeout)
+	for {
+		ok, err := ready()
+		if ok {
+			return nil
+		}
+		if cerr := b.ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if !alive(base) {
+			return fmt.Errorf("%s: %s exited: %s", what, filepath.Base(base), logTail(base))
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("timed out")
+			}
+			return fmt.Errorf("%s after %s: %v; %s.log ends:\n%s", what, daemonTimeout, err, base, logTail(base))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// putConfig writes flanneld's network configuration into etcd once it
+// answers, through etcd's JSON gateway on its socket.
+func (b *builder) putConfig(dir string) error {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", filepath.Join(dir, etcdSock))
+		}}}
+	defer c.CloseIdleConnections()
+	body, _ := json.Marshal(map[string]string{
+		"key":   base64.StdEncoding.EncodeToString([]byte("/coreos.com/network/config")),
+		"value": base64.StdEncoding.EncodeToString([]byte(flannelConfig)),
+	})
+	return b.wait("etcd: write flannel's network configuration", filepath.Join(dir, "etcd"), func() (bool, error) {
+		resp, err := c.Post("http://etcd/v3/kv/put", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("etcd answered %s", resp.Status)
+		}
+		return true, nil
+	})
+}
+
+// waitSubnet waits for host hi's flanneld to write its subnet file and
+// returns the subnet it leased (FLANNEL_SUBNET, the bridge's address).
+func (b *builder) waitSubnet(hi int) (*net.IPNet, error) {
+	hd := hostDir(b.t.Name, b.t.Hosts[hi].Name)
+	var subnet *net.IPNet
+	err := b.wait("flanneld in "+b.t.Hosts[hi].Netns+": lease a subnet", filepath.Join(hd, "flanneld"), func() (bool, error) {
+		env, err := os.ReadFile(filepath.Join(hd, "subnet.env"))
+		if err != nil {
+			return false, nil
+		}
+		for _, l := range strings.Split(string(env), "\n") {
+			if v, ok := strings.CutPrefix(l, "FLANNEL_SUBNET="); ok {
+				ip, n, err := net.ParseCIDR(strings.TrimSpace(v))
+				if err != nil {
+					return false, fmt.Errorf("subnet.env: %v", err)
+				}
+				n.IP = ip
+				subnet = n
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return subnet, err
+}
+
+// waitRoute waits until host h routes dst through its VXLAN device.
+func (b *builder) waitRoute(h Host, dst string) error {
+	base := filepath.Join(hostDir(b.t.Name, h.Name), "flanneld")
+	return b.wait(fmt.Sprintf("flanneld in %s: route %s", h.Netns, dst), base, func() (bool, error) {
+		out, err := exec.Command("ip", "-n", h.Netns, "route", "show", dst, "dev", h.Overlay).Output()
+		return err == nil && strings.TrimSpace(string(out)) != "", nil
+	})
+}
+
+// pod is what Down needs to undo one CNI ADD; it is written before the
+// ADD runs, so a pod half made by a killed Up is deleted too.
+type pod struct {
+	ContainerID string          `json:"container_id"`
+	Netns       string          `json:"netns"`
+	Ifname      string          `json:"ifname"`
+	HostNetns   string          `json:"host_netns"`
+	Conf        json.RawMessage `json:"conf"`
+}
+
+func podPath(name, host, container string) string {
+	return filepath.Join(hostDir(name, host), "pods", container+".json")
+}
+
+// cniConf is the network configuration kube-flannel installs
+// (cni-conf.json: Flannel's plugin delegating to bridge with hairpin mode
+// and the default route), with the plugins' state under the testbed's
+// host directory instead of /var/lib/cni, and no masquerading by the bridge
+// plugin (flanneld runs with --ip-masq=false; masquerading is for traffic
+// leaving the overlay, which the testbed has none of).
+func cniConf(hd string) json.RawMessage {
+	c, _ := json.Marshal(map[string]any{
+		"cniVersion": "0.4.0",
+		"name":       "cbr0",
+		"type":       "flannel",
+		"subnetFile": filepath.Join(hd, "subnet.env"),
+		"dataDir":    filepath.Join(hd, "flannel-cni"),
+		"delegate":   map[string]any{"hairpinMode": true, "isDefaultGateway": true, "ipMasq": false},
+		"ipam":       map[string]any{"type": "host-local", "dataDir": filepath.Join(hd, "ipam")},
+	})
+	return c
+}
+
+// cniAdd makes pod c on host hi the CNI way and fills in what the plugins
+// chose: its address and the name of its host veth.
+func (b *builder) cniAdd(bin string, hi int, c *Container) error {
+	h := b.t.Hosts[hi]
+	p := pod{ContainerID: b.t.Name + "-" + h.Name + "-" + c.Name, Netns: c.Netns, Ifname: c.Dev,
+		HostNetns: h.Netns, Conf: cniConf(hostDir(b.t.Name, h.Name))}
+	if err := writePod(podPath(b.t.Name, h.Name, c.Name), p); err != nil {
+		return err
+	}
+	out, err := runCNI(b.ctx, bin, "ADD", p)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Interfaces []struct{ Name, Sandbox string } `json:"interfaces"`
+		IPs        []struct{ Address string }       `json:"ips"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return fmt.Errorf("CNI ADD of %s: result: %v: %s", c.Netns, err, out)
+	}
+	c.HostVeth = ""
+	for _, i := range res.Interfaces {
+		if i.Sandbox == "" && i.Name != h.Bridge {
+			c.HostVeth = i.Name
+		}
+	}
+	if len(res.IPs) == 0 || c.HostVeth == "" {
+		return fmt.Errorf("CNI ADD of %s: no address or no host veth in the result: %s", c.Netns, out)
+	}
+	ip, _, err := net.ParseCIDR(res.IPs[0].Address)
+	if err != nil {
+		return fmt.Errorf("CNI ADD of %s: %v", c.Netns, err)
+	}
+	c.Addr = ip.String()
+	return nil
+}
+
+// cniDel deletes the pod recorded in file the CNI way, then the record.
+func cniDel(bin, file string) error {
+	b, err := os.ReadFile(file)
+	var p pod
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		return fmt.Errorf("pod record %s: %w", file, err)
+	}
+	// Without its host namespace there is nothing left to delete.
+	if netns.Exists(p.HostNetns) {
+		if _, err := runCNI(context.Background(), bin, "DEL", p); err != nil {
+			return err
+		}
+	}
+	return os.Remove(file)
+}
+
+func writePod(path string, p pod) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// runCNI runs Flannel's CNI plugin in the pod's host namespace, as a
+// runtime does: the command and the pod in the environment, the network
+// configuration on stdin, the result (or the plugin's error) on stdout.
+func runCNI(ctx context.Context, bin, command string, p pod) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", p.HostNetns, filepath.Join(bin, "cni", "flannel"))
+	cmd.Env = []string{
+		"CNI_COMMAND=" + command,
+		"CNI_CONTAINERID=" + p.ContainerID,
+		"CNI_NETNS=" + netns.Path(p.Netns),
+		"CNI_IFNAME=" + p.Ifname,
+		"CNI_PATH=" + filepath.Join(bin, "cni"),
+		"PATH=" + os.Getenv("PATH"),
+	}
+	cmd.Stdin = bytes.NewReader(p.Conf)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("CNI %s of %s: %v: %s", command, p.Netns, err,
+			strings.TrimSpace(string(out)+" "+stderr.String()))
+	}
+	return out, nil
+}
+
+// daemonPID reads base.pid and reports whether that process is still the
+// daemon started there: its command line names the testbed's daemon
+// directory, which a process that took a recycled pid does not.
+func daemonPID(base string) (int, bool) {
+	b, err := os.ReadFile(base + ".pid")
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !bytes.Contains(cmdline, []byte(filepath.Dir(base))) {
+		return 0, false
+	}
+	return pid, true
+}
+
+// stopDaemon stops the daemon of base.pid: SIGTERM, then SIGKILL after 5 s.
+func stopDaemon(base string) {
+	pid, ok := daemonPID(base)
+	if !ok {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, ok := daemonPID(base); !ok || zombie(pid) {
+			return
+		}
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// zombie reports whether pid has exited and waits for its parent.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+}
+
+// teardownDaemons undoes what the daemons of testbed name made outside its
+// namespaces, and what they made inside that the namespaces' removal would
+// not undo the CNI way: each pod is deleted by the plugins (DEL), the
+// daemons are stopped, and the daemon directory is removed. It works from
+// the directory alone, after a killed Up, killed daemons or a lost state
+// file; a testbed without one is not an error.
+func teardownDaemons(name string) error {
+	dir := daemonDir(name)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var errs []error
+	if bin, err := DaemonsDir(); err == nil {
+		pods, _ := filepath.Glob(filepath.Join(dir, "*", "pods", "*.json"))
+		for _, f := range pods {
+			errs = append(errs, cniDel(bin, f))
+		}
+	}
+	bases, _ := filepath.Glob(filepath.Join(dir, "*", "flanneld.pid"))
+	bases = append(bases, filepath.Join(dir, "etcd.pid"))
+	for _, p := range bases {
+		stopDaemon(strings.TrimSuffix(p, ".pid"))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
