@@ -164,16 +164,18 @@ func (b *builder) flannelDaemon() error {
 	if err := b.putConfig(dir); err != nil {
 		return err
 	}
-	for _, h := range t.Hosts {
+	// One flanneld at a time: started together, both may pick the same
+	// subnet, and the one that loses etcd's race exits ("subnet already
+	// exists") rather than pick another (twice this session: in the 6.1
+	// guest and in a run of the host suite).
+	for hi := range t.Hosts {
+		h := &t.Hosts[hi]
 		hd := hostDir(t.Name, h.Name)
 		if err := b.startDaemon(h.Netns, filepath.Join(hd, "flanneld"), filepath.Join(bin, "bin/flanneld"),
 			"--etcd-endpoints", "unix://"+etcdSock, "--iface", h.NIC, "--ip-masq=false",
 			"--subnet-file", filepath.Join(hd, "subnet.env")); err != nil {
 			return err
 		}
-	}
-	for hi := range t.Hosts {
-		h := &t.Hosts[hi]
 		subnet, err := b.waitSubnet(hi)
 		if err != nil {
 			return err
