@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -142,11 +141,7 @@ func TestStaticModesCLI(t *testing.T) {
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 || !strings.Contains(out, "mode rfs applied") {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
-	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
-	var r agent.Report
-	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
-	}
+	r := statusJSON(t, bin, h.Netns)
 	if !r.Static || r.Running || r.Mode != "rfs" || len(r.Values) != 1+len(hostDevs)+len(ctrs) {
 		t.Errorf("status: static %v, running %v, mode %s, %d values; want static rfs with %d values",
 			r.Static, r.Running, r.Mode, len(r.Values), 1+len(hostDevs)+len(ctrs))

@@ -38,6 +38,17 @@ func buildFalcon(t *testing.T) string {
 }
 
 // falcon runs the binary and returns its combined output and exit status.
+// statusJSON is `falcon status --netns ns --json`, decoded.
+func statusJSON(t *testing.T, bin, ns string) agent.Report {
+	t.Helper()
+	out, code := falcon(t, bin, "status", "--netns", ns, "--json")
+	var r agent.Report
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	return r
+}
+
 func falcon(t *testing.T, bin string, args ...string) (string, int) {
 	t.Helper()
 	out, err := exec.Command(bin, args...).CombinedOutput()
@@ -103,11 +114,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
-	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
-	var r agent.Report
-	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
-	}
+	r := statusJSON(t, bin, h.Netns)
 	if !r.Enabled || !r.Ready || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
 	}

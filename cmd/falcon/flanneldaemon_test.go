@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -62,11 +61,7 @@ func TestFlannelDaemonCLI(t *testing.T) {
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
-	out, code = falcon(t, bin, "status", "--netns", h.Netns, "--json")
-	var r agent.Report
-	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
-	}
+	r := statusJSON(t, bin, h.Netns)
 	if !r.Enabled || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
 	}
