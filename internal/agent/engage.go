@@ -49,8 +49,8 @@ const (
 func (m *falconMode) engage(ctx context.Context, h *Host) {
 	var last time.Time
 	busy := time.Now()
-	// Stood down for want of a busy CPU: the next busy spell brings falcon
-	// back at once. After a spell that did not pay, only once it is over.
+	// Stood down for want of a busy CPU: the next busy spell is tested at
+	// once. After a spell that did not pay, only once it is over.
 	idleDown := false
 	for {
 		select {
