@@ -216,8 +216,13 @@ func (b *builder) startDaemon(ns, base, prog string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s in %s: %w", filepath.Base(prog), ns, err)
 	}
-	// ip netns exec execs the daemon in place: the pid is the daemon's.
-	werr := os.WriteFile(base+".pid", []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	// ip netns exec execs the daemon in place: the pid and its start time
+	// are the daemon's.
+	pid := cmd.Process.Pid
+	start, werr := startTime(pid)
+	if werr == nil {
+		werr = os.WriteFile(base+".pid", []byte(fmt.Sprintf("%d %d\n", pid, start)), 0o644)
+	}
 	go cmd.Wait() // reaps it should it die while this process lives
 	if werr != nil {
 		cmd.Process.Kill()
@@ -454,22 +459,44 @@ func runCNI(ctx context.Context, bin, command string, p pod) ([]byte, error) {
 }
 
 // daemonPID reads base.pid and reports whether that process is still the
-// daemon started there: its command line names the testbed's daemon
-// directory, which a process that took a recycled pid does not.
+// daemon started there: a process that took a recycled pid started later.
+// Not its command line: that reads empty while 'ip netns exec' execs the
+// daemon (the new image has no argument area until the ELF loader sets it
+// up), which once made a live flanneld look dead within a second of start.
 func daemonPID(base string) (int, bool) {
 	b, err := os.ReadFile(base + ".pid")
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
+	var pid int
+	var start uint64
+	if n, _ := fmt.Sscanf(string(b), "%d %d", &pid, &start); n != 2 || pid <= 0 {
 		return 0, false
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !bytes.Contains(cmdline, []byte(filepath.Dir(base))) {
+	now, err := startTime(pid)
+	if err != nil || now != start {
 		return 0, false
 	}
 	return pid, true
+}
+
+// startTime is field 22 of /proc/PID/stat: when the process started, in
+// clock ticks since boot; an exec keeps it.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name in parentheses may hold spaces: count after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // stopDaemon stops the daemon of base.pid: SIGTERM, then SIGKILL after 5 s.

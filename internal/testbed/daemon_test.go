@@ -168,3 +168,35 @@ func nsInode(t *testing.T, ns string) uint64 {
 	}
 	return ino
 }
+
+// TestDaemonPIDAcrossExec checks the identity of a daemon's pid file
+// through an exec, as 'ip netns exec' makes one: polled all through it, the
+// process stays the daemon, and a pid file with another start time (a
+// recycled pid) names no daemon.
+func TestDaemonPIDAcrossExec(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "d")
+	cmd := exec.Command("sh", "-c", "sleep 0.2; exec sleep 5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	start, err := startTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".pid", []byte(fmt.Sprintf("%d %d\n", cmd.Process.Pid, start)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+		if pid, ok := daemonPID(base); !ok || pid != cmd.Process.Pid {
+			t.Fatalf("daemonPID = %d, %v during the exec", pid, ok)
+		}
+	}
+	if err := os.WriteFile(base+".pid", []byte(fmt.Sprintf("%d %d\n", cmd.Process.Pid, start+1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pid, ok := daemonPID(base); ok {
+		t.Errorf("a pid file with another start time names pid %d", pid)
+	}
+}
