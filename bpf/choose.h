@@ -235,6 +235,27 @@ static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 slot)
 	return c.sum;
 }
 
+/* Counts segs segments of flow fh as done on this CPU, in DONE_ALL and in
+ * the slots of the roles that marked them: they reached the last stage or
+ * were dropped on the way (guard.c), or dropped by split.c. */
+static __always_inline void add_done(__u32 fh, __u32 segs, __u32 marks)
+{
+	struct done *v, n = {};
+
+	v = bpf_map_lookup_elem(&falcon_done, &fh);
+	if (!v) {
+		bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&falcon_done, &fh);
+		if (!v)
+			return;
+	}
+	v->c[DONE_ALL] += segs;
+	if (marks & MARK_NIC)
+		v->c[DONE_NIC] += segs;
+	if (marks & MARK_OVERLAY)
+		v->c[DONE_OVERLAY] += segs;
+}
+
 /* The done slot a hook of this role counts against, and the mark its
  * packets carry (0: none, the split hook). */
 static __always_inline __u32 done_slot(__u32 role)

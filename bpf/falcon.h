@@ -202,12 +202,15 @@ struct split_stats {
 	__u64 enqueue_drops; /* frames its full queue refused (dropped) */
 	__u64 bulks;         /* bulk flushes into its queue */
 	__u64 redirect_fail; /* redirects that found no cpumap entry (passed) */
-	__u64 pad1[4];
+	__u64 redirected;    /* frames redirected to this CPU's queue, and ... */
+	__u64 full;          /* ... frames the split program dropped instead: its queue might have been full */
+	__u64 pad1[2];
 	__u64 built;         /* frames its kthread turned into skbs */
 	__u64 build_drops;   /* frames its kthread dropped (skb allocation) */
 	__u64 batches;       /* kthread rounds that found frames */
 	__u64 sleeps;        /* times the kthread slept or yielded */
-	__u64 pad2[4];
+	__u64 consumed;      /* frames its kthread took off the queue */
+	__u64 pad2[3];
 };
 
 #endif

@@ -60,24 +60,6 @@ struct {
 	__type(value, struct pending);
 } falcon_pending SEC(".maps");
 
-static __always_inline void add_done(__u32 fh, __u32 segs, __u32 marks)
-{
-	struct done *v, n = {};
-
-	v = bpf_map_lookup_elem(&falcon_done, &fh);
-	if (!v) {
-		bpf_map_update_elem(&falcon_done, &fh, &n, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&falcon_done, &fh);
-		if (!v)
-			return;
-	}
-	v->c[DONE_ALL] += segs;
-	if (marks & MARK_NIC)
-		v->c[DONE_NIC] += segs;
-	if (marks & MARK_OVERLAY)
-		v->c[DONE_OVERLAY] += segs;
-}
-
 /* Counts the pending segment, if any, and returns the slot (NULL only if
  * the map is missing). An arrival outside any NAPI poll (a driver that
  * delivers from process context) waits for this CPU's next arrival or

@@ -25,6 +25,9 @@
  * every cpumap on the machine and count only ours. */
 const volatile __u32 cpumap_id = 0;
 
+/* Each entry's queue size (CPUMapQueue), set at load. */
+const volatile __u32 cpumap_qsize = 0;
+
 /* Keyed by CPU id; the loader sizes it to the possible CPUs and creates
  * entries (with their kthreads) only for the split set. The value is the
  * queue size alone: no program runs on the entries. */
@@ -41,6 +44,34 @@ struct {
 	__type(key, __u32);
 	__type(value, struct split_stats);
 } falcon_split_stats SEC(".maps");
+
+/* The cpumap queue is a ptr_ring, whose consumer clears the slots it took
+ * in batches of two cache lines of pointers (16 on x86, 32 with 128-byte
+ * lines): until it does, up to a batch less one slots look taken. Measured
+ * here: a queue of 2048 refused frames with 2034-2041 in it. */
+#define PTR_RING_LAG 32
+
+/* Takes a place in the CPU's cpumap queue for one frame, or reports that
+ * the queue might be full. A full queue drops what the bulk flush cannot
+ * put on it, after this program ran and where no program sees the frame's
+ * flow: its guard would wait for that frame until the flow pauses, which a
+ * full-rate flow never does. So the program never lets the queue fill: it
+ * counts the frames redirected to the CPU and not yet taken off its queue
+ * by the kthread (or refused by it), including those still in a bulk
+ * queue, and refuses the frame that would make them more than the queue
+ * holds, less what the ring's lazy clearing hides. The kthread's count
+ * lags (its tracepoint follows its batch), and two CPUs reserving at once
+ * may both read the later total: either way it refuses early, never late. */
+static __always_inline int reserve(struct split_stats *s)
+{
+	__sync_fetch_and_add(&s->redirected, 1);
+	__s64 out = (__s64)(s->redirected - s->consumed - s->enqueue_drops);
+
+	if (out <= (__s64)cpumap_qsize - PTR_RING_LAG)
+		return 1;
+	__sync_fetch_and_add(&s->redirected, -1);
+	return 0;
+}
 
 SEC("xdp")
 int falcon_split(struct xdp_md *ctx)
@@ -74,11 +105,21 @@ int falcon_split(struct xdp_md *ctx)
 	dest = cur;
 	if (dc.target != TARGET_FALLBACK) {
 		dest = st.cfg->split_cpus[cpu_idx(dc.target)];
+		sst = bpf_map_lookup_elem(&falcon_split_stats, &dest);
+		if (sst && !reserve(sst)) {
+			/* Dropped here rather than by the full queue, where no
+			 * program sees which flow lost it: counted done, since it
+			 * will never arrive, so that its flow's guard does not
+			 * wait for it. */
+			__sync_fetch_and_add(&sst->full, 1);
+			add_done(fh, 1, 0);
+			record(fh, dc.kind, dest, dc.hit, 0, 0, XDP_DROP);
+			return XDP_DROP;
+		}
 		action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
-		if (action != XDP_REDIRECT) {
-			sst = bpf_map_lookup_elem(&falcon_split_stats, &dest);
-			if (sst)
-				__sync_fetch_and_add(&sst->redirect_fail, 1);
+		if (action != XDP_REDIRECT && sst) {
+			__sync_fetch_and_add(&sst->redirect_fail, 1);
+			__sync_fetch_and_add(&sst->redirected, -1);
 		}
 	}
 	count_steered(st.cnt, hid, action == XDP_REDIRECT ? dest : cur);
@@ -123,6 +164,7 @@ int falcon_cpumap_kthread(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	st->built += processed - drops;
 	st->build_drops += drops;
+	st->consumed += processed;
 	if (processed)
 		st->batches++;
 	if (ctx->args[3])

@@ -202,6 +202,27 @@ func streamPairs(ctx, sendCtx context.Context, t *testing.T, tb *testbed.Testbed
 	return out
 }
 
+// orderOf sums the runs of streamPairs and logs each flow that arrived out
+// of order, with when (to line up with the agent's log).
+func orderOf(t *testing.T, runs map[stagetrace.Flow]flowRun) (received, reordered uint64) {
+	t.Helper()
+	for f, r := range runs {
+		received += r.stats.Received
+		bad := r.stats.Reordered + r.stats.Duplicates
+		reordered += bad
+		if bad == 0 {
+			continue
+		}
+		var at []string
+		for _, when := range r.stats.ReorderedAt {
+			at = append(at, when.UTC().Format("15:04:05.000"))
+		}
+		t.Logf("%s: %d reordered, %d duplicated of %d, at %s", f, r.stats.Reordered, r.stats.Duplicates,
+			r.stats.Received, strings.Join(at, " "))
+	}
+	return received, reordered
+}
+
 // bpfObjects are the kernel objects of a running datapath, by ID: they
 // outlive every name and path, so their IDs tell whether disable freed
 // them.

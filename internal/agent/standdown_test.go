@@ -159,12 +159,13 @@ func TestComebackSteersRunningFlows(t *testing.T) {
 	}()
 	// No pause: no flow is ever idle for the guard timeout.
 	runs := streamPairs(ctx, sendCtx, t, tb, 41330, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
-	var sent, reordered uint64
-	for _, r := range runs {
-		sent += r.stats.Received
-		reordered += r.stats.Reordered + r.stats.Duplicates
+	sent, reordered := orderOf(t, runs)
+	var timeouts uint64
+	if r, err := Status(o); err == nil && r.Totals != nil {
+		timeouts = r.Totals.GuardTimeouts
 	}
-	t.Logf("%d datagrams received, %d reordered or duplicated; (flow, hook)s moved after the comeback: %d", sent, reordered, moved)
+	t.Logf("%d datagrams received, %d reordered or duplicated; (flow, hook)s moved after the comeback: %d, %d of them by the guard's timeout",
+		sent, reordered, moved, timeouts)
 	if reordered != 0 {
 		t.Errorf("%d datagrams reordered or duplicated", reordered)
 	}
@@ -214,10 +215,10 @@ func TestEngagementTestReordersNothing(t *testing.T) {
 				}
 			}()
 			runs := streamPairs(ctx, sendCtx, t, tb, 41340, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
-			var got, reordered uint64
-			for _, r := range runs {
-				got += r.stats.Received
-				reordered += r.stats.Reordered + r.stats.Duplicates
+			got, reordered := orderOf(t, runs)
+			if r, err := Status(o); err == nil && split {
+				full, before := queueDrops(r)
+				t.Logf("split: cpumap queue drops %d, split's drops before the queue filled %d", full, before)
 			}
 			t.Logf("%d datagrams received, %d reordered or duplicated; engagement verdicts %d, for steering %d",
 				got, reordered, m.tested.Load(), m.won.Load())

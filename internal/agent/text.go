@@ -136,7 +136,8 @@ func passed(m map[string]uint64) string {
 }
 
 // writeSplit shows each split CPU's cpumap: frames queued to it, dropped
-// at its full queue, turned into skbs by its kthread, and how often that
+// by the split program before the queue could fill or at its full queue,
+// turned into skbs by its kthread, and how often that
 // kthread ran and slept.
 func writeSplit(w io.Writer, sp *SplitReport) {
 	if sp == nil {
@@ -144,7 +145,7 @@ func writeSplit(w io.Writer, sp *SplitReport) {
 	}
 	fmt.Fprintf(w, "\nsplit NIC stage (XDP redirects into a cpumap), CPUs %s, inner protocol %s:\n", sp.CPUs, sp.Proto)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")
+	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE FULL\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")
 	cpus := make([]int, 0, len(sp.PerCPU))
 	for c := range sp.PerCPU {
 		cpus = append(cpus, c)
@@ -152,7 +153,7 @@ func writeSplit(w io.Writer, sp *SplitReport) {
 	sort.Ints(cpus)
 	for _, c := range cpus {
 		s := sp.PerCPU[c]
-		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c, s.Enqueued, s.EnqueueDrops, s.Built, s.BuildDrops,
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c, s.Enqueued, s.QueueFull, s.EnqueueDrops, s.Built, s.BuildDrops,
 			s.Batches, s.Sleeps, s.RedirectFail)
 	}
 	tw.Flush()

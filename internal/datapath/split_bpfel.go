@@ -111,12 +111,15 @@ type splitSplitStats struct {
 	EnqueueDrops uint64
 	Bulks        uint64
 	RedirectFail uint64
-	Pad1         [4]uint64
+	Redirected   uint64
+	Full         uint64
+	Pad1         [2]uint64
 	Built        uint64
 	BuildDrops   uint64
 	Batches      uint64
 	Sleeps       uint64
-	Pad2         [4]uint64
+	Consumed     uint64
+	Pad2         [3]uint64
 }
 
 type splitStageDev struct {
@@ -150,6 +153,7 @@ const (
 	splitProgFalconCpumapKthread = "falcon_cpumap_kthread"
 	splitProgFalconSplit         = "falcon_split"
 	splitVarCpumapId             = "cpumap_id"
+	splitVarCpumapQsize          = "cpumap_qsize"
 	splitVarDebugOn              = "debug_on"
 	splitVarHookId               = "hook_id"
 )
@@ -222,9 +226,10 @@ type splitMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type splitVariableSpecs struct {
-	CpumapId *ebpf.VariableSpec `ebpf:"cpumap_id"`
-	DebugOn  *ebpf.VariableSpec `ebpf:"debug_on"`
-	HookId   *ebpf.VariableSpec `ebpf:"hook_id"`
+	CpumapId    *ebpf.VariableSpec `ebpf:"cpumap_id"`
+	CpumapQsize *ebpf.VariableSpec `ebpf:"cpumap_qsize"`
+	DebugOn     *ebpf.VariableSpec `ebpf:"debug_on"`
+	HookId      *ebpf.VariableSpec `ebpf:"hook_id"`
 }
 
 // splitObjects contains all objects after they have been loaded into the kernel.
@@ -280,9 +285,10 @@ func (m *splitMaps) Close() error {
 //
 // It can be passed to loadSplitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type splitVariables struct {
-	CpumapId *ebpf.Variable `ebpf:"cpumap_id"`
-	DebugOn  *ebpf.Variable `ebpf:"debug_on"`
-	HookId   *ebpf.Variable `ebpf:"hook_id"`
+	CpumapId    *ebpf.Variable `ebpf:"cpumap_id"`
+	CpumapQsize *ebpf.Variable `ebpf:"cpumap_qsize"`
+	DebugOn     *ebpf.Variable `ebpf:"debug_on"`
+	HookId      *ebpf.Variable `ebpf:"hook_id"`
 }
 
 // splitPrograms contains all programs after they have been loaded into the kernel.

@@ -133,6 +133,7 @@ func (e emitter) report(r *agent.Report) {
 			c := strconv.Itoa(cpu)
 			e.emit("falcon_split_queued_frames_total", float64(st.Enqueued), c)
 			e.emit("falcon_split_queue_drops_total", float64(st.EnqueueDrops), c)
+			e.emit("falcon_split_queue_full_drops_total", float64(st.QueueFull), c)
 			e.emit("falcon_split_built_total", float64(st.Built), c)
 			e.emit("falcon_split_redirect_failures_total", float64(st.RedirectFail), c)
 		}

@@ -42,6 +42,7 @@ var defs = []def{
 	{"falcon_passed_packets_total", prometheus.CounterValue, append(hookLabels, "reason"), "Packets a hook passed untouched (not an overlay flow it steers), by reason."},
 	{"falcon_split_queued_frames_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames the XDP program queued to a CPU's cpumap."},
 	{"falcon_split_queue_drops_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames dropped at a CPU's full cpumap queue."},
+	{"falcon_split_queue_full_drops_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames the split program dropped because a CPU's cpumap queue might have been full (each counted by the ordering guard)."},
 	{"falcon_split_built_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames a CPU's cpumap kthread turned into skbs."},
 	{"falcon_split_redirect_failures_total", prometheus.CounterValue, []string{"cpu"}, "--split: redirects that found no cpumap entry (built on the interrupt CPU)."},
 }
