@@ -13,6 +13,8 @@
 #        KERNEL_SKIP   "pkg:regexp ..." tests not to run (go test -test.skip);
 #                      default: the list below under TCG, none under KVM
 #        KERNEL_TIMEOUT  minutes per kernel (default 30)
+#        KERNEL_COUNT  runs of each test (go test -test.count; default 1), to
+#                      chase a failure that comes and goes
 #        KERNEL_CACHE  packages, binaries and logs (default .cache/kernels)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -141,6 +143,7 @@ KROOT=$kroot
 KREL=$rel
 TESTS="$tests"
 SKIP="$KERNEL_SKIP"
+COUNT=${KERNEL_COUNT:-1}
 ACCEL=$accel
 ENV
 	echo "test-kernels: booting $rel ($(cat "$cache/$series/package")) under QEMU ($accel): $tests"
