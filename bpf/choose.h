@@ -254,10 +254,12 @@ static __always_inline void add_done(__u32 fh, __u32 segs, __u32 marks)
 		v->c[DONE_NIC] += segs;
 	if (marks & MARK_OVERLAY)
 		v->c[DONE_OVERLAY] += segs;
+	if (marks & MARK_SPLIT)
+		v->c[DONE_SPLIT] += segs;
 }
 
-/* The done slot a hook of this role counts against, and the mark its
- * packets carry (0: none, the split hook). */
+/* The done slot a tc hook of this role counts against, and the mark its
+ * packets carry (the split hook's: split.c). */
 static __always_inline __u32 done_slot(__u32 role)
 {
 	return role == ROLE_NIC ? DONE_NIC : role == ROLE_OVERLAY ? DONE_OVERLAY : DONE_ALL;
@@ -273,7 +275,7 @@ static __always_inline __u32 current_marks(struct config *cfg, __u32 tc_index)
 {
 	if ((tc_index & MARK_SIG_MASK) != MARK_SIG || (tc_index & MARK_EPOCH) != (cfg->epoch & MARK_EPOCH))
 		return 0;
-	return tc_index & (MARK_NIC | MARK_OVERLAY);
+	return tc_index & (MARK_NIC | MARK_OVERLAY | MARK_SPLIT);
 }
 
 /* The ordering guard around the choice. A (flow, hook) keeps its decision
@@ -289,10 +291,12 @@ static __always_inline __u32 current_marks(struct config *cfg, __u32 tc_index)
  * marked segments against it (done slot of its role): packets that passed
  * before the hook existed are in neither count, so a flow running through
  * an attach is guarded exactly from its first counted packet, which queues
- * behind them on the same CPU (inline). The split hook (XDP) cannot mark:
- * it counts against every arrival (DONE_ALL), so a flow it first sees
- * while it is younger than the timeout (attached_ns) stays where it is
- * until it has been idle that long. Segments lost on the way never arrive:
+ * behind them on the same CPU (inline). The split hook (XDP) marks through
+ * the frame's metadata, which the NIC's tc hook moves into tc_index (done
+ * slot DONE_SPLIT); where it cannot, it counts against every arrival
+ * (DONE_ALL), and a flow it first sees while it is younger than the
+ * timeout (attached_ns) stays where it is until it has been idle that
+ * long. Segments lost on the way never arrive:
  * a flow idle for cfg->guard_timeout_ns has nothing left in any queue, and
  * its count is resynchronised (counted). Per packet with cfg->per_packet,
  * as the paper did: no entry, no guard, reordering possible. */

@@ -40,6 +40,15 @@ int falcon_steer(struct __sk_buff *skb)
 
 	if (hook_begin(hid, &p, 0, &st, PASS))
 		return PASS;
+	/* The split program's mark, in the metadata of the frame this skb
+	 * was built from (split.c), goes on with the packet. */
+	__u32 split = 0;
+	if (st.hk->role == ROLE_NIC) {
+		__u32 *meta = (void *)(long)skb->data_meta;
+
+		if ((void *)(meta + 1) <= (void *)(long)skb->data)
+			split = current_marks(st.cfg, *meta) & MARK_SPLIT;
+	}
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
@@ -48,7 +57,7 @@ int falcon_steer(struct __sk_buff *skb)
 	count(st.cnt, &dc);
 	/* Counted in sent above: marked, so the last stage counts it back.
 	 * The NIC hook starts the mark; the overlay hook adds its role. */
-	skb->tc_index = MARK_SIG | (st.cfg->epoch & MARK_EPOCH) | role_mark(st.hk->role) |
+	skb->tc_index = MARK_SIG | (st.cfg->epoch & MARK_EPOCH) | role_mark(st.hk->role) | split |
 			(st.hk->role == ROLE_OVERLAY ? current_marks(st.cfg, skb->tc_index) : 0);
 
 	if (dc.target != TARGET_FALLBACK) {

@@ -102,7 +102,7 @@ struct hook {
 	__u32 role;         /* enum role */
 	__u32 active;
 	__u32 egress;
-	__u32 pad;
+	__u32 marks;       /* split: the NIC's tc hook carries this program's mark to the last stage */
 	__u64 netns_ino;   /* for display by another process */
 	__u64 attached_ns; /* CLOCK_MONOTONIC of the attach: older packets of a flow may still be queued */
 	char name[16];
@@ -133,16 +133,18 @@ struct counters {
 #define MARK_SIG_MASK 0xf000
 #define MARK_NIC 0x0800
 #define MARK_OVERLAY 0x0400
-#define MARK_EPOCH 0x03ff
+#define MARK_SPLIT 0x0200 /* the split program counted it: carried from XDP metadata by the NIC's tc hook */
+#define MARK_EPOCH 0x01ff
 
 /* Per flow, what arrived at the last stage or was dropped on the way: all
- * of it (the split hook, which cannot mark, counts against this), and what
- * carried each tc hook role's mark of the current epoch. */
+ * of it (a split hook that cannot mark counts against this), and what
+ * carried each hook role's mark of the current epoch. */
 enum done_slot {
 	DONE_ALL = 0,
 	DONE_NIC = 1,
 	DONE_OVERLAY = 2,
-	DONE_SLOTS = 3,
+	DONE_SPLIT = 3,
+	DONE_SLOTS = 4,
 };
 
 struct done {

@@ -453,6 +453,13 @@ func (d *Datapath) writeHook(id uint32, h Hook, active bool) error {
 	if h.Egress {
 		b.Egress = 1
 	}
+	// The split program marks its packets only where the NIC's tc hook
+	// is there to carry the mark (attached first: the agent attaches
+	// hooks before splits); without, its flows count against every
+	// arrival.
+	if nic, ok := d.hooks[hookKey{netns.Path(h.Netns), h.Ifindex, false}]; ok && h.Role == HookSplit && nic.hook.Role == HookOnNIC {
+		b.Marks = 1
+	}
 	putCString(b.Name[:], h.Name)
 	putCString(b.Netns[:], h.Netns)
 	if err := d.maps.FalconHooks.Put(id, &b); err != nil {

@@ -62,7 +62,7 @@ type falconDebug struct {
 
 type falconDone struct {
 	_ structs.HostLayout
-	C [3]uint64
+	C [4]uint64
 }
 
 type falconFlowlet struct {
@@ -90,7 +90,7 @@ type falconHook struct {
 	Role        uint32
 	Active      uint32
 	Egress      uint32
-	Pad         uint32
+	Marks       uint32
 	NetnsIno    uint64
 	AttachedNs  uint64
 	Name        [16]int8

@@ -128,7 +128,7 @@ func (d *Datapath) StandDown(on bool) error {
 }
 
 // MaxEpoch is the largest epoch a mark carries (bpf/falcon.h MARK_EPOCH).
-const MaxEpoch = 0x3ff
+const MaxEpoch = 0x1ff
 
 // forgetFlows empties the guard's per-flow counts and moves the epoch on:
 // a marked packet still queued from before must not count against the
@@ -340,7 +340,7 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 			if err := hooks.Lookup(k.Hook, &h); err != nil {
 				return p, fmt.Errorf("read hook %d: %w", k.Hook, err)
 			}
-			slot = doneSlot(h.Role)
+			slot = doneSlot(h)
 			slots[k.Hook] = slot
 		}
 		var per []falconDone
@@ -358,14 +358,19 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 	return p, it.Err()
 }
 
-// doneSlot is bpf/choose.h's done_slot: the count a hook of this role
-// compares its sent with.
-func doneSlot(role uint32) int {
-	switch role {
+// doneSlot is the count a hook compares its sent with: bpf/choose.h's
+// done_slot for the tc roles, and for the split hook DONE_SPLIT when its
+// packets are marked (bpf/split.c), DONE_ALL otherwise.
+func doneSlot(h falconHook) int {
+	switch h.Role {
 	case roleNIC:
 		return 1
 	case roleOverlay:
 		return 2
+	case roleSplit:
+		if h.Marks != 0 {
+			return 3
+		}
 	}
 	return 0
 }

@@ -378,6 +378,13 @@ func TestSplitOnTestbed(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := d.splits[nic.Hook().key()].id
+		var hk falconHook
+		if err := d.maps.FalconHooks.Lookup(id, &hk); err != nil {
+			t.Fatal(err)
+		}
+		if hk.Marks == 0 {
+			t.Error("the split hook does not mark its packets, with the NIC's tc hook there to carry the mark")
+		}
 		var (
 			k   falconFlowletKey
 			v   falconFlowlet
@@ -435,7 +442,7 @@ func TestSplitOnTestbed(t *testing.T) {
 			var arrived uint64
 			if d.maps.FalconDone.Lookup(&k.Flowhash, &per) == nil {
 				for _, c := range per {
-					arrived += c.C[0]
+					arrived += c.C[doneSlot(hk)]
 				}
 			}
 			if v.Base+v.Sent != arrived {
@@ -445,6 +452,60 @@ func TestSplitOnTestbed(t *testing.T) {
 		}
 		if n != 8 {
 			t.Errorf("%d new split flows in the guard, want the 8 sent", n)
+		}
+	})
+
+	// A split attached under running flows: its marks guard them from
+	// their first counted packet, so they are split while they run (not
+	// once they pause for the guard timeout, which a full-rate flow never
+	// does), and stay in order.
+	t.Run("running", func(t *testing.T) {
+		const port = 40127
+		if err := d.DetachSplit(nic); err != nil {
+			t.Fatal(err)
+		}
+		dst := netip.MustParseAddr(sv.Addr)
+		r, err := seqcheck.Listen(sv.Netns, dst, port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		sendCtx, stop := context.WithTimeout(ctx, 3*time.Second)
+		defer stop()
+		done := make(chan map[netip.AddrPort]seqcheck.Stats, 1)
+		go func() {
+			st, err := r.Wait(ctx, 0)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- st
+		}()
+		var redirected uint64
+		go func() {
+			time.Sleep(time.Second)
+			if err := d.AttachSplit(nic); err != nil {
+				t.Error(err)
+				return
+			}
+			before := splitStage(t, d).SteeredTo[1]
+			time.Sleep(time.Second)
+			redirected = splitStage(t, d).SteeredTo[1] - before
+		}()
+		err = seqcheck.Send(sendCtx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 1 << 28, Size: 64, CPU: 0})
+		if err != nil && sendCtx.Err() == nil {
+			t.Fatal(err)
+		}
+		var got, bad uint64
+		for _, st := range <-done {
+			got += st.Received
+			bad += st.Reordered + st.Duplicates
+		}
+		t.Logf("%d datagrams received, %d reordered or duplicated; redirected to CPU 1 in the second after the attach: %d", got, bad, redirected)
+		if bad != 0 {
+			t.Errorf("%d datagrams reordered or duplicated", bad)
+		}
+		if redirected == 0 {
+			t.Error("no frame of the running flows was split in the second after the attach")
 		}
 	})
 
