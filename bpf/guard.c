@@ -49,8 +49,8 @@ enum event {
 struct pending {
 	__u32 fh;
 	__u32 segs;  /* 0: none */
-	__u32 marks; /* MARK_NIC | MARK_OVERLAY of the current epoch */
-	__u32 pad;
+	__u32 marks; /* MARK_* of the current epoch ... */
+	__u32 epoch; /* ... which this was: a comeback forgets every count */
 };
 
 struct {
@@ -68,9 +68,15 @@ static __always_inline struct pending *flush_pending(void)
 {
 	__u32 zero = 0;
 	struct pending *p = bpf_map_lookup_elem(&falcon_pending, &zero);
+	struct config *cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 
+	/* An arrival noted before a stand-down is flushed at the first
+	 * arrival or poll after the comeback, into counts that started
+	 * afresh: counted there, it would let its flow move one segment
+	 * early. */
 	if (p && p->segs) {
-		add_done(p->fh, p->segs, p->marks);
+		if (cfg && p->epoch == cfg->epoch)
+			add_done(p->fh, p->segs, p->marks);
 		p->segs = 0;
 	}
 	return p;
@@ -151,6 +157,7 @@ int falcon_arrive(struct __sk_buff *skb)
 	pd->fh = flow_hash(&fl);
 	pd->segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
 	pd->marks = current_marks(cfg, mark);
+	pd->epoch = cfg->epoch;
 	return TC_ACT_UNSPEC;
 }
 

@@ -31,19 +31,20 @@ type falconMode struct {
 	cfg datapath.Config
 	// mu orders what attaches and detaches: the agent's updates against
 	// the engagement test standing down and coming back (standdown.go).
-	mu      sync.Mutex
-	ov      *discover.Overlay                   // the latest, to attach to when coming back
-	hooks   map[string]datapath.Hook            // attached, by device key
-	splits  map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
-	applied map[string]bool                     // devices whose RPS is set, by device key and name
-	stages  map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
-	cancel  context.CancelFunc
-	done    chan error
-	running atomic.Bool
-	bg      sync.WaitGroup                 // the engagement test
-	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
-	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
-	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
+	mu           sync.Mutex
+	ov           *discover.Overlay                   // the latest, to attach to when coming back
+	hooks        map[string]datapath.Hook            // attached, by device key
+	splits       map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
+	applied      map[string]bool                     // devices whose RPS is set, by device key and name
+	stages       map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
+	cancel       context.CancelFunc
+	done         chan error
+	running      atomic.Bool
+	bg           sync.WaitGroup                 // the engagement test
+	last         atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
+	nss          atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
+	probing      atomic.Bool                    // the engagement test switches: each hook's attach is no news
+	standingDown bool                           // under mu: a stand-down detaches, and leaves split hooks asleep
 	// tested, won: the engagement test's verdicts, and those for steering.
 	tested, won atomic.Uint64
 	// published, stale, lastSample: the sampler's work, for the metrics

@@ -110,7 +110,7 @@ type guardPending struct {
 	Fh    uint32
 	Segs  uint32
 	Marks uint32
-	Pad   uint32
+	Epoch uint32
 }
 
 type guardStageDev struct {
