@@ -435,13 +435,22 @@ func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 			h.Log().Warn("drain", "err", err)
 			return false
 		}
-		if p.Flows == 0 {
+		now := time.Now()
+		// A steered flow that went idle with segments still out is
+		// waited for too: idle past the guard timeout is no proof that
+		// its queues are empty (under emulation they were not), only
+		// that its segments may be lost. At the limit they are taken as
+		// lost, and said so.
+		if p.Flows == 0 && (p.IdleFlows == 0 || now.After(deadline)) {
 			if waited := time.Since(start); waited > time.Second {
 				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
 			}
+			if p.IdleFlows > 0 {
+				h.Log().Info("drained; idle flows' segments never arrived: taken as lost",
+					"flows", p.IdleFlows, "segments", p.IdleUnaccounted, "waited", now.Sub(start).Round(time.Millisecond))
+			}
 			return true
 		}
-		now := time.Now()
 		if now.After(deadline) {
 			h.Log().Warn("drain: flows still steered; detaching now would let their next packets overtake queued ones",
 				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", limit)

@@ -311,6 +311,12 @@ func (d *Datapath) SetDraining(on bool) error {
 type Pending struct {
 	Flows    int
 	InFlight uint64
+	// Steered flows idle for longer than the guard timeout (and less than
+	// lostAfter of them) whose segments have not all arrived, and those
+	// segments: still queued (a starved CPU), or lost where no program saw
+	// it. A drain waits for them too, and at its limit takes them as lost.
+	IdleFlows       int
+	IdleUnaccounted uint64
 }
 
 // Steered says what detaching now could reorder.
@@ -352,11 +358,20 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 	slots := map[uint32]int{} // hook id: its done slot
 	it := flowlets.Iterate()
 	for it.Next(&k, &v) {
-		// Signed: a packet may have stamped the entry after now was read.
-		if v.Target == targetFallback || int64(now-v.LastSeenNs) > int64(timeout) {
+		if v.Target == targetFallback {
 			continue
 		}
-		p.Flows++
+		// Signed: a packet may have stamped the entry after now was read.
+		// Idle for ten guard timeouts, a flow's missing segments have
+		// long been taken as lost (a flow that ended keeps its entry).
+		age := int64(now - v.LastSeenNs)
+		if age > lostAfter*int64(timeout) {
+			continue
+		}
+		idle := age > int64(timeout)
+		if !idle {
+			p.Flows++
+		}
 		slot, ok := slots[k.Hook]
 		if !ok {
 			var h falconHook
@@ -374,12 +389,19 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 		for _, c := range per {
 			done += c.C[slot]
 		}
-		if out := int64(v.Base + v.Sent - done); out > 0 {
+		if out := int64(v.Base + v.Sent - done); out > 0 && idle {
+			p.IdleFlows++
+			p.IdleUnaccounted += uint64(out)
+		} else if out > 0 {
 			p.InFlight += uint64(out)
 		}
 	}
 	return p, it.Err()
 }
+
+// lostAfter: a drain waits for an idle flow's missing segments until the
+// flow has been idle this many guard timeouts.
+const lostAfter = 10
 
 // doneSlot is the count a hook compares its sent with: bpf/choose.h's
 // done_slot for the tc roles, and for the split hook DONE_SPLIT when its
