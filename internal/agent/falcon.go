@@ -31,20 +31,19 @@ type falconMode struct {
 	cfg datapath.Config
 	// mu orders what attaches and detaches: the agent's updates against
 	// the engagement test standing down and coming back (standdown.go).
-	mu           sync.Mutex
-	ov           *discover.Overlay                   // the latest, to attach to when coming back
-	hooks        map[string]datapath.Hook            // attached, by device key
-	splits       map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
-	applied      map[string]bool                     // devices whose RPS is set, by device key and name
-	stages       map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
-	cancel       context.CancelFunc
-	done         chan error
-	running      atomic.Bool
-	bg           sync.WaitGroup                 // the engagement test
-	last         atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
-	nss          atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
-	probing      atomic.Bool                    // the engagement test switches: each hook's attach is no news
-	standingDown bool                           // under mu: a stand-down detaches, and leaves split hooks asleep
+	mu      sync.Mutex
+	ov      *discover.Overlay                   // the latest, to attach to when coming back
+	hooks   map[string]datapath.Hook            // attached, by device key
+	splits  map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
+	applied map[string]bool                     // devices whose RPS is set, by device key and name
+	stages  map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
+	cancel  context.CancelFunc
+	done    chan error
+	running atomic.Bool
+	bg      sync.WaitGroup                 // the engagement test
+	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
+	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
+	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
 	// tested, won: the engagement test's verdicts, and those for steering.
 	tested, won atomic.Uint64
 	// published, stale, lastSample: the sampler's work, for the metrics
@@ -435,22 +434,13 @@ func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 			h.Log().Warn("drain", "err", err)
 			return false
 		}
-		now := time.Now()
-		// A steered flow that went idle with segments still out is
-		// waited for too: idle past the guard timeout is no proof that
-		// its queues are empty (under emulation they were not), only
-		// that its segments may be lost. At the limit they are taken as
-		// lost, and said so.
-		if p.Flows == 0 && (p.IdleFlows == 0 || now.After(deadline)) {
+		if p.Flows == 0 {
 			if waited := time.Since(start); waited > time.Second {
 				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
 			}
-			if p.IdleFlows > 0 {
-				h.Log().Info("drained; idle flows' segments never arrived: taken as lost",
-					"flows", p.IdleFlows, "segments", p.IdleUnaccounted, "waited", now.Sub(start).Round(time.Millisecond))
-			}
 			return true
 		}
+		now := time.Now()
 		if now.After(deadline) {
 			h.Log().Warn("drain: flows still steered; detaching now would let their next packets overtake queued ones",
 				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", limit)

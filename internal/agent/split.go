@@ -83,14 +83,7 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 	var errs []error
 	for k, old := range m.splits {
 		if nw, ok := nics[k]; ok && nw == old {
-			// Wakes it if it stood down.
-			if err := m.dp.AttachSplit(old); err != nil {
-				errs = append(errs, err)
-			}
 			continue
-		}
-		if m.standingDown {
-			continue // asleep in the datapath, not detached (StandDown)
 		}
 		if err := m.dp.DetachSplit(old); err != nil {
 			errs = append(errs, err)

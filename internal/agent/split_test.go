@@ -160,37 +160,6 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 		t.Errorf("cpumap CPU 1: %+v, but %d packets were redirected to it", cs, sp.SteeredTo[1])
 	}
 
-	// Standing down leaves the XDP program on the NIC, passing everything
-	// (attaching it again under traffic is what reorders), and coming
-	// back wakes the same program.
-	m := a.mode.(*falconMode)
-	var nic datapath.SplitHook
-	for _, s := range m.splits {
-		nic = s
-	}
-	id := m.dp.XDPProgramID(nic)
-	if !m.standDown(a.Host(), "test") {
-		t.Fatal("did not stand down")
-	}
-	if got := xdpOn(t, h.Netns, h.NIC); got != "falcon_split" {
-		t.Errorf("stood down: XDP on %s: %q, want falcon_split, asleep", h.NIC, got)
-	}
-	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: 40126, Flows: 4, PktsPerFlow: 100, Size: 64, CPU: 0}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rcv.Wait(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := Status(o); err != nil || r.Split == nil || r.Split.PerCPU[1].Enqueued != cs.Enqueued {
-		t.Errorf("stood down: the split program still redirected: %+v, %v (before: %+v)", r.Split, err, cs)
-	}
-	if err := m.standUp(a.Host(), "test"); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.dp.XDPProgramID(nic); got != id || id == 0 {
-		t.Errorf("back: split program %d, was %d: want the same one woken", got, id)
-	}
-
 	stopped = true
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)

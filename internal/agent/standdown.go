@@ -14,10 +14,9 @@ import (
 // takes itself off the path whenever it has nothing to do: when no CPU
 // has been busy for engageIdle (nothing to relieve), and when the
 // engagement test finds that steering does not pay. It drains every flow
-// back inline, puts RPS back, detaches every hook, arrival counter and the
-// guard's tracepoint programs, and the packets run exactly as without
-// falcon, but for a split program, which stays on the NIC passing
-// everything (datapath.StandDown says why). At the first busy sample with a CPU of the
+// back inline, puts RPS back, detaches every hook, arrival counter, split
+// program and the guard's tracepoint programs, and the packets run
+// exactly as without falcon. At the first busy sample with a CPU of the
 // set to spare it runs the engagement test, whose off windows are this
 // state, and comes back if steering pays; after a verdict against it, it
 // first waits for standUpCalm with no CPU busy, so that the same spell is
@@ -48,10 +47,8 @@ func (m *falconMode) standDown(h *Host, why string) bool {
 	// RPS first, while the hooks still keep every flow inline.
 	err := h.journal.Restore()
 	clear(m.applied)
-	m.standingDown = true
 	err = errors.Join(err, m.syncHooks(h, &discover.Overlay{}, false), m.dp.StandDown(true),
 		m.dp.SetDraining(false))
-	m.standingDown = false
 	if err != nil {
 		// Half-way: attach again what went, so the datapath is whole.
 		h.Log().Warn("stand down failed half-way; attaching again", "err", err)

@@ -72,11 +72,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	}
 	if r.StoodDown {
-		if r.Split != nil {
-			fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; until a CPU is busy no falcon program runs but the split XDP program, which passes every packet\n")
-		} else {
-			fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy\n")
-		}
+		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy\n")
 	}
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",

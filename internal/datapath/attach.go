@@ -88,7 +88,6 @@ type attachment struct {
 	filter *netlink.BpfFilter // clsact + cls_bpf
 	qdisc  bool               // we created the clsact qdisc
 	shared bool               // prog is not this attachment's (the arrival counter)
-	asleep bool               // a split hook left attached, passing everything, while stood down
 }
 
 // progName is the program's name in the kernel and the cls_bpf filter's

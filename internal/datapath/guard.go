@@ -97,21 +97,14 @@ func (g *guardState) detachTracing() error {
 // StandDown takes the guard's tracepoint programs off the kernel (on) or
 // puts them back (off), so that a datapath whose hooks the caller
 // detached costs the machine nothing, not even a program run per NAPI
-// poll. Every tc hook and arrival counter must be detached first, and
-// are attached again only after: packets pass uncounted while
+// poll. Every hook, split hook and arrival counter must be detached
+// first, and are attached again only after: packets pass uncounted while
 // it stands down, so coming back forgets every flow's counts and moves the
 // epoch on; the hooks' marks then tell their own packets from the older
 // ones, as after the first attach. The state shows in Config().StoodDown.
-//
-// Split hooks stay attached and pass everything while stood down: on a
-// veth, attaching or detaching XDP switches the receive path between the
-// backlog and the veth's NAPI ring, and packets still in the backlog are
-// overtaken by those the ring takes (the 6.1 guest: 7-8 datagrams of each
-// of 8 flows at one comeback); many physical drivers restart their rings
-// for it. AttachSplit wakes them after the comeback.
 func (d *Datapath) StandDown(on bool) error {
 	d.mu.Lock()
-	attached := len(d.hooks) + len(d.arrivals)
+	attached := len(d.hooks) + len(d.splits) + len(d.arrivals)
 	d.mu.Unlock()
 	if attached > 0 {
 		return fmt.Errorf("stand down: %d hooks still attached", attached)
@@ -120,9 +113,6 @@ func (d *Datapath) StandDown(on bool) error {
 		return nil
 	}
 	if on {
-		if err := d.sleepSplits(); err != nil {
-			return err
-		}
 		if err := d.guard.detachTracing(); err != nil {
 			return err
 		}
@@ -135,19 +125,6 @@ func (d *Datapath) StandDown(on bool) error {
 		return err
 	}
 	return d.setState(func(c *Config) { c.StoodDown = false })
-}
-
-// sleepSplits makes every split hook pass everything untouched.
-func (d *Datapath) sleepSplits() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, a := range d.splits {
-		if err := d.writeHook(a.id, a.hook, false); err != nil {
-			return err
-		}
-		a.asleep = true
-	}
-	return nil
 }
 
 // MaxEpoch is the largest epoch a mark carries (bpf/falcon.h MARK_EPOCH).
@@ -311,12 +288,6 @@ func (d *Datapath) SetDraining(on bool) error {
 type Pending struct {
 	Flows    int
 	InFlight uint64
-	// Steered flows idle for longer than the guard timeout (and less than
-	// lostAfter of them) whose segments have not all arrived, and those
-	// segments: still queued (a starved CPU), or lost where no program saw
-	// it. A drain waits for them too, and at its limit takes them as lost.
-	IdleFlows       int
-	IdleUnaccounted uint64
 }
 
 // Steered says what detaching now could reorder.
@@ -358,20 +329,11 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 	slots := map[uint32]int{} // hook id: its done slot
 	it := flowlets.Iterate()
 	for it.Next(&k, &v) {
-		if v.Target == targetFallback {
-			continue
-		}
 		// Signed: a packet may have stamped the entry after now was read.
-		// Idle for ten guard timeouts, a flow's missing segments have
-		// long been taken as lost (a flow that ended keeps its entry).
-		age := int64(now - v.LastSeenNs)
-		if age > lostAfter*int64(timeout) {
+		if v.Target == targetFallback || int64(now-v.LastSeenNs) > int64(timeout) {
 			continue
 		}
-		idle := age > int64(timeout)
-		if !idle {
-			p.Flows++
-		}
+		p.Flows++
 		slot, ok := slots[k.Hook]
 		if !ok {
 			var h falconHook
@@ -389,19 +351,12 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 		for _, c := range per {
 			done += c.C[slot]
 		}
-		if out := int64(v.Base + v.Sent - done); out > 0 && idle {
-			p.IdleFlows++
-			p.IdleUnaccounted += uint64(out)
-		} else if out > 0 {
+		if out := int64(v.Base + v.Sent - done); out > 0 {
 			p.InFlight += uint64(out)
 		}
 	}
 	return p, it.Err()
 }
-
-// lostAfter: a drain waits for an idle flow's missing segments until the
-// flow has been idle this many guard timeouts.
-const lostAfter = 10
 
 // doneSlot is the count a hook compares its sent with: bpf/choose.h's
 // done_slot for the tc roles, and for the split hook DONE_SPLIT when its

@@ -152,8 +152,7 @@ func checkPossible(cpus []int) error {
 // refused, as it runs after skb allocation and splits nothing. The first
 // split hook creates the cpumap (entries only for the split set) and the
 // tracepoints that count its traffic; the last one's detach removes them.
-// Attaching an attached NIC again is no error, and wakes a split hook that
-// stood down.
+// Attaching an attached NIC again is no error.
 func (d *Datapath) AttachSplit(s SplitHook) error {
 	h := s.Hook()
 	if err := h.validate(); err != nil {
@@ -167,16 +166,7 @@ func (d *Datapath) AttachSplit(s SplitHook) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if a, ok := d.splits[h.key()]; ok {
-		if !a.asleep {
-			return nil
-		}
-		// Awake again after a stand-down: its attach time and marks
-		// are those of now (the NIC's tc hook is back first).
-		if err := d.writeHook(a.id, a.hook, true); err != nil {
-			return err
-		}
-		a.asleep = false
+	if _, ok := d.splits[h.key()]; ok {
 		return nil
 	}
 	if err := d.openSplit(); err != nil {

@@ -22,7 +22,7 @@ var defs = []def{
 	{"falcon_enabled", prometheus.GaugeValue, []string{"mode"}, "1 while falcon is enabled in the agent's network namespace."},
 	{"falcon_ready", prometheus.GaugeValue, nil, "1 while the agent runs, its hooks are attached and its load data is fresh (falcon status --ready)."},
 	{"falcon_steering", prometheus.GaugeValue, nil, "1 while the datapath may move stages to other CPUs; 0 while falcon stepped aside (adaptive policy, steering measured not to pay)."},
-	{"falcon_stood_down", prometheus.GaugeValue, nil, "1 while falcon is off the path: no CPU busy, or steering measured not to pay; every program detached (a split XDP program stays, passing every packet) and RPS restored until a CPU is busy (adaptive policy)."},
+	{"falcon_stood_down", prometheus.GaugeValue, nil, "1 while falcon is off the path: no CPU busy, or steering measured not to pay; every program detached and RPS restored until a CPU is busy (adaptive policy)."},
 	{"falcon_threshold_ratio", prometheus.GaugeValue, nil, "The load threshold: a CPU at or above it takes no new flows."},
 	{"falcon_cpu_load_ratio", prometheus.GaugeValue, []string{"cpu", "in_set"}, "Each CPU's load as the datapath decides with it (EWMA of busy time, 0..1); in_set says whether the CPU may run stages."},
 	{"falcon_load_average_ratio", prometheus.GaugeValue, nil, "Average load over the CPU set; at or above the threshold every stage stays inline."},
