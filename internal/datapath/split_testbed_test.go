@@ -470,7 +470,9 @@ func TestSplitOnTestbed(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer r.Close()
-		sendCtx, stop := context.WithTimeout(ctx, 3*time.Second)
+		// The flows run from before the attach until a while after it;
+		// the attach itself may take seconds (a guest under emulation).
+		sendCtx, stop := context.WithCancel(ctx)
 		defer stop()
 		done := make(chan map[netip.AddrPort]seqcheck.Stats, 1)
 		go func() {
@@ -480,19 +482,28 @@ func TestSplitOnTestbed(t *testing.T) {
 			}
 			done <- st
 		}()
-		var redirected uint64
+		sent := make(chan error, 1)
 		go func() {
-			time.Sleep(time.Second)
-			if err := d.AttachSplit(nic); err != nil {
-				t.Error(err)
-				return
-			}
-			before := splitStage(t, d).SteeredTo[1]
-			time.Sleep(time.Second)
-			redirected = splitStage(t, d).SteeredTo[1] - before
+			sent <- seqcheck.Send(sendCtx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 1 << 28, Size: 64, CPU: 0})
 		}()
-		err = seqcheck.Send(sendCtx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 1 << 28, Size: 64, CPU: 0})
-		if err != nil && sendCtx.Err() == nil {
+		time.Sleep(time.Second)
+		if err := d.AttachSplit(nic); err != nil {
+			stop()
+			<-sent
+			t.Fatal(err)
+		}
+		// A flow moves once its first counted frames arrived: at once on
+		// hardware, within seconds under emulation.
+		before, start := splitStage(t, d).SteeredTo[1], time.Now()
+		var redirected uint64
+		for redirected == 0 && time.Since(start) < 10*time.Second {
+			time.Sleep(100 * time.Millisecond)
+			redirected = splitStage(t, d).SteeredTo[1] - before
+		}
+		waited := time.Since(start)
+		time.Sleep(500 * time.Millisecond) // split flows running on
+		stop()
+		if err := <-sent; err != nil && sendCtx.Err() == nil {
 			t.Fatal(err)
 		}
 		var got, bad uint64
@@ -500,12 +511,12 @@ func TestSplitOnTestbed(t *testing.T) {
 			got += st.Received
 			bad += st.Reordered + st.Duplicates
 		}
-		t.Logf("%d datagrams received, %d reordered or duplicated; redirected to CPU 1 in the second after the attach: %d", got, bad, redirected)
+		t.Logf("%d datagrams received, %d reordered or duplicated; the first frames redirected to CPU 1 %s after the attach", got, bad, waited.Round(time.Millisecond))
 		if bad != 0 {
 			t.Errorf("%d datagrams reordered or duplicated", bad)
 		}
 		if redirected == 0 {
-			t.Error("no frame of the running flows was split in the second after the attach")
+			t.Error("no frame of the running flows was split in the 10 s after the attach")
 		}
 	})
 
