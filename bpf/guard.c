@@ -68,13 +68,15 @@ static __always_inline struct pending *flush_pending(void)
 {
 	__u32 zero = 0;
 	struct pending *p = bpf_map_lookup_elem(&falcon_pending, &zero);
-	struct config *cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 
 	/* An arrival noted before a stand-down is flushed at the first
 	 * arrival or poll after the comeback, into counts that started
 	 * afresh: counted there, it would let its flow move one segment
-	 * early. */
+	 * early. (The configuration is looked up only then: this runs at
+	 * every NAPI poll.) */
 	if (p && p->segs) {
+		struct config *cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+
 		if (cfg && p->epoch == cfg->epoch)
 			add_done(p->fh, p->segs, p->marks);
 		p->segs = 0;

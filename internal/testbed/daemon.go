@@ -483,20 +483,30 @@ func daemonPID(base string) (int, bool) {
 // startTime is field 22 of /proc/PID/stat: when the process started, in
 // clock ticks since boot; an exec keeps it.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, err
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// statFields are the fields of /proc/PID/stat after the command name (so
+// f[0] is field 3, the state), at least 20 of them.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	// The command name in parentheses may hold spaces: count after it.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return nil, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+		return nil, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f, nil
 }
 
 // stopDaemon stops the daemon of base.pid: SIGTERM, then SIGKILL after 5 s.
@@ -516,12 +526,8 @@ func stopDaemon(base string) {
 
 // zombie reports whether pid has exited and waits for its parent.
 func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+	f, err := statFields(pid)
+	return err != nil || f[0] == "Z"
 }
 
 // teardownDaemons undoes what the daemons of testbed name made outside its
