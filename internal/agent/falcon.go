@@ -438,6 +438,10 @@ func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 			if waited := time.Since(start); waited > time.Second {
 				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
 			}
+			if p.IdleFlows > 0 {
+				h.Log().Info("drained, but idle flows have segments unaccounted for (lost where no drop is counted, or queued on a CPU stalled for the guard timeout)",
+					"flows", p.IdleFlows, "segments", p.IdleInFlight, "guard_timeout", m.cfg.GuardTimeout)
+			}
 			return true
 		}
 		now := time.Now()
