@@ -58,6 +58,15 @@ func testOptions(t *testing.T, ns string) Options {
 	o.StateRoot = filepath.Join(t.TempDir(), "run")
 	o.PinRoot = filepath.Join(datapath.BPFFS, fmt.Sprintf("falcon-test-%d", os.Getpid()))
 	o.Log = testLog(t)
+	// A guest under emulation runs its queues many times slower than the
+	// guard timeout assumes (scripts/kernels/guest.sh).
+	if v := os.Getenv("FALCON_TEST_GUARD_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("FALCON_TEST_GUARD_TIMEOUT: %v", err)
+		}
+		o.GuardTimeout = d
+	}
 	t.Cleanup(func() { os.Remove(o.PinRoot) })
 	return o
 }

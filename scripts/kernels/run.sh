@@ -16,6 +16,10 @@
 #        KERNEL_COUNT  runs of each test (go test -test.count; default 1), to
 #                      chase a failure that comes and goes
 #        KERNEL_CACHE  packages, binaries and logs (default .cache/kernels)
+#        KERNEL_GUARD_TIMEOUT  the agent tests' guard timeout under TCG
+#                      (default 2s: guest.sh says why)
+#        KERNEL_CMDLINE  more kernel parameters, e.g. loglevel=7 to get the
+#                      stack of a soft lockup in console.log
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -145,6 +149,7 @@ TESTS="$tests"
 SKIP="$KERNEL_SKIP"
 COUNT=${KERNEL_COUNT:-1}
 ACCEL=$accel
+GUARD_TIMEOUT=${KERNEL_GUARD_TIMEOUT:-}
 ENV
 	echo "test-kernels: booting $rel ($(cat "$cache/$series/package")) under QEMU ($accel): $tests"
 	# The guest loads both CPUs: take the lock the root tests on this machine
@@ -152,7 +157,7 @@ ENV
 	flock /tmp/falcon-root.lock sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
 		"${qaccel[@]}" -smp 2 -m 4G -nodefaults -no-reboot -display none \
 		-kernel "$kroot/boot/vmlinuz-$rel" -initrd "$cache/$series/initrd.gz" \
-		-append "console=ttyS0 panic=-1 quiet loglevel=4" \
+		-append "console=ttyS0 panic=-1 quiet loglevel=4 ${KERNEL_CMDLINE:-}" \
 		-serial "file:$out/console.log" \
 		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
 		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
