@@ -210,6 +210,7 @@ struct sum_ctx {
 	__u32 fh;
 	__u32 slot;
 	__u64 sum;
+	__u64 last;
 };
 
 static long sum_cpu(__u32 cpu, void *ctx)
@@ -217,22 +218,39 @@ static long sum_cpu(__u32 cpu, void *ctx)
 	struct sum_ctx *c = ctx;
 	struct done *v = bpf_map_lookup_percpu_elem(&falcon_done, &c->fh, cpu);
 
-	if (v)
+	if (v) {
 		c->sum += v->c[c->slot < DONE_SLOTS ? c->slot : DONE_ALL];
+		if (v->last_ns > c->last)
+			c->last = v->last_ns;
+	}
 	return 0;
 }
 
 /* Segments of the flow in done slot slot that reached the last stage or
- * were dropped on the way, on all CPUs. */
-static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 slot)
+ * were dropped on the way, on all CPUs; *last is when the latest of any
+ * slot was counted (0: never). */
+static __always_inline __u64 done_sum(struct config *cfg, __u32 fh, __u32 slot, __u64 *last)
 {
-	struct sum_ctx c = { .fh = fh, .slot = slot, .sum = 0 };
+	struct sum_ctx c = { .fh = fh, .slot = slot, .sum = 0, .last = 0 };
 	__u32 n = cfg->ncpus;
 
 	if (n > MAX_CPUS)
 		n = MAX_CPUS;
 	bpf_loop(n, sum_cpu, &c, 0);
+	*last = c.last;
 	return c.sum;
+}
+
+/* The guard's last resort: segments still missing are taken for lost only
+ * when the flow has been idle at the hook for the guard timeout and none
+ * of its segments has been counted for that long either. The hook's idle
+ * alone is a guess about queue length: a paused flow whose packets still
+ * trickle out of a slow queue (a busy or stalled CPU) is not lost, and
+ * moving it then reorders. Signed: another CPU may have counted one after
+ * now was read. */
+static __always_inline int lost(struct config *cfg, __s64 idle, __u64 now, __u64 last)
+{
+	return idle > (__s64)cfg->guard_timeout_ns && (__s64)(now - last) > (__s64)cfg->guard_timeout_ns;
 }
 
 /* Counts segs segments of flow fh as done on this CPU, in DONE_ALL and in
@@ -249,6 +267,7 @@ static __always_inline void add_done(__u32 fh, __u32 segs, __u32 marks)
 		if (!v)
 			return;
 	}
+	v->last_ns = bpf_ktime_get_ns();
 	v->c[DONE_ALL] += segs;
 	if (marks & MARK_NIC)
 		v->c[DONE_NIC] += segs;
@@ -295,10 +314,11 @@ static __always_inline __u32 current_marks(struct config *cfg, __u32 tc_index)
  * the frame's metadata, which the NIC's tc hook moves into tc_index (done
  * slot DONE_SPLIT); where it cannot, it counts against every arrival
  * (DONE_ALL), and a flow it first sees while it is younger than the
- * timeout (attached_ns) stays where it is until it has been idle that
- * long. Segments lost on the way never arrive:
- * a flow idle for cfg->guard_timeout_ns has nothing left in any queue, and
- * its count is resynchronised (counted). Per packet with cfg->per_packet,
+ * timeout (attached_ns) stays where it is until it has been quiet that
+ * long (lost()). Segments lost on the way never arrive: a flow quiet for
+ * cfg->guard_timeout_ns, none of its packets seen by the hook nor counted
+ * at the last stage, has nothing left in any queue, and its count is
+ * resynchronised (counted). Per packet with cfg->per_packet,
  * as the paper did: no entry, no guard, reordering possible. */
 static __always_inline void decide(struct config *cfg, struct load *ld, struct cpuset *s, __u32 hid, __u32 salt,
 				   __u32 fh, __u32 cur, __u64 now, __u32 slot, __u64 attached_ns, __u32 segs,
@@ -307,7 +327,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	struct flowlet_key fk = { .flowhash = fh, .hook = hid };
 	__u32 prev, want;
 	struct flowlet *fe;
-	__u64 done;
+	__u64 done, last;
 	__s64 idle;
 	__s64 out;
 	int why, valid;
@@ -336,7 +356,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		v.last_seen_ns = now;
 		v.next_check_ns = now + cfg->recheck_ns;
 		v.sent = segs;
-		v.base = done_sum(cfg, fh, slot);
+		v.base = done_sum(cfg, fh, slot, &last);
 		bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);
 		d->target = v.target;
 		d->kind = v.kind;
@@ -354,13 +374,19 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	d->target = fe->target;
 	d->kind = fe->kind;
 	if (fe->unsure) {
+		/* The hook's idle first: the sum is a loop over the CPUs. */
 		if (idle <= (__s64)cfg->guard_timeout_ns) {
 			d->why = CNT_GUARD_HOLD;
 			goto out;
 		}
-		/* Idle that long: nothing of the flow is queued, so the counts
+		done = done_sum(cfg, fh, slot, &last);
+		if (!lost(cfg, idle, now, last)) {
+			d->why = CNT_GUARD_HOLD;
+			goto out;
+		}
+		/* Quiet that long: nothing of the flow is queued, so the counts
 		 * can start agreeing from here. */
-		fe->base = done_sum(cfg, fh, slot) - fe->sent;
+		fe->base = done - fe->sent;
 		fe->unsure = 0;
 		fe->next_check_ns = now;
 	}
@@ -378,7 +404,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		d->why = CNT_FLOWLET_HIT;
 		goto out;
 	}
-	done = done_sum(cfg, fh, slot);
+	done = done_sum(cfg, fh, slot, &last);
 	out = (__s64)(fe->base + fe->sent - done);
 	if (out < 0) {
 		/* More arrived than was counted here (split: packets that
@@ -387,7 +413,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		fe->base = done - fe->sent;
 		out = 0;
 	}
-	if (out > 0 && idle <= (__s64)cfg->guard_timeout_ns) {
+	if (out > 0 && !lost(cfg, idle, now, last)) {
 		/* Hold: look again soon, not on every packet. */
 		fe->next_check_ns = now + (cfg->recheck_ns >> 6);
 		d->why = CNT_GUARD_HOLD;

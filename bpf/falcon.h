@@ -149,6 +149,10 @@ enum done_slot {
 
 struct done {
 	__u64 c[DONE_SLOTS];
+	/* When this CPU last counted one of the flow's segments (any slot):
+	 * while they still arrive, the flow's queues are moving, and the
+	 * guard does not take its missing segments for lost. */
+	__u64 last_ns;
 };
 
 struct flowlet_key {

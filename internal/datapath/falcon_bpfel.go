@@ -61,8 +61,9 @@ type falconDebug struct {
 }
 
 type falconDone struct {
-	_ structs.HostLayout
-	C [4]uint64
+	_      structs.HostLayout
+	C      [4]uint64
+	LastNs uint64
 }
 
 type falconFlowlet struct {

@@ -288,9 +288,10 @@ func (d *Datapath) SetDraining(on bool) error {
 type Pending struct {
 	Flows    int
 	InFlight uint64
-	// Idle steered flows (no packet for the guard timeout) whose
-	// segments are not all accounted for: lost on the way where no drop is
-	// counted, or still queued on a CPU stalled that long. Not waited for.
+	// Quiet steered flows (none of their packets seen by a hook nor
+	// counted at the last stage for the guard timeout) whose segments are
+	// not all accounted for: lost where no drop is counted, or queued on a
+	// CPU stalled that long. Not waited for.
 	IdleFlows    int
 	IdleInFlight uint64
 }
@@ -338,7 +339,6 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 		if v.Target == targetFallback {
 			continue
 		}
-		idle := int64(now-v.LastSeenNs) > int64(timeout)
 		slot, ok := slots[k.Hook]
 		if !ok {
 			var h falconHook
@@ -352,10 +352,14 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 		if doneMap.Lookup(&k.Flowhash, &per) != nil {
 			per = nil
 		}
-		var done uint64
+		var done, last uint64
 		for _, c := range per {
 			done += c.C[slot]
+			last = max(last, c.LastNs)
 		}
+		// Idle as the guard's last resort counts it (bpf/choose.h, lost):
+		// nothing seen by the hook, nothing counted at the last stage.
+		idle := int64(now-v.LastSeenNs) > int64(timeout) && int64(now-last) > int64(timeout)
 		out := max(int64(v.Base+v.Sent-done), 0)
 		switch {
 		case !idle:

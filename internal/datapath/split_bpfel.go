@@ -61,8 +61,9 @@ type splitDebug struct {
 }
 
 type splitDone struct {
-	_ structs.HostLayout
-	C [4]uint64
+	_      structs.HostLayout
+	C      [4]uint64
+	LastNs uint64
 }
 
 type splitFlowlet struct {

@@ -84,16 +84,19 @@ type Step struct {
 
 // Guard is the ordering guard (bpf/choose.h, decide) for one packet of segs
 // segments at time now: done is the sum of the flow's arrivals at the next
-// stage, want the policy's choice given the current target. A changed
-// choice takes effect only when every segment passed on has arrived; a flow
-// idle for longer than the guard timeout has its count restarted instead.
-func (e *Entry) Guard(now, done, segs uint64, want func(prev int) int) Step {
+// stage and last when the latest of them was counted, want the policy's
+// choice given the current target. A changed choice takes effect only when
+// every segment passed on has arrived; a flow quiet for longer than the
+// guard timeout (idle at the hook, and nothing counted) has its count
+// restarted instead.
+func (e *Entry) Guard(now, done, last, segs uint64, want func(prev int) int) Step {
 	idle := int64(now - e.LastSeen) // signed: another CPU may have stamped it later
 	e.LastSeen = max(e.LastSeen, now)
+	lost := idle > int64(e.Expiry) && int64(now-last) > int64(e.Expiry)
 	s := Step{Target: e.Target}
 	defer func() { e.Sent += segs }()
 	if e.Unsure {
-		if idle <= int64(e.Expiry) {
+		if !lost {
 			s.Held = true
 			return s
 		}
@@ -113,7 +116,7 @@ func (e *Entry) Guard(now, done, segs uint64, want func(prev int) int) Step {
 		e.Base = done - e.Sent
 		out = 0
 	}
-	if out > 0 && idle <= int64(e.Expiry) {
+	if out > 0 && !lost {
 		e.NextCheck = now + e.Recheck>>6
 		s.Held = true
 		return s

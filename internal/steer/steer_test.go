@@ -160,3 +160,31 @@ func TestAvgLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardLostNeedsQuiet: missing segments are taken for lost (a counted
+// timeout) only when the flow was idle at the hook for the guard timeout
+// and none of its segments was counted for as long; while they still
+// arrive, a slow queue holds the rest and the flow keeps its target.
+func TestGuardLostNeedsQuiet(t *testing.T) {
+	want := func(int) int { return 1 }
+	e := Entry{Target: 0, LastSeen: 0, Sent: 10, Base: 0, Expiry: 100}
+	if s := e.Guard(150, 5, 120, 1, want); !s.Held || s.Target != 0 {
+		t.Fatalf("idle 150 at the hook, a segment counted 30 ago: %+v, want held on 0", s)
+	}
+	if s := e.Guard(400, 5, 120, 1, want); !s.Moved || !s.TimedOut || s.Target != 1 {
+		t.Fatalf("idle 250, nothing counted for 280: %+v, want a timed-out move to 1", s)
+	}
+	// Another CPU counted one after now was read: not quiet.
+	e = Entry{Target: 0, Sent: 10, Expiry: 100}
+	if s := e.Guard(300, 5, 310, 1, want); !s.Held {
+		t.Fatalf("a segment counted after now: %+v, want held", s)
+	}
+	// Unsure (made while older packets may be queued) ends the same way.
+	e = Entry{Target: -1, Unsure: true, Sent: 3, Expiry: 100}
+	if s := e.Guard(200, 0, 150, 1, want); !s.Held {
+		t.Fatalf("unsure, a segment counted 50 ago: %+v, want held", s)
+	}
+	if s := e.Guard(500, 0, 150, 1, want); s.Held || s.Target != 1 {
+		t.Fatalf("unsure, quiet for 300: %+v, want the move to 1", s)
+	}
+}
