@@ -46,10 +46,14 @@ hostname falcon-kernel-test
 # TCG oopsed ("int3" in __netif_receive_skb_core, kernel panic) when
 # TestComebackSteersRunningFlows came back under traffic. Under KVM and on
 # hardware the patching is exact, and the host's own suite switches them.
-# (Not RPS's key: holding it on with an RPS map on lo did not stop the
-# reordering in TestEngagementTestReordersNothing/split.)
+# RPS's key too (an RPS map on lo), which falcon switches whenever it sets
+# or restores RPS on a testbed that had none: once, 6.1 under TCG locked up
+# in ksoftirqd ("soft lockup - CPU#0 stuck for 249s") from about the
+# moment a stand-down and comeback restored and set RPS under traffic (1 of
+# about 15 guest runs; no stack kept: KERNEL_CMDLINE=loglevel=7 keeps one).
 if [ "$ACCEL" = tcg ]; then
 	tc qdisc add dev lo clsact
+	echo 1 >/sys/class/net/lo/queues/rx-0/rps_cpus
 	echo 0 >/sys/kernel/tracing/tracing_on
 	for e in net napi skb; do echo 1 >/sys/kernel/tracing/events/$e/enable; done
 	# The flannel-daemon layout's tests run Flannel's own daemons, not a
