@@ -197,8 +197,14 @@ func (p placement) check(t *testing.T, h2 testbed.Host, runs map[stagetrace.Flow
 			t.Errorf("%s hook: %+v for %d flows, want one decision each", h.Role, d, n)
 		}
 	}
-	if nic.Decisions.First != uint64(n) || ovl.Decisions.First != uint64(n) {
-		return false
+	// Any decision after the first ones (a recheck that found a CPU
+	// saturated, or stale load: under emulation the sampler's gaps
+	// outran its bound on 6.12, and flows ran on both CPUs) makes the
+	// placement unpredictable from the hashes.
+	for _, h := range []StageReport{nic, ovl} {
+		if d := h.Decisions; d.First != uint64(n) || d.Second+d.Fallback > 0 {
+			return false
+		}
 	}
 
 	apart, predictedApart := 0, 0
