@@ -41,6 +41,10 @@ type Config struct {
 	// default: the kernel then reads the clock twice around every program
 	// run, which the figures of the falcon modes would pay for.
 	BPFStats bool `json:"bpf_stats,omitempty"`
+	// Interleave alternates the modes of a layout run by run on one
+	// testbed, and pairs each ratio with the baseline's run of the same
+	// round (sessions.go says why).
+	Interleave bool `json:"interleave,omitempty"`
 
 	// ContainersPerFlow ("--containers flows") gives each flow count a
 	// testbed of its own with that many containers per host, one client and

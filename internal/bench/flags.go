@@ -25,7 +25,7 @@ type Flags struct {
 	containers                       string
 	duration, warmup                 time.Duration
 	runs, clients, rate              int
-	quiet, bpfStats                  bool
+	quiet, bpfStats, interleave      bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -53,6 +53,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"); flags given override it")
 	fs.StringVar(&f.baseline, "baseline", "auto", "what normalisation divides by: LAYOUT/MODE, or auto (host/vanilla of the same workload and size, else vanilla of the same layout)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+	fs.BoolVar(&f.interleave, "interleave", false, "alternate the modes run by run on one testbed per layout (each round sets every mode up, "+
+		"runs each case once and undoes it) and divide each run by the baseline's run of the same round: against a shared machine's drift")
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	return f
 }
@@ -146,7 +148,8 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 	}
 	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
-		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats}
+		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
+		Interleave: f.interleave}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err

@@ -48,15 +48,23 @@ type Result struct {
 	Errors    []string `json:"errors,omitempty"` // failed runs, or why the case could not run
 	// Summary holds every metric of Metrics(run) over the runs.
 	Summary map[string]stats.Summary `json:"summary"`
-	// Normalized holds the headline metrics divided by Baseline's.
+	// Normalized holds the headline metrics divided by Baseline's. Paired:
+	// each run was divided by the baseline's run of the same round
+	// (--interleave) and Normalized summarises those ratios; otherwise it
+	// is mean over mean, errors propagated.
 	Baseline   string                   `json:"baseline,omitempty"`
 	Normalized map[string]stats.Summary `json:"normalized,omitempty"`
+	Paired     bool                     `json:"paired,omitempty"`
 }
 
 // Run is one measurement window.
 type Run struct {
 	Started time.Time `json:"started"`
-	WindowS float64   `json:"window_s"` // measured length of the window
+	// Round is the run's number among its case's runs (1..); with
+	// --interleave, run k of every mode of a layout ran in round k, and
+	// ratios pair them.
+	Round   int     `json:"round,omitempty"`
+	WindowS float64 `json:"window_s"` // measured length of the window
 	// PPS is packets (datagrams, TCP segments or round trips) per second
 	// received by the server side's applications; Gbps is their payload rate.
 	PPS     float64 `json:"pps"`

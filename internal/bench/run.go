@@ -78,9 +78,10 @@ func EstimateRun(c Config) time.Duration {
 // never sees them stop.
 const tail = 500 * time.Millisecond
 
-// Execute builds a fresh testbed for each layout × mode, sets the mode up,
-// runs every case there, undoes the mode and removes the testbed — also
-// when a step fails or ctx is cancelled (ctrl-C). It returns the results
+// Execute builds a fresh testbed for each layout × mode (with
+// --interleave, for each layout), sets the mode up, runs the cases there,
+// undoes the mode and removes the testbed — also when a step fails or ctx
+// is cancelled (ctrl-C). It returns the results
 // gathered, complete or not, and an error describing whatever failed.
 func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 	plan, skipped, err := Plan(c)
@@ -113,16 +114,17 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 		r.totalCases += len(tp.Cases)
 	}
 	var errs []error
-	for i, tp := range plan {
+	groups := groupPlans(plan, c.Interleave)
+	for i, g := range groups {
 		if ctx.Err() != nil {
 			break
 		}
-		res, err := r.testbed(ctx, tp, o.TestbedName(i))
+		res, err := r.group(ctx, g, o.TestbedName(i))
 		f.Results = append(f.Results, res...)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if o.Checkpoint != nil && i < len(plan)-1 {
+		if o.Checkpoint != nil && i < len(groups)-1 {
 			f.Partial = true
 			finish(f)
 			err := o.Checkpoint(f)
@@ -157,19 +159,38 @@ type runner struct {
 	caseNo     int
 }
 
-// testbed runs the cases of one layout × mode on a testbed of its own.
-func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (results []Result, err error) {
-	results = make([]Result, len(tp.Cases))
-	for i, cs := range tp.Cases {
-		results[i] = Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
-			Testbed: name, Runs: []Run{}}
-		switch cs.Workload {
-		case "udp-stress":
-			results[i].Clients = r.cfg.Clients
-		case "latency-load":
-			results[i].Rate = r.cfg.Rate
+// A session is one mode set up on a testbed and the runs measured under it:
+// grouped, every run of every case of a layout × mode; interleaved, one run
+// of each case (sessions.go).
+type session struct {
+	plan  int // index into the group's plans
+	items []item
+}
+
+// item is one run of one case: results[res] gets run number run.
+type item struct{ res, run int }
+
+// group runs plans that share a testbed (one plan, or with --interleave
+// every mode of a layout) on a testbed of its own, session by session.
+func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (results []Result, err error) {
+	// offsets[i] is where plans[i]'s cases start in results.
+	offsets := make([]int, len(plans))
+	for i, tp := range plans {
+		offsets[i] = len(results)
+		for _, cs := range tp.Cases {
+			res := Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
+				Testbed: name, Runs: []Run{}}
+			switch cs.Workload {
+			case "udp-stress":
+				res.Clients = r.cfg.Clients
+			case "latency-load":
+				res.Rate = r.cfg.Rate
+			}
+			results = append(results, res)
 		}
 	}
+	caseBase := r.caseNo
+	r.caseNo += len(results)
 	// fail marks the cases that cannot run; they still appear in the
 	// results, so a reader sees what is missing and why.
 	fail := func(err error) ([]Result, error) {
@@ -181,69 +202,72 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 		}
 		return results, err
 	}
-
-	r.p.Stage("%s/%s: testbed %s up", tp.Layout, tp.Mode, name)
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: tp.Layout, Containers: tp.Containers})
+	what := plans[0].Layout + "/" + plans[0].Mode
+	if len(plans) > 1 {
+		what = plans[0].Layout + ", modes interleaved"
+	}
+	r.p.Stage("%s: testbed %s up", what, name)
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: plans[0].Layout, Containers: plans[0].Containers})
 	if err != nil {
-		r.caseNo += len(tp.Cases)
 		return fail(err)
 	}
 	defer func() {
-		r.p.Stage("%s/%s: testbed %s down", tp.Layout, tp.Mode, name)
+		r.p.Stage("%s: testbed %s down", what, name)
 		if derr := testbed.Down(name); derr != nil {
 			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon testbed down --name %s')", name, derr, name))
 		}
 	}()
 	if err := keepSenderHostOnSenderCPUs(tb, r.cfg.SenderCPUs); err != nil {
-		r.caseNo += len(tp.Cases)
 		return fail(fmt.Errorf("sender host RPS: %w", err))
 	}
 	var pin *nicPin
 	if r.cfg.NICCPU != nil {
 		if pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
-			r.caseNo += len(tp.Cases)
 			return fail(fmt.Errorf("--nic-cpu: %w", err))
 		}
 	}
-	m, err := LookupMode(tp.Mode)
-	if err != nil {
-		r.caseNo += len(tp.Cases)
-		return fail(err)
-	}
-	m = withFalconCPUs(m, r.cfg.FalconCPUs)
-	r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
-	undo, err := m.Setup(ctx, tb)
-	if err != nil {
-		r.caseNo += len(tp.Cases)
-		return fail(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
-	}
-	if undo != nil {
-		defer func() {
-			r.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
-			if uerr := undo(); uerr != nil {
-				err = errors.Join(err, fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, name, uerr))
-			}
-		}()
-	}
 	clients, servers := tb.Endpoints()
 	if len(clients) == 0 || len(servers) == 0 {
-		r.caseNo += len(tp.Cases)
 		return fail(fmt.Errorf("testbed %s has no endpoints", name))
 	}
 	failed := 0
-	for i, cs := range tp.Cases {
+	for _, s := range sessions(plans, r.cfg.Runs, r.cfg.Interleave) {
 		if ctx.Err() != nil {
 			break
 		}
-		r.caseNo++
-		res := &results[i]
-		e0 := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: 1}
-		res.Endpoints = e0.describe()
-		for run := 1; run <= r.cfg.Runs && ctx.Err() == nil; run++ {
-			r.p.Stage("case %d/%d %s · run %d/%d", r.caseNo, r.totalCases, cs, run, r.cfg.Runs)
-			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: run}
+		tp := plans[s.plan]
+		// skip records why the session's runs did not happen.
+		skip := func(err error) {
+			for _, it := range s.items {
+				results[offsets[s.plan]+it.res].Errors = append(results[offsets[s.plan]+it.res].Errors, fmt.Sprintf("run %d: %v", it.run, err))
+			}
+			r.p.Skip(len(s.items))
+			failed += len(s.items)
+		}
+		m, err := LookupMode(tp.Mode)
+		if err != nil {
+			skip(err)
+			continue
+		}
+		m = withFalconCPUs(m, r.cfg.FalconCPUs)
+		r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
+		undo, err := m.Setup(ctx, tb)
+		if err != nil {
+			skip(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
+			continue
+		}
+		for _, it := range s.items {
+			if ctx.Err() != nil {
+				break
+			}
+			cs := tp.Cases[it.res]
+			res := &results[offsets[s.plan]+it.res]
+			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run}
+			if res.Endpoints == nil {
+				res.Endpoints = e.describe()
+			}
+			r.p.Stage("case %d/%d %s · run %d/%d", caseBase+offsets[s.plan]+it.res+1, r.totalCases, cs, it.run, r.cfg.Runs)
 			var rec Run
-			var err error
 			if pin != nil {
 				err = pin.ensure()
 			}
@@ -255,18 +279,33 @@ func (r *runner) testbed(ctx context.Context, tp TestbedPlan, name string) (resu
 			}
 			if err != nil {
 				failed++
-				res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", run, err))
-				r.p.RunDone(fmt.Sprintf("%s run %d/%d failed: %v", cs, run, r.cfg.Runs, err))
+				res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", it.run, err))
+				r.p.RunDone(fmt.Sprintf("%s run %d/%d failed: %v", cs, it.run, r.cfg.Runs, err))
+				err = nil
 				continue
 			}
+			rec.Round = it.run
 			res.Runs = append(res.Runs, rec)
-			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, run, r.cfg.Runs, runLine(rec)))
+			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, r.cfg.Runs, runLine(rec)))
+		}
+		if undo != nil {
+			r.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
+			if uerr := undo(); uerr != nil {
+				// The next session would measure on a testbed this mode
+				// still changes: stop here.
+				err := fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, name, uerr)
+				return fail(errors.Join(err, failedRuns(failed, what)))
+			}
 		}
 	}
-	if failed > 0 {
-		err = fmt.Errorf("%d run(s) on %s/%s failed (see the results)", failed, tp.Layout, tp.Mode)
+	return results, failedRuns(failed, what)
+}
+
+func failedRuns(n int, what string) error {
+	if n == 0 {
+		return nil
 	}
-	return results, err
+	return fmt.Errorf("%d run(s) on %s failed (see the results)", n, what)
 }
 
 // runLine is one run in a few words, for logs.

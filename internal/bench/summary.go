@@ -87,7 +87,7 @@ func Normalize(results []Result, baseline string) {
 	}
 	for i := range results {
 		r := &results[i]
-		r.Baseline, r.Normalized = "", nil
+		r.Baseline, r.Normalized, r.Paired = "", nil, false
 		var cands []string
 		if baseline == "auto" {
 			cands = []string{"host/vanilla", r.Layout + "/vanilla"}
@@ -103,6 +103,12 @@ func Normalize(results []Result, baseline string) {
 			b := &results[j]
 			r.Baseline = c
 			r.Normalized = map[string]stats.Summary{}
+			if j != i && r.Testbed == b.Testbed {
+				if n := pairedRatios(r, b); n != nil {
+					r.Normalized, r.Paired = n, true
+					break
+				}
+			}
 			for _, k := range normalizedMetrics {
 				x, okx := r.Summary[k]
 				base, okb := b.Summary[k]
@@ -117,6 +123,40 @@ func Normalize(results []Result, baseline string) {
 			break
 		}
 	}
+}
+
+// pairedRatios divides each run of r by b's run of the same round, where
+// both ran interleaved on one testbed; nil when no round pairs up.
+func pairedRatios(r, b *Result) map[string]stats.Summary {
+	base := map[int]map[string]float64{}
+	for _, run := range b.Runs {
+		if run.Round > 0 {
+			base[run.Round] = Metrics(run)
+		}
+	}
+	ratios := map[string][]float64{}
+	for _, run := range r.Runs {
+		bm, ok := base[run.Round]
+		if run.Round == 0 || !ok {
+			continue
+		}
+		m := Metrics(run)
+		for _, k := range normalizedMetrics {
+			x, okx := m[k]
+			y, oky := bm[k]
+			if okx && oky && y != 0 {
+				ratios[k] = append(ratios[k], x/y)
+			}
+		}
+	}
+	if len(ratios) == 0 {
+		return nil
+	}
+	out := map[string]stats.Summary{}
+	for k, vs := range ratios {
+		out[k] = stats.Summarize(vs)
+	}
+	return out
 }
 
 func splitConfig(s string) (layout, mode string) {

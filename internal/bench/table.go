@@ -95,6 +95,10 @@ func WriteTable(w io.Writer, f *File) error {
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
 		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
+	if c.Interleave {
+		b.WriteString("Interleaved: the modes of a layout took turns run by run on one testbed, each set up and undone in every round; " +
+			"vs baseline is the mean ± 95 % CI of each run divided by the baseline's run of the same round.\n")
+	}
 	if f.Interrupted {
 		b.WriteString("\nInterrupted: the results are incomplete.\n")
 	} else if f.Partial {
