@@ -60,12 +60,25 @@ for t in $TESTS; do
 	log=$out/$name.log
 	[ -f "$log" ] || continue
 	# go test -v prints a test's log (the skip reason) after its "=== RUN"
-	# line and before its "--- SKIP" line; subtests are indented.
-	awk -v pkg="${t%%:*}" '
-		/^=== RUN / { cur = $3; next }
-		/^    [^ -]/ && cur != "" && !(cur in why) { s = $0; sub(/^ +/, "", s); why[cur] = s; next }
+	# line and before its "--- SKIP" line; subtests are indented. A failed
+	# test's last log lines follow its line: CI shows only the end of its
+	# output, so the reason has to be here.
+	awk -v pkg="${t%%:*}" -v keep=12 '
+		/^=== (RUN|CONT) / { cur = $3; next }
+		/^    [^ -]/ && cur != "" {
+			s = $0; sub(/^ +/, "", s)
+			if (!(cur in why)) why[cur] = s
+			n[cur]++; tail[cur, n[cur] % keep] = substr(s, 1, 300)
+			next
+		}
 		/^ *--- SKIP: / { printf "- skipped %s %s: %s\n", pkg, $3, ($3 in why) ? why[$3] : "(no reason logged)"; next }
-		/^ *--- FAIL: / { printf "- **failed** %s %s\n", pkg, $3 }
+		/^ *--- FAIL: / {
+			printf "- **failed** %s %s\n", pkg, $3
+			if (n[$3] == 0) next
+			print "  ```"
+			for (i = (n[$3] > keep ? n[$3] - keep + 1 : 1); i <= n[$3]; i++) print "  " tail[$3, i % keep]
+			print "  ```"
+		}
 	' "$log"
 done
 exit $status
