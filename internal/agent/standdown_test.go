@@ -199,54 +199,83 @@ func TestEngagementTestReordersNothing(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		name := map[bool]string{false: "pipelining", true: "split"}[split]
 		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			tb := ibed(t, "engt", "docker", 2)
-			warm(t, tb)
-			o := testOptions(t, tb.Hosts[1].Netns)
-			// The senders' CPU is busy and the receivers' has room, so the
-			// test runs; adaptive is the default policy.
-			o.CPUs = []int{0, 1}
-			if split {
-				o.Split, o.SplitCPUs = true, []int{1}
-			}
-			a, err := Start(ctx, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Stop()
-			m := a.mode.(*falconMode)
-			sendCtx, stopSending := context.WithCancel(ctx)
-			var totals *Decisions // while the flows still run: a stand-down clears them
-			go func() {
-				defer stopSending()
-				// A verdict (three or four switches on and off the path) and
-				// the flows going on for a while after it.
-				start := time.Now()
-				for (m.tested.Load() < 1 || time.Since(start) < 4*time.Second) && time.Since(start) < 30*time.Second {
-					time.Sleep(100 * time.Millisecond)
+			// The agent tests only while some CPU is busy and a CPU of its
+			// set has room. Under emulation the receivers' CPU saturates
+			// too at times (in the 6.1 guest, 1 attempt of 10 saw no room
+			// in 30 s), and then there is rightly nothing to test: such an
+			// attempt is repeated, one that had room must give a verdict.
+			for attempt := 1; ; attempt++ {
+				if engagementAttempt(t, split, attempt == 3) || attempt == 3 {
+					return
 				}
-				if r, err := Status(o); err == nil {
-					totals = r.Totals
-				}
-			}()
-			runs := streamPairs(ctx, sendCtx, t, tb, 41340, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
-			got, reordered := orderOf(t, runs)
-			if r, err := Status(o); err == nil && split {
-				full, before := queueDrops(r)
-				t.Logf("split: cpumap queue drops %d, split's drops before the queue filled %d", full, before)
-			}
-			t.Logf("%d datagrams received, %d reordered or duplicated; engagement verdicts %d, for steering %d",
-				got, reordered, m.tested.Load(), m.won.Load())
-			if totals != nil {
-				t.Logf("decisions since the last comeback: %+v", *totals)
-			}
-			if reordered != 0 {
-				t.Errorf("%d datagrams reordered or duplicated", reordered)
-			}
-			if m.tested.Load() == 0 {
-				t.Error("the engagement test gave no verdict under full-rate traffic")
+				t.Logf("attempt %d: no CPU of the set had room while one was busy, so there was nothing to test; again", attempt)
 			}
 		})
 	}
+}
+
+// engagementAttempt runs 8 full-rate flows through the engagement test's
+// switches; it reports false, having checked only the order, when no
+// sample offered the test its condition and last is false.
+func engagementAttempt(t *testing.T, split, last bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := ibed(t, "engt", "docker", 2)
+	warm(t, tb)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	// The senders' CPU is busy and the receivers' has room, so the
+	// test runs; adaptive is the default policy.
+	o.CPUs = []int{0, 1}
+	if split {
+		o.Split, o.SplitCPUs = true, []int{1}
+	}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m := a.mode.(*falconMode)
+	sendCtx, stopSending := context.WithCancel(ctx)
+	var totals *Decisions // while the flows still run: a stand-down clears them
+	var roomSeen bool
+	var loads []string
+	go func() {
+		defer stopSending()
+		// A verdict (three or four switches on and off the path) and
+		// the flows going on for a while after it.
+		start := time.Now()
+		for i := 0; (m.tested.Load() < 1 || time.Since(start) < 4*time.Second) && time.Since(start) < 30*time.Second; i++ {
+			time.Sleep(100 * time.Millisecond)
+			if busy, room := m.busyAndRoom(a.host); busy && room {
+				roomSeen = true
+			}
+			if smp := m.last.Load(); smp != nil && i%20 == 0 {
+				loads = append(loads, fmt.Sprint(smp.PerCPU))
+			}
+		}
+		if r, err := Status(o); err == nil {
+			totals = r.Totals
+		}
+	}()
+	runs := streamPairs(ctx, sendCtx, t, tb, 41340, seqcheck.SendOptions{Flows: 8, PktsPerFlow: 1 << 28, Size: 64}, 0)
+	got, reordered := orderOf(t, runs)
+	if r, err := Status(o); err == nil && split {
+		full, before := queueDrops(r)
+		t.Logf("split: cpumap queue drops %d, split's drops before the queue filled %d", full, before)
+	}
+	t.Logf("%d datagrams received, %d reordered or duplicated; engagement verdicts %d, for steering %d; load every 2 s: %s",
+		got, reordered, m.tested.Load(), m.won.Load(), strings.Join(loads, " "))
+	if totals != nil {
+		t.Logf("decisions since the last comeback: %+v", *totals)
+	}
+	if reordered != 0 {
+		t.Errorf("%d datagrams reordered or duplicated", reordered)
+	}
+	if m.tested.Load() == 0 {
+		if !roomSeen && !last {
+			return false
+		}
+		t.Errorf("the engagement test gave no verdict under full-rate traffic (a CPU busy and one with room seen: %v)", roomSeen)
+	}
+	return true
 }
