@@ -6,7 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The adaptive policy's engagement test. Moving a stage to another CPU
@@ -17,8 +20,7 @@ import (
 // beat running them inline. So the agent measures instead of guessing.
 // While some CPU is busy (load at or above the threshold) and a CPU of the
 // set has room, it compares what the containers' sockets received (UDP
-// datagrams and TCP segments, from each container namespace's SNMP
-// counters) in alternating windows with falcon steering and falcon off the
+// datagrams and TCP bytes, delivered below) in alternating windows with falcon steering and falcon off the
 // path, stood down (standdown.go) (A B B A: a trend cancels), and keeps
 // steering on only if it delivered more by engageMargin; otherwise falcon
 // stays off the path. Off means stood down, not attached and inline: the
@@ -172,12 +174,27 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 	if on {
 		m.won.Add(1)
 	}
-	h.Log().Debug("engagement test", "delivered_steering", carried[1], "delivered_off_the_path", carried[0], "steer", on)
+	err := h.update(func(s *State) {
+		e := s.Engagement
+		if e == nil {
+			e = &Engagement{}
+			s.Engagement = e
+		}
+		e.Tests++
+		if on {
+			e.ForSteering++
+		}
+		e.Last, e.Steering, e.Off, e.Steer = time.Now(), carried[1], carried[0], on
+	})
+	if err != nil {
+		h.Log().Warn("engagement test: save its verdict for status", "err", err)
+	}
+	h.Log().Info("engagement test", "delivered_steering", carried[1], "delivered_off_the_path", carried[0], "steer", on)
 	return on, true
 }
 
-// deliveredOver counts the UDP datagrams and TCP segments the containers'
-// sockets received during d.
+// deliveredOver counts what the containers' sockets received during d:
+// UDP datagrams, and TCP bytes in segments of a 1500-byte MTU.
 func (m *falconMode) deliveredOver(ctx context.Context, d time.Duration) (uint64, bool) {
 	nss := m.containerNetns()
 	b0, ok := delivered(nss)
@@ -193,6 +210,14 @@ func (m *falconMode) deliveredOver(ctx context.Context, d time.Duration) (uint64
 	return b1 - b0, ok && b1 >= b0
 }
 
+// TCP is counted in bytes, not in Tcp InSegs: the kernel counts a GRO
+// batch as one segment there, and steering changes how much GRO merges
+// (the NIC poll of a CPU relieved of the later stages runs more often, on
+// fewer packets), so segments could rise while fewer bytes arrive.
+// tcpSegment converts the bytes, so that one window's UDP datagrams and
+// TCP traffic add up.
+const tcpSegment = 1448
+
 func delivered(nss []string) (uint64, bool) {
 	var n uint64
 	for _, ns := range nss {
@@ -200,7 +225,33 @@ func delivered(nss []string) (uint64, bool) {
 		if err != nil {
 			return 0, false // a container came or went: this window is void
 		}
-		n += uint64(s["Udp"]["InDatagrams"] + s["Tcp"]["InSegs"])
+		b, err := tcpBytesReceived(ns)
+		if err != nil {
+			return 0, false
+		}
+		n += uint64(s["Udp"]["InDatagrams"]) + b/tcpSegment
 	}
 	return n, len(nss) > 0
+}
+
+// tcpBytesReceived sums tcpi_bytes_received over ns's TCP sockets (sock_diag).
+// A socket that closes takes its bytes along, so the sum may fall: the
+// caller voids such a window.
+func tcpBytesReceived(ns string) (uint64, error) {
+	var sum uint64
+	err := netns.Do(ns, func() error {
+		for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
+			socks, err := netlink.SocketDiagTCPInfo(family)
+			if err != nil {
+				return err // an interrupted dump too: its sum would be short
+			}
+			for _, s := range socks {
+				if s.TCPInfo != nil {
+					sum += s.TCPInfo.Bytes_received
+				}
+			}
+		}
+		return nil
+	})
+	return sum, err
 }

@@ -36,6 +36,23 @@ type State struct {
 	Static bool `json:"static,omitempty"`
 	// Values are what the rps and rfs modes set, as last applied.
 	Values []Value `json:"values,omitempty"`
+	// Engagement is the adaptive policy's engagement test so far.
+	Engagement *Engagement `json:"engagement,omitempty"`
+}
+
+// Engagement counts the engagement test's verdicts (engage.go) and keeps
+// the last one's figures, so that status can say why falcon is on or off
+// the path.
+type Engagement struct {
+	Tests       uint64    `json:"tests"`
+	ForSteering uint64    `json:"for_steering"`
+	Last        time.Time `json:"last"`
+	// What the containers received in the last test's windows, with
+	// falcon steering and off the path (UDP datagrams plus TCP bytes in
+	// 1448-byte segments).
+	Steering uint64 `json:"delivered_steering"`
+	Off      uint64 `json:"delivered_off_the_path"`
+	Steer    bool   `json:"steer"`
 }
 
 // Value is one sysfs or procfs value a mode set. Netns is the device's

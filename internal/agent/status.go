@@ -36,12 +36,15 @@ type Report struct {
 	Steering bool `json:"steering"`
 	// StoodDown: no CPU was busy, or steering did not pay, so every falcon
 	// program is off the path until a CPU is busy (adaptive policy).
-	StoodDown bool              `json:"stood_down"`
-	Load      *LoadReport       `json:"load,omitempty"`
-	Stages    []StageReport     `json:"stages,omitempty"`
-	Totals    *Decisions        `json:"totals,omitempty"`
-	Split     *SplitReport      `json:"split,omitempty"`
-	Devices   []discover.Device `json:"devices,omitempty"`
+	StoodDown bool `json:"stood_down"`
+	// Engagement: the adaptive policy's verdicts so far and the last one's
+	// figures (why falcon is on or off the path).
+	Engagement *Engagement       `json:"engagement,omitempty"`
+	Load       *LoadReport       `json:"load,omitempty"`
+	Stages     []StageReport     `json:"stages,omitempty"`
+	Totals     *Decisions        `json:"totals,omitempty"`
+	Split      *SplitReport      `json:"split,omitempty"`
+	Devices    []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -148,6 +151,7 @@ func Status(opts Options) (*Report, error) {
 	}
 	r.Steering = !cfg.StoodDown && (cfg.Policy == datapath.PolicyPaper || cfg.Engaged)
 	r.StoodDown = cfg.StoodDown
+	r.Engagement = st.Engagement
 	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
 	for cpu, v := range perCPU {
 		r.Load.PerCPU[cpu] = v

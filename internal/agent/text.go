@@ -74,6 +74,14 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.StoodDown {
 		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy\n")
 	}
+	if e := r.Engagement; e != nil {
+		verdict := "off the path"
+		if e.Steer {
+			verdict = "steering"
+		}
+		fmt.Fprintf(w, "  engaging   verdicts %d, for steering %d; the last (%s ago): %s, delivered %d steering against %d off the path (%s)\n",
+			e.Tests, e.ForSteering, time.Since(e.Last).Round(100*time.Millisecond), verdict, e.Steering, e.Off, relative(e.Steering, e.Off))
+	}
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",
 			t.First, t.Second, t.Fallback, t.FallbackStale, t.FallbackIdle, t.FlowletHits, passed(t.Passed))
@@ -235,4 +243,12 @@ func SummarizeValues(vs []Value) string {
 		return "every value was already as wanted"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// relative is a against b in percent, signed.
+func relative(a, b uint64) string {
+	if b == 0 {
+		return "no traffic off the path"
+	}
+	return fmt.Sprintf("%+.1f %%", (float64(a)/float64(b)-1)*100)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"time"
 )
 
 // The text of falcon status and of a static mode's summary, for reports of
@@ -32,5 +33,17 @@ func TestReportText(t *testing.T) {
 	}
 	if out.String() != string(want) {
 		t.Errorf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestEngagementLine(t *testing.T) {
+	r := &Report{Netns: "h2", Enabled: true, Running: true, Ready: true, Pid: 1, Engagement: &Engagement{Tests: 3, ForSteering: 1, Last: time.Now(), Steering: 1030, Off: 1000, Steer: true}}
+	var out bytes.Buffer
+	r.WriteText(&out)
+	if !bytes.Contains(out.Bytes(), []byte("verdicts 3, for steering 1; the last (0s ago): steering, delivered 1030 steering against 1000 off the path (+3.0 %)")) {
+		t.Errorf("status text:\n%s", out.String())
+	}
+	if got := relative(5, 0); got != "no traffic off the path" {
+		t.Errorf("relative(5, 0) = %q", got)
 	}
 }
