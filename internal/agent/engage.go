@@ -156,7 +156,7 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 		if m.onPath(h, steer, "") != nil {
 			return false, false
 		}
-		b, ok := m.deliveredOver(ctx, engageWindow)
+		b, ok := m.deliveredOver(ctx, h, engageWindow)
 		if !ok {
 			return false, false
 		}
@@ -195,9 +195,9 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 
 // deliveredOver counts what the containers' sockets received during d:
 // UDP datagrams, and TCP bytes in segments of a 1500-byte MTU.
-func (m *falconMode) deliveredOver(ctx context.Context, d time.Duration) (uint64, bool) {
+func (m *falconMode) deliveredOver(ctx context.Context, h *Host, d time.Duration) (uint64, bool) {
 	nss := m.containerNetns()
-	b0, ok := delivered(nss)
+	b0, ok := m.delivered(h, nss)
 	if !ok {
 		return 0, false
 	}
@@ -206,7 +206,7 @@ func (m *falconMode) deliveredOver(ctx context.Context, d time.Duration) (uint64
 		return 0, false
 	case <-time.After(d):
 	}
-	b1, ok := delivered(nss)
+	b1, ok := m.delivered(h, nss)
 	return b1 - b0, ok && b1 >= b0
 }
 
@@ -218,20 +218,37 @@ func (m *falconMode) deliveredOver(ctx context.Context, d time.Duration) (uint64
 // TCP traffic add up.
 const tcpSegment = 1448
 
-func delivered(nss []string) (uint64, bool) {
+func (m *falconMode) delivered(h *Host, nss []string) (uint64, bool) {
 	var n uint64
 	for _, ns := range nss {
 		s, err := procfs.ReadSNMP(ns)
 		if err != nil {
 			return 0, false // a container came or went: this window is void
 		}
+		n += uint64(s["Udp"]["InDatagrams"])
+		if m.noSockDiag.Load() {
+			n += uint64(s["Tcp"]["InSegs"])
+			continue
+		}
 		b, err := tcpBytesReceived(ns)
-		if err != nil {
+		switch {
+		case unsupported(err):
+			// A kernel without sock_diag for TCP (CONFIG_INET_TCP_DIAG
+			// off or not loadable): segments, for every window from now on.
+			m.noSockDiag.Store(true)
+			h.Log().Warn("engagement test: no TCP socket statistics (sock_diag); TCP is scored by Tcp InSegs, which counts a GRO batch as one", "err", err)
+			return 0, false
+		case err != nil:
 			return 0, false
 		}
-		n += uint64(s["Udp"]["InDatagrams"]) + b/tcpSegment
+		n += b / tcpSegment
 	}
 	return n, len(nss) > 0
+}
+
+func unsupported(err error) bool {
+	return errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) ||
+		errors.Is(err, unix.EAFNOSUPPORT)
 }
 
 // tcpBytesReceived sums tcpi_bytes_received over ns's TCP sockets (sock_diag).

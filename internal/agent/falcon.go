@@ -46,6 +46,9 @@ type falconMode struct {
 	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
 	// tested, won: the engagement test's verdicts, and those for steering.
 	tested, won atomic.Uint64
+	// noSockDiag: the kernel gave no TCP socket statistics, so the
+	// engagement test scores TCP by segments (engage.go).
+	noSockDiag atomic.Bool
 	// published, stale, lastSample: the sampler's work, for the metrics
 	// (activity.go).
 	published, stale, lastSample atomic.Uint64
