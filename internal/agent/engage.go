@@ -20,8 +20,8 @@ import (
 // beat running them inline. So the agent measures instead of guessing.
 // While some CPU is busy (load at or above the threshold) and a CPU of the
 // set has room, it compares what the containers' sockets received (UDP
-// datagrams and TCP bytes, delivered below) in alternating windows with falcon steering and falcon off the
-// path, stood down (standdown.go) (A B B A: a trend cancels), and keeps
+// datagrams and TCP bytes, delivered below) in alternating windows with
+// falcon steering and falcon off the path, stood down (standdown.go) (A B B A: a trend cancels), and keeps
 // steering on only if it delivered more by engageMargin; otherwise falcon
 // stays off the path. Off means stood down, not attached and inline: the
 // attached programs cost every packet 5–14 %, so steering that beat them
@@ -180,10 +180,7 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 			e = &Engagement{}
 			s.Engagement = e
 		}
-		e.Tests++
-		if on {
-			e.ForSteering++
-		}
+		e.Tests, e.ForSteering = m.tested.Load(), m.won.Load()
 		e.Last, e.Steering, e.Off, e.Steer = time.Now(), carried[1], carried[0], on
 	})
 	if err != nil {
