@@ -189,6 +189,11 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	if s0, s1 := sum(m0, "falcon_agent_load_samples_total", ""), sum(m1, "falcon_agent_load_samples_total", ""); s1 <= s0 {
 		t.Errorf("load samples did not grow: %v then %v", s0, s1)
 	}
+	// The paper policy never stands down: on the path, steering, all along.
+	on0, on1 := sum(m0, "falcon_agent_on_path_seconds_total", ""), sum(m1, "falcon_agent_on_path_seconds_total", "")
+	if eng := sum(m1, "falcon_agent_engaged_seconds_total", ""); on1 <= on0 || eng < on1*0.99 || sum(m1, "falcon_agent_stand_downs_total", "") != 0 {
+		t.Errorf("time on the path %v then %v, engaged %v, stand-downs %v", on0, on1, eng, sum(m1, "falcon_agent_stand_downs_total", ""))
+	}
 	if sum(m1, "falcon_build_info", "") != 1 || m1["go_goroutines"] == nil {
 		t.Error("build_info or the Go runtime's metrics are missing")
 	}

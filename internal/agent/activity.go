@@ -3,6 +3,7 @@ package agent
 import (
 	"time"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 )
 
@@ -14,6 +15,11 @@ type Activity struct {
 	// datapath's stale limit: steering was off for the length of each.
 	StaleIntervals uint64
 	Containers     int // container ends the agent follows
+	// Spent: falcon's time on the path and engaged, and its switches;
+	// Tests and ForSteering: the engagement test's verdicts, and those for
+	// steering (adaptive policy).
+	Spent              datapath.Spent
+	Tests, ForSteering uint64
 }
 
 // sampling is a mode that feeds the datapath with load.
@@ -26,6 +32,12 @@ func (a *Agent) Activity() Activity {
 	var act Activity
 	if s, ok := a.mode.(sampling); ok {
 		act.Samples, act.StaleIntervals = s.samples()
+	}
+	if m, ok := a.mode.(*falconMode); ok {
+		if dp := m.loaded.Load(); dp != nil {
+			act.Spent = dp.Spent()
+		}
+		act.Tests, act.ForSteering = m.tested.Load(), m.won.Load()
 	}
 	h := a.host
 	h.mu.Lock()

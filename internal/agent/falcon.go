@@ -52,6 +52,9 @@ type falconMode struct {
 	// published, stale, lastSample: the sampler's work, for the metrics
 	// (activity.go).
 	published, stale, lastSample atomic.Uint64
+	// loaded is dp for Activity, which may run beside Stop (a metrics
+	// scrape): set once loaded and never cleared.
+	loaded atomic.Pointer[datapath.Datapath]
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -113,6 +116,7 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if m.dp, err = datapath.Load(m.cfg, h.PinDir); err != nil {
 		return err
 	}
+	m.loaded.Store(m.dp)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setOverlay(ov)

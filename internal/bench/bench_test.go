@@ -138,6 +138,15 @@ func TestBenchFlannelDaemon(t *testing.T) {
 	for _, r := range f.Results {
 		if len(r.Errors) > 0 || len(r.Runs) != 1 || r.Runs[0].PPS <= 0 || r.Baseline != "flannel-daemon/vanilla" {
 			t.Errorf("%s/%s: %d runs, errors %q, baseline %q", r.Layout, r.Mode, len(r.Runs), r.Errors, r.Baseline)
+			continue
+		}
+		// Where falcon was during the window comes from its agent.
+		fa := r.Runs[0].Falcon
+		switch {
+		case r.Mode == "vanilla" && fa != nil:
+			t.Errorf("vanilla has falcon activity %+v", fa)
+		case r.Mode == "falcon" && (fa == nil || fa.OnPathPct < 0 || fa.OnPathPct > 100.5 || fa.EngagedPct > fa.OnPathPct+0.5):
+			t.Errorf("falcon's activity over the window: %+v", fa)
 		}
 	}
 }

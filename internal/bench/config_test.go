@@ -143,9 +143,9 @@ type benchtestMode struct{ setups, undos int }
 
 func (m *benchtestMode) Name() string { return "benchtest" }
 
-func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (func() error, error) {
+func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (SetUp, error) {
 	m.setups++
-	return func() error { m.undos++; return nil }, nil
+	return SetUp{Undo: func() error { m.undos++; return nil }}, nil
 }
 
 var testMode = &benchtestMode{}

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
-
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
 	"github.com/falconnet/falcon/internal/testbed"
@@ -24,6 +24,7 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
+	activity         func() agent.Activity // the mode's agent, if it has one
 }
 
 // traffic is what a workload starts: servers first, then clients that all
@@ -297,6 +298,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 		run.Counters[k] = v - before.counters[k]
 	}
 	run.BPF = bpfCosts(before.bpf, after.bpf)
+	run.Falcon = falconActivity(before.falcon, after.falcon)
 	// An application sharing its namespace with a VXLAN device (the vxlan
 	// layout) sees that device's encapsulated datagrams counted in Udp
 	// InDatagrams too: the tunnel socket counts every packet it decaps.
@@ -377,6 +379,7 @@ type sample struct {
 	cpu      procfs.Snapshot
 	counters map[string]int64
 	bpf      map[string]datapath.ProgStats // with --bpf-stats
+	falcon   agent.Activity
 }
 
 // counterKeys are the SNMP and netstat counters kept per run, for the
@@ -389,6 +392,9 @@ var counterKeys = map[string][][2]string{
 
 func (e *env) sample(t traffic) (sample, error) {
 	s := sample{at: time.Now(), counters: map[string]int64{}}
+	if e.activity != nil {
+		s.falcon = e.activity()
+	}
 	var err error
 	if s.cpu, err = procfs.TakeSnapshot(); err != nil {
 		return s, err

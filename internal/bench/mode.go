@@ -13,17 +13,24 @@ import (
 
 // Mode is a way to run the datapath (vanilla, falcon, rps, …): a step
 // between "testbed up" and "traffic". Setup changes the fresh testbed and
-// returns undo, which bench calls when the testbed's cases are done — also
-// after a failure or ctrl-C — before the testbed is torn down. undo may be
-// nil when there is nothing to restore. Setup must either succeed or leave
-// nothing behind.
+// returns what bench needs of it: Undo, which bench calls when the
+// testbed's cases are done — also after a failure or ctrl-C — before the
+// testbed is torn down. Setup must either succeed or leave nothing behind.
 //
 // The modes of --modes are the agent's catalogue (agent.ParseMode):
 // "vanilla", "falcon:threshold=90", "falcon+split", "rps+", …; tests add
 // their own with RegisterMode.
 type Mode interface {
 	Name() string
-	Setup(ctx context.Context, tb *testbed.Testbed) (undo func() error, err error)
+	Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, error)
+}
+
+// SetUp is a mode in force on a testbed.
+type SetUp struct {
+	Undo func() error // nil when there is nothing to restore
+	// Activity, when set, reads what the mode's agent did so far; bench
+	// reads it around every window (Run.Falcon).
+	Activity func() agent.Activity
 }
 
 // LayoutChecker is optionally implemented by a Mode that runs only on some
@@ -109,18 +116,18 @@ func agentMode(spec string) (catalogueMode, error) {
 
 func (m catalogueMode) Name() string { return m.spec }
 
-func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (func() error, error) {
+func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, error) {
 	if m.o.Mode == agent.ModeVanilla {
-		return nil, nil
+		return SetUp{}, nil
 	}
 	o := m.o
 	o.Netns = tb.Hosts[1].Netns
 	o.Log = slog.New(slog.DiscardHandler) // the bench's progress bar owns the terminal
 	a, err := agent.Start(ctx, o)
 	if err != nil {
-		return nil, err
+		return SetUp{}, err
 	}
-	return a.Stop, nil
+	return SetUp{Undo: a.Stop, Activity: a.Activity}, nil
 }
 
 func (m catalogueMode) Unsupported(layout string) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
@@ -85,8 +86,34 @@ type Run struct {
 	// program name: falcon_steer (tc hooks), falcon_split (XDP) and the
 	// guard's falcon_arrive, falcon_guard_poll and falcon_guard_drop.
 	BPF map[string]BPFCost `json:"bpf,omitempty"`
+	// Falcon is what falcon's agent did during the window (falcon modes):
+	// whether its decisions fell inside the window or before it.
+	Falcon *FalconActivity `json:"falcon,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`
+}
+
+// FalconActivity is falcon's state over a window: the shares of it with
+// the programs on the path and with steering engaged, how often it came
+// back and stood down (the engagement test switches four times), and the
+// engagement tests that ended in it, and those for steering.
+type FalconActivity struct {
+	OnPathPct   float64 `json:"on_path_pct"`
+	EngagedPct  float64 `json:"engaged_pct"`
+	Comebacks   uint64  `json:"comebacks"`
+	StandDowns  uint64  `json:"stand_downs"`
+	Tests       uint64  `json:"engagement_tests"`
+	ForSteering uint64  `json:"tests_for_steering"`
+}
+
+func falconActivity(before, after agent.Activity) *FalconActivity {
+	d := after.Spent.Sub(before.Spent)
+	if after.Spent.Loaded == 0 || d.Loaded <= 0 {
+		return nil // not falcon's datapath
+	}
+	pct := func(x time.Duration) float64 { return 100 * x.Seconds() / d.Loaded.Seconds() }
+	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
+		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering}
 }
 
 // BPFCost is one program's runs and run time over a window, summed over

@@ -10,7 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
 )
@@ -271,5 +274,27 @@ func TestProgressLines(t *testing.T) {
 	p.Close()
 	if b.Len() != 0 {
 		t.Errorf("quiet progress wrote %q", b.String())
+	}
+}
+
+// A window's falcon activity is the agent's accumulated state differenced
+// over the window, as shares of it; other modes have none.
+func TestFalconActivity(t *testing.T) {
+	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1}
+	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1}
+	got := falconActivity(before, after)
+	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1}
+	if got == nil || *got != *want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
+		t.Fatal("an agent without falcon's datapath has no falcon activity")
+	}
+	r := Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
+	r.Summarize()
+	var b strings.Builder
+	writeFalconActivity(&b, &File{Results: []Result{r}})
+	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 1.0 ± 0.0 |") {
+		t.Fatalf("table:\n%s", b.String())
 	}
 }

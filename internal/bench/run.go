@@ -251,7 +251,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		}
 		m = withFalconCPUs(m, r.cfg.FalconCPUs)
 		r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
-		undo, err := m.Setup(ctx, tb)
+		su, err := m.Setup(ctx, tb)
 		if err != nil {
 			skip(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
 			continue
@@ -262,7 +262,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			}
 			cs := tp.Cases[it.res]
 			res := &results[offsets[s.plan]+it.res]
-			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run}
+			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity}
 			if res.Endpoints == nil {
 				res.Endpoints = e.describe()
 			}
@@ -288,9 +288,9 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			res.Runs = append(res.Runs, rec)
 			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, r.cfg.Runs, runLine(rec)))
 		}
-		if undo != nil {
+		if su.Undo != nil {
 			r.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
-			if uerr := undo(); uerr != nil {
+			if uerr := su.Undo(); uerr != nil {
 				// The next session would measure on a testbed this mode
 				// still changes: stop here.
 				err := fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, name, uerr)

@@ -35,6 +35,10 @@ func Metrics(r Run) map[string]float64 {
 			m["bpf_"+name+"_ns_per_packet"] = float64(c.TimeNs) / (r.PPS * r.WindowS)
 		}
 	}
+	if f := r.Falcon; f != nil {
+		m["falcon_on_path_pct"], m["falcon_engaged_pct"] = f.OnPathPct, f.EngagedPct
+		m["falcon_switches"], m["falcon_tests"] = float64(f.Comebacks+f.StandDowns), float64(f.Tests)
+	}
 	perS := func(n uint64) float64 {
 		if r.WindowS <= 0 {
 			return 0

@@ -87,6 +87,7 @@ func WriteTable(w io.Writer, f *File) error {
 	}
 	b.WriteString("\n")
 	writeBPFCosts(&b, f)
+	writeFalconActivity(&b, f)
 	m := f.Machine
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
 	c := f.Config
@@ -197,6 +198,31 @@ func writeBPFCosts(b *strings.Builder, f *File) {
 	}
 	b.WriteString("BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):\n\n")
 	b.WriteString("| layout | mode | workload | size | program | ns per run | ns per packet |\n|---|---|---|---:|---|---:|---:|\n")
+	for _, r := range rows {
+		b.WriteString(r)
+	}
+	b.WriteString("\n")
+}
+
+// writeFalconActivity says where falcon was during the windows: a cost
+// or a gain measured while it was still deciding (the engagement test,
+// standing down) is a transient, not what it does once settled.
+func writeFalconActivity(b *strings.Builder, f *File) {
+	var rows []string
+	for _, r := range f.Results {
+		on, ok := r.Summary["falcon_on_path_pct"]
+		if !ok {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
+			FormatSize(r.Size), pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
+			pm(r.Summary["falcon_switches"], 1, ""), pm(r.Summary["falcon_tests"], 1, "")))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("Falcon during the windows (% of each window on the path and engaged; switches on or off the path, engagement tests; per window):\n\n")
+	b.WriteString("| layout | mode | workload | size | on the path % | engaged % | switches | tests |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		b.WriteString(r)
 	}

@@ -348,6 +348,7 @@ type Datapath struct {
 	forceClsact bool
 	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
 	clock func() uint64
+	spent spentClock // time in each running state (Spent)
 }
 
 // Load validates cfg, creates the maps and writes cfg. With pinDir set the
@@ -436,6 +437,7 @@ func (d *Datapath) setConfig(cfg Config) error {
 		return fmt.Errorf("write BPF config: %w", err)
 	}
 	d.cfg.Store(&cfg)
+	d.spent.set(cfg, time.Now())
 	if d.split != nil {
 		return d.split.sync(cfg.SplitSet(), false)
 	}

@@ -59,6 +59,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		e.emit("falcon_agent_load_samples_total", float64(act.Samples))
 		e.emit("falcon_agent_stale_intervals_total", float64(act.StaleIntervals))
 		e.emit("falcon_agent_containers", float64(act.Containers))
+		if sp := act.Spent; sp.Loaded > 0 { // falcon's own datapath
+			e.emit("falcon_agent_on_path_seconds_total", sp.OnPath.Seconds())
+			e.emit("falcon_agent_engaged_seconds_total", sp.Engaged.Seconds())
+			e.emit("falcon_agent_comebacks_total", float64(sp.Comebacks))
+			e.emit("falcon_agent_stand_downs_total", float64(sp.StandDowns))
+			e.emit("falcon_agent_engagement_tests_total", float64(act.ForSteering), "steer")
+			e.emit("falcon_agent_engagement_tests_total", float64(act.Tests-act.ForSteering), "off")
+		}
 	}
 	r, err := c.status()
 	if err != nil {
