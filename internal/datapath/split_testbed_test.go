@@ -320,11 +320,17 @@ func TestSplitOnTestbed(t *testing.T) {
 				t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
 			}
 		}
+		// A segment lost anywhere (a cpumap queue, a backlog, a veth
+		// ring) leaves a hole that later segments queue behind: the
+		// receiver's count is evidence of reordering only where nothing
+		// was lost (CI: 3 queued with 24 retransmitted, the sender's
+		// reorder counters 0).
 		switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
-		case n != 0 && drops == 0:
-			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with no cpumap drop: segments arrived out of order", n)
+		case n != 0 && drops == 0 && res.Retransmits == 0:
+			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with nothing lost: segments arrived out of order", n)
 		case n != 0:
-			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops (the machine is busy): loss, not reordering", n, drops)
+			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops and %d retransmits (the machine is busy): loss, not reordering",
+				n, drops, res.Retransmits)
 		}
 		recs, err := tr.Snapshot()
 		if err != nil {
