@@ -193,11 +193,16 @@ func writeBPFCosts(b *strings.Builder, f *File) {
 				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), prog, pm(r.Summary[k], 0, ""), perPkt))
 		}
 	}
+	writeSection(b, rows, "BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):",
+		"| layout | mode | workload | size | program | ns per run | ns per packet |\n|---|---|---|---:|---|---:|---:|")
+}
+
+// writeSection writes a titled table under the results, if it has rows.
+func writeSection(b *strings.Builder, rows []string, title, header string) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):\n\n")
-	b.WriteString("| layout | mode | workload | size | program | ns per run | ns per packet |\n|---|---|---|---:|---|---:|---:|\n")
+	b.WriteString(title + "\n\n" + header + "\n")
 	for _, r := range rows {
 		b.WriteString(r)
 	}
@@ -218,13 +223,6 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 			FormatSize(r.Size), pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
 			pm(r.Summary["falcon_switches"], 1, ""), pm(r.Summary["falcon_tests"], 1, "")))
 	}
-	if len(rows) == 0 {
-		return
-	}
-	b.WriteString("Falcon during the windows (% of each window on the path and engaged; switches on or off the path, engagement tests; per window):\n\n")
-	b.WriteString("| layout | mode | workload | size | on the path % | engaged % | switches | tests |\n|---|---|---|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		b.WriteString(r)
-	}
-	b.WriteString("\n")
+	writeSection(b, rows, "Falcon during the windows (% of each window on the path and engaged; switches on or off the path, engagement tests; per window):",
+		"| layout | mode | workload | size | on the path % | engaged % | switches | tests |\n|---|---|---|---:|---:|---:|---:|---:|")
 }
