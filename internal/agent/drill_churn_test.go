@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -62,7 +63,11 @@ func readEnd(ns string, stages *ebpf.Map, stateDir string) (endState, error) {
 				}
 			}
 		}
-		if fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS); err == nil {
+		fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS)
+		if errors.Is(err, netlink.ErrDumpInterrupted) {
+			return err // a change meanwhile: the caller reads again, rather than see no counter
+		}
+		if err == nil {
 			for _, f := range fs {
 				if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, "falcon") {
 					e.arrival = true

@@ -87,7 +87,9 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 		deadline := time.Now().Add(5 * time.Second) // a hang guard
 		for {
 			e, err = readEnd(ns, stages, a.Host().Dir)
-			if err == nil && len(e.rps) > 0 && e.rps[0] == mask || time.Now().After(deadline) {
+			// The whole state, not its first part: RPS is set last, but a
+			// read that failed meanwhile would miss a part that is there.
+			if err == nil && e.lacks(mask) == "" || time.Now().After(deadline) {
 				return e
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -98,7 +100,7 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 	inoA := addNS(nsA)
 	vethA := plug(nsA, "1")
 	if e := followed(nsA); e.lacks(mask) != "" {
-		t.Fatalf("A not followed: %s", e.lacks(mask))
+		t.Fatalf("A not followed: %s (last read: %v)", e.lacks(mask), err)
 	}
 
 	// The agent's next look sees A gone and B there at once, as a look
