@@ -32,10 +32,13 @@ type Config struct {
 	SenderCPUs   []int    `json:"sender_cpus"`
 	ReceiverCPUs []int    `json:"receiver_cpus"`
 	Rate         int      `json:"rate"` // latency-load messages/s
-	Containers   int      `json:"containers"`
-	Baseline     string   `json:"baseline"` // "auto" or "layout/mode"
-	JSON         string   `json:"json,omitempty"`
-	Quiet        bool     `json:"quiet"`
+	// Sender is what sends: the tools' clients (SenderTools), or the
+	// kernel sender on the sending host's wire (SenderKernel).
+	Sender     string `json:"sender,omitempty"`
+	Containers int    `json:"containers"`
+	Baseline   string `json:"baseline"` // "auto" or "layout/mode"
+	JSON       string `json:"json,omitempty"`
+	Quiet      bool   `json:"quiet"`
 	// BPFStats turns the kernel's BPF run-time statistics on for the whole
 	// bench and records each falcon program's runs and time per run. Off by
 	// default: the kernel then reads the clock twice around every program

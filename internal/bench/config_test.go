@@ -75,7 +75,7 @@ func TestResolveDefaults(t *testing.T) {
 	}
 	want := Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
 		Sizes: []int{16, 1400}, Duration: Duration(10 * time.Second), Warmup: Duration(500 * time.Millisecond), Runs: 5,
-		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Containers: 1, Baseline: "auto"}
+		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: SenderTools, Containers: 1, Baseline: "auto"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
 	}
@@ -125,6 +125,10 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--clients", "0"}, "--clients"},
 		{[]string{"--rate", "10"}, "--rate"},
 		{[]string{"--flows", "0"}, "--flows"},
+		{[]string{"--sender", "pktgen"}, `--sender "pktgen": want tools or kernel`},
+		{[]string{"--sender", "kernel", "--workloads", "udp,tcp"}, "--sender kernel drives udp-stress, udp, multi-flow only, not tcp"},
+		{[]string{"--sender", "kernel", "--workloads", "latency"}, "not latency"},
+		{[]string{"--sender", "kernel", "--workloads", "udp", "--sizes", "16,1423"}, "1423 B does not fit one frame of the overlay (at most 1422 B)"},
 		{[]string{"--containers", "0"}, "--containers"},
 		{[]string{"--preset", "fast"}, `unknown preset "fast"`},
 		{[]string{"--baseline", "docker/turbo"}, "--baseline"},

@@ -22,6 +22,7 @@ type Flags struct {
 	flows, senderCPUs, receiverCPUs  string
 	nicCPU, falconCPUs               string
 	preset, baseline, json           string
+	sender                           string
 	containers                       string
 	duration, warmup                 time.Duration
 	runs, clients, rate              int
@@ -47,6 +48,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
 	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
 		"unless a mode names its own (auto: the mode's default, all online CPUs)")
+	fs.StringVar(&f.sender, "sender", SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
+		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
+		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+"; the receiving NIC gets GRO on, a real NIC's default)")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
@@ -162,6 +166,9 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	if len(c.Modes) == 0 {
 		return c, configErrorf("--modes: none given")
+	}
+	if c.Sender = f.sender; c.Sender != SenderTools && c.Sender != SenderKernel {
+		return c, configErrorf("--sender %q: want %s or %s", f.sender, SenderTools, SenderKernel)
 	}
 	c.Workloads = splitList(f.workloads)
 	if len(c.Workloads) == 0 {

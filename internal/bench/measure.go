@@ -35,6 +35,9 @@ type traffic struct {
 	// rx and tx are the namespaces whose SNMP counters are the receiving
 	// and sending applications'.
 	rx, tx []string
+	// sent counts what a sender outside any namespace's counters sent
+	// (the kernel sender), kept as tx.kernel.frames.
+	sent func() (int64, error)
 }
 
 // Ports move with the run number so a run never meets the previous run's
@@ -67,6 +70,18 @@ func (e *env) describe() []string {
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
 	var out []string
+	if e.cfg.Sender == SenderKernel {
+		h := e.tb.Hosts[0]
+		if e.cs.Workload == "udp-stress" {
+			n, srv = 1, func(int) int { return 0 }
+		}
+		for i := 0; i < n; i++ {
+			s := e.servers[srv(i)%len(e.servers)]
+			out = append(out, fmt.Sprintf("kernel sender on %s %s (CPU %d) -> %s %s (CPU %d)", h.Netns, h.NIC, e.senderCPU(0)[0],
+				s.Netns, s.Addr, e.receiverCPU(i)[0]))
+		}
+		return out
+	}
 	for i := 0; i < n; i++ {
 		c, s := e.clients[i%len(e.clients)], e.servers[srv(i)%len(e.servers)]
 		out = append(out, fmt.Sprintf("%s %s (CPU %d) -> %s %s (CPU %d)", c.Netns, c.Addr, e.senderCPU(i)[0],
@@ -76,6 +91,9 @@ func (e *env) describe() []string {
 }
 
 func (e *env) measure(ctx context.Context) (Run, error) {
+	if e.cfg.Sender == SenderKernel {
+		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
+	}
 	switch e.cs.Workload {
 	case "udp-stress":
 		return e.udpStress(ctx)
@@ -414,6 +432,13 @@ func (e *env) sample(t traffic) (sample, error) {
 				s.counters[role+"."+k[0]+"."+k[1]] += snmp[k[0]][k[1]]
 			}
 		}
+	}
+	if t.sent != nil {
+		n, err := t.sent()
+		if err != nil {
+			return s, fmt.Errorf("frames the kernel sender sent: %w", err)
+		}
+		s.counters["tx.kernel.frames"] = n
 	}
 	for _, h := range e.tb.Hosts {
 		if h.Overlay == "" || !contains(t.rx, h.Netns) {

@@ -31,6 +31,7 @@ func ProbeNeeds(c Config) doctor.BenchNeeds {
 		}
 	}
 	n.ThreadedNAPI = c.NICCPU != nil
+	n.KernelSender = c.Sender == SenderKernel
 	// The testbed's (ip, bridge, ethtool), the pinning wrapper's, then the
 	// workloads' own.
 	n.Tools = append([]string{"ip", "bridge", "ethtool", "taskset"}, tools(c)...)
@@ -41,6 +42,6 @@ func ProbeNeeds(c Config) doctor.BenchNeeds {
 // whose config could not be resolved (too few CPUs for the preset): the
 // probe then still lists everything else that is missing.
 func ProbeNeedsAll(why string) doctor.BenchNeeds {
-	return doctor.BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true,
+	return doctor.BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true, KernelSender: true,
 		Tools: []string{"ip", "bridge", "ethtool", "taskset", "iperf3", "sockperf"}, CPUs: why}
 }

@@ -14,13 +14,14 @@ type workloadKind struct {
 	maxSize int    // datagrams and sockperf messages stop at MaxUDPSize
 	flows   bool   // the --flows dimension applies
 	latency bool   // reports latency percentiles
+	kernel  bool   // the kernel sender can drive it (--sender kernel)
 }
 
 var workloadKinds = []workloadKind{
-	{name: "udp-stress", summary: "K sockperf throughput clients (--clients) into one UDP server socket", tool: "sockperf", maxSize: MaxUDPSize},
-	{name: "udp", summary: "one iperf3 UDP flow at full speed", tool: "iperf3", maxSize: MaxUDPSize},
+	{name: "udp-stress", summary: "K sockperf throughput clients (--clients) into one UDP server socket", tool: "sockperf", maxSize: MaxUDPSize, kernel: true},
+	{name: "udp", summary: "one iperf3 UDP flow at full speed", tool: "iperf3", maxSize: MaxUDPSize, kernel: true},
 	{name: "tcp", summary: "one iperf3 TCP flow", tool: "iperf3", maxSize: MaxSize},
-	{name: "multi-flow", summary: "N iperf3 UDP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxUDPSize, flows: true},
+	{name: "multi-flow", summary: "N iperf3 UDP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxUDPSize, flows: true, kernel: true},
 	{name: "multi-flow-tcp", summary: "N iperf3 TCP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxSize, flows: true},
 	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
@@ -115,6 +116,9 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 			seen := map[Case]bool{}
 			for _, entry := range c.Workloads {
 				w, sizes, err := workloadSizes(entry, c.Sizes)
+				if err == nil && c.Sender == SenderKernel {
+					err = kernelSends(w, sizes)
+				}
 				if err != nil {
 					return nil, nil, &ConfigError{Msg: err.Error()}
 				}
@@ -176,7 +180,10 @@ func tools(c Config) []string {
 	set := map[string]bool{}
 	for _, entry := range c.Workloads {
 		name, _, _ := strings.Cut(entry, ":")
-		if w, ok := lookupWorkload(name); ok {
+		switch w, ok := lookupWorkload(name); {
+		case ok && c.Sender == SenderKernel:
+			set["sockperf"] = true // the receiving server
+		case ok:
 			set[w.tool] = true
 		}
 	}

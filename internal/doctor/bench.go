@@ -29,6 +29,7 @@ const (
 	FeatTC           = "tc-attach"
 	FeatXDP          = "xdp"
 	FeatThreadedNAPI = "threaded-napi"
+	FeatKernelSender = "kernel-sender"
 	FeatTracefs      = "tracefs"
 	FeatCPUs         = "cpus"
 	// FeatTool + name: a tool the run starts (FeatTool+"iperf3").
@@ -52,6 +53,7 @@ var benchFeatures = []benchFeature{
 	{FeatTC, "attaching tc programs (tcx, or clsact before Linux 6.6)", []string{FeatBPFLoad, FeatVeth}},
 	{FeatXDP, "native XDP on a veth and a cpumap (falcon+split)", []string{FeatBPFLoad, FeatVeth}},
 	{FeatThreadedNAPI, "threaded NAPI on a veth (--nic-cpu)", []string{FeatVeth}},
+	{FeatKernelSender, "XDP live frames out of a veth (--sender kernel, Linux 5.18)", []string{FeatBPFSyscall, FeatVeth}},
 	{FeatTracefs, "tracefs (only falcon trace uses it)", nil},
 }
 
@@ -66,7 +68,7 @@ func featureWhat(id string) string {
 
 // BenchNeeds is what one bench configuration uses.
 type BenchNeeds struct {
-	VXLAN, Bridge, BPF, XDP, ThreadedNAPI bool
+	VXLAN, Bridge, BPF, XDP, ThreadedNAPI, KernelSender bool
 	// Tools are the programs it starts (iperf3, sockperf, ip, …).
 	Tools []string
 	// CPUs is why the configuration cannot run on this machine's CPUs
@@ -88,6 +90,8 @@ func (n BenchNeeds) needs(id string) bool {
 		return n.XDP
 	case FeatThreadedNAPI:
 		return n.ThreadedNAPI
+	case FeatKernelSender:
+		return n.KernelSender
 	}
 	return false
 }

@@ -31,7 +31,7 @@ func (f *fakeProber) Kernel() string   { return f.kernel }
 func (f *fakeProber) CPUs() int        { return f.cpus }
 func (f *fakeProber) ToolsDir() string { return "/opt/falcon-bench/tools" }
 
-var everything = BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true,
+var everything = BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true, KernelSender: true,
 	Tools: []string{"ip", "iperf3", "sockperf"}}
 
 // TestProbeBenchGVisor: a gVisor sandbox (4.4.0, no bpf(), no VXLAN) is
@@ -61,6 +61,7 @@ func TestProbeBenchGVisor(t *testing.T) {
 		"  - loading falcon's tc programs (SCHED_CLS, bpf_set_hash, its maps): not tried, it needs the bpf() syscall",
 		"  - attaching tc programs (tcx, or clsact before Linux 6.6): not tried, it needs loading falcon's tc programs",
 		"  - native XDP on a veth and a cpumap (falcon+split): not tried, it needs loading falcon's tc programs",
+		"  - XDP live frames out of a veth (--sender kernel, Linux 5.18): not tried, it needs the bpf() syscall",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refusal lacks %q:\n%s", want, msg)
@@ -87,7 +88,7 @@ func TestProbeBenchGVisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "kernel 4.4.0, 16 online CPUs, tools from /opt/falcon-bench/tools first") ||
-		!strings.Contains(out.String(), "6 feature(s) this run needs are missing") {
+		!strings.Contains(out.String(), "7 feature(s) this run needs are missing") {
 		t.Errorf("report's header or verdict:\n%s", out.String())
 	}
 	state := map[string]string{}
@@ -116,6 +117,15 @@ func TestProbeBenchNeeds(t *testing.T) {
 	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "native XDP on a veth and a cpumap (falcon+split): native XDP") ||
 		!strings.Contains(err.Error(), "threaded NAPI on a veth (--nic-cpu): no threaded") {
 		t.Errorf("split and --nic-cpu on a machine without XDP and threaded NAPI: %v", err)
+	}
+	// A kernel older than 5.18 refuses --sender kernel, and only that.
+	noLive := map[string]string{FeatKernelSender: "kernel sender on fprobe0: invalid argument"}
+	if err := ProbeBench(&fakeProber{kernel: "5.15.0", cpus: 2, missing: noLive}, BenchNeeds{VXLAN: true, BPF: true}).Err(); err != nil {
+		t.Errorf("bench with the tools' senders refused for live frames: %v", err)
+	}
+	if err := ProbeBench(&fakeProber{kernel: "5.15.0", cpus: 2, missing: noLive}, everything).Err(); err == nil ||
+		!strings.Contains(err.Error(), "XDP live frames out of a veth (--sender kernel, Linux 5.18): kernel sender on fprobe0") {
+		t.Errorf("--sender kernel on a kernel without live frames: %v", err)
 	}
 	n := everything
 	n.CPUs = "--preset scale needs at least 8 online CPUs; this machine has 2"

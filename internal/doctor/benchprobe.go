@@ -20,6 +20,7 @@ import (
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/internal/xdpsend"
 )
 
 // MachineProber probes this machine. Device probes run in a scratch network
@@ -104,6 +105,8 @@ func (m *MachineProber) Probe(id string) (string, error) {
 		return m.xdp()
 	case id == FeatThreadedNAPI:
 		return m.threadedNAPI()
+	case id == FeatKernelSender:
+		return "", xdpsend.Probe(m.ns, probeVeth, probePeer)
 	case id == FeatTracefs:
 		if !tracefsMounted() {
 			return "", errors.New("not mounted (mount -t tracefs nodev /sys/kernel/tracing)")

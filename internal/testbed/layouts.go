@@ -8,7 +8,7 @@ import "fmt"
 func (b *builder) vxlan(hi int) error {
 	h, p := b.t.Hosts[hi], b.peer(hi)
 	if err := b.ip(h.Netns,
-		fmt.Sprintf("link add %s mtu %d type vxlan id %d local %s dev %s dstport %d", h.Overlay, mtu, h.VNI, h.Addr, h.NIC, h.Port),
+		fmt.Sprintf("link add %s mtu %d type vxlan id %d local %s dev %s dstport %d", h.Overlay, OverlayMTU, h.VNI, h.Addr, h.NIC, h.Port),
 		fmt.Sprintf("addr add %s/24 dev %s", h.OverlayAddr, h.Overlay),
 		fmt.Sprintf("link set %s up", h.Overlay)); err != nil {
 		return err
@@ -23,9 +23,9 @@ func (b *builder) vxlan(hi int) error {
 func (b *builder) docker(hi int) error {
 	h, p := b.t.Hosts[hi], b.peer(hi)
 	if err := b.ip(h.Netns,
-		fmt.Sprintf("link add %s mtu %d type bridge", h.Bridge, mtu),
+		fmt.Sprintf("link add %s mtu %d type bridge", h.Bridge, OverlayMTU),
 		fmt.Sprintf("link set %s up", h.Bridge),
-		fmt.Sprintf("link add %s mtu %d type vxlan id %d dstport %d proxy nolearning", h.Overlay, mtu, h.VNI, h.Port),
+		fmt.Sprintf("link add %s mtu %d type vxlan id %d dstport %d proxy nolearning", h.Overlay, OverlayMTU, h.VNI, h.Port),
 		fmt.Sprintf("link set %s master %s up", h.Overlay, h.Bridge)); err != nil {
 		return err
 	}
@@ -62,10 +62,10 @@ func (b *builder) flannel(hi int) error {
 	}
 	if err := b.ip(h.Netns,
 		fmt.Sprintf("link add %s address %s mtu %d type vxlan id %d local %s dev %s dstport %d nolearning",
-			h.Overlay, vtepMAC(b.t.Name, hi), mtu, h.VNI, h.Addr, h.NIC, h.Port),
+			h.Overlay, vtepMAC(b.t.Name, hi), OverlayMTU, h.VNI, h.Addr, h.NIC, h.Port),
 		fmt.Sprintf("addr add %s/32 dev %s", h.OverlayAddr, h.Overlay),
 		fmt.Sprintf("link set %s up", h.Overlay),
-		fmt.Sprintf("link add %s mtu %d type bridge", h.Bridge, mtu),
+		fmt.Sprintf("link add %s mtu %d type bridge", h.Bridge, OverlayMTU),
 		fmt.Sprintf("addr add %s/24 dev %s", gw, h.Bridge),
 		fmt.Sprintf("link set %s up", h.Bridge)); err != nil {
 		return err
@@ -98,7 +98,7 @@ func (b *builder) calico(hi int) error {
 	}
 	if err := b.ip(h.Netns,
 		fmt.Sprintf("link add %s address %s mtu %d type vxlan id %d local %s dev %s dstport %d nolearning",
-			h.Overlay, vtepMAC(b.t.Name, hi), mtu, h.VNI, h.Addr, h.NIC, h.Port),
+			h.Overlay, vtepMAC(b.t.Name, hi), OverlayMTU, h.VNI, h.Addr, h.NIC, h.Port),
 		fmt.Sprintf("addr add %s/32 dev %s", h.OverlayAddr, h.Overlay),
 		fmt.Sprintf("link set %s up", h.Overlay),
 		fmt.Sprintf("route add blackhole %s/26", h.OverlayAddr),
@@ -138,10 +138,10 @@ func (b *builder) calico(hi int) error {
 // optional MAC, and a default route via gw; a /32 address gets gw as an
 // onlink host route first, as Calico's CNI plugin does.
 func (b *builder) container(h Host, c Container, plen int, mac, gw string) error {
-	if err := b.ip(h.Netns, fmt.Sprintf("link add %s mtu %d type veth peer name %s netns %s", c.HostVeth, mtu, c.Dev, c.Netns)); err != nil {
+	if err := b.ip(h.Netns, fmt.Sprintf("link add %s mtu %d type veth peer name %s netns %s", c.HostVeth, OverlayMTU, c.Dev, c.Netns)); err != nil {
 		return err
 	}
-	cmds := []string{fmt.Sprintf("link set %s mtu %d", c.Dev, mtu)}
+	cmds := []string{fmt.Sprintf("link set %s mtu %d", c.Dev, OverlayMTU)}
 	if mac != "" {
 		cmds = append(cmds, fmt.Sprintf("link set %s address %s", c.Dev, mac))
 	}

@@ -17,7 +17,7 @@ const (
 	flannelNt = "10.244.%d.%d"  // a /24 per host (Flannel's 10.244.0.0/16)
 	calicoNet = "192.168.%d.%d" // a /26 block per host (Calico's 192.168.0.0/16)
 
-	mtu = 1450 // overlay and container MTU: 1500 on the wire minus 50 of VXLAN
+	OverlayMTU = 1450 // overlay and container MTU: 1500 on the wire minus 50 of VXLAN
 )
 
 // layoutInfo is what differs between layouts besides addresses.
