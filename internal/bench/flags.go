@@ -50,7 +50,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"unless a mode names its own (auto: the mode's default, all online CPUs)")
 	fs.StringVar(&f.sender, "sender", SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
-		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+"; the receiving NIC gets GRO on, a real NIC's default)")
+		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+")")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")

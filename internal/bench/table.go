@@ -96,6 +96,11 @@ func WriteTable(w io.Writer, f *File) error {
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
 		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
+	if c.Sender == SenderKernel {
+		b.WriteString("Sender: falcon's kernel sender (--sender kernel): the overlay's own frames, learned once, sent flat out by XDP " +
+			"in live-frame mode from the sending host's wire on the sender CPU; loss against the frames " +
+			"sent in the window.\n")
+	}
 	if c.Interleave {
 		b.WriteString("Interleaved: the modes of a layout took turns run by run on one testbed, each set up and undone in every round; " +
 			"vs baseline is the mean ± 95 % CI of each run divided by the baseline's run of the same round.\n")
