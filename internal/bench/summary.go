@@ -130,7 +130,8 @@ func Normalize(results []Result, baseline string) {
 }
 
 // pairedRatios divides each run of r by b's run of the same round, where
-// both ran interleaved on one testbed; nil when no round pairs up.
+// both ran interleaved on one testbed, and summarises the ratios by their
+// geometric mean; nil when no round pairs up.
 func pairedRatios(r, b *Result) map[string]stats.Summary {
 	base := map[int]map[string]float64{}
 	for _, run := range b.Runs {
@@ -158,7 +159,7 @@ func pairedRatios(r, b *Result) map[string]stats.Summary {
 	}
 	out := map[string]stats.Summary{}
 	for k, vs := range ratios {
-		out[k] = stats.Summarize(vs)
+		out[k] = stats.GeoSummarize(vs)
 	}
 	return out
 }

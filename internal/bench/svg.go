@@ -71,7 +71,8 @@ func WriteSVG(w io.Writer, f *File) error {
 	ymax := 1.2
 	for _, g := range groups {
 		for _, b := range g.bars {
-			ymax = math.Max(ymax, (b.value.Mean+b.value.CI95)*1.1)
+			_, hi := b.value.Interval()
+			ymax = math.Max(ymax, hi*1.1)
 		}
 	}
 	step := niceStep(ymax / 5)
@@ -92,7 +93,11 @@ func WriteSVG(w io.Writer, f *File) error {
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&s, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&s, `<text x="%.0f" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", left, esc("Relative to the baseline (= 1): UDP packets/s, TCP Gbit/s, p99 latency"))
-	fmt.Fprintf(&s, `<text x="%.0f" y="34" fill="#555">%s</text>`+"\n", left, esc("mean ± 95 % CI (Student t); for latency below 1 is faster"))
+	how := "mean ± 95 % CI (Student t); for latency below 1 is faster"
+	if f.Config.Interleave {
+		how = "geometric mean of the runs paired with the baseline's, 95 % interval (Student t on the logarithms); for latency below 1 is faster"
+	}
+	fmt.Fprintf(&s, `<text x="%.0f" y="34" fill="#555">%s</text>`+"\n", left, esc(how))
 	// Legend.
 	lx := left
 	for _, c := range configs {
@@ -112,18 +117,19 @@ func WriteSVG(w io.Writer, f *File) error {
 		gw := g.width(barW, barGap)
 		x := gx + (gw-(float64(len(g.bars))*(barW+barGap)-barGap))/2
 		for _, b := range g.bars {
-			m, ci := b.value.Mean, b.value.CI95
-			fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"><title>%s %s %s: %.3f ± %.3f</title></rect>`+"\n",
-				x, y(m), barW, y(0)-y(m), color[b.config], esc(b.config), esc(g.label), esc(g.sub), m, ci)
-			if ci > 0 {
+			m := b.value.Mean
+			lo, hi := b.value.Interval()
+			fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"><title>%s %s %s: %.3f (%.3f–%.3f)</title></rect>`+"\n",
+				x, y(m), barW, y(0)-y(m), color[b.config], esc(b.config), esc(g.label), esc(g.sub), m, lo, hi)
+			if hi > lo {
 				cx := x + barW/2
 				// A ratio is never negative: a wide interval stops at the axis
 				// instead of running into the labels below it.
-				lo := math.Max(m-ci, 0)
+				lo = math.Max(lo, 0)
 				fmt.Fprintf(&s, `<path d="M%.1f %.1fV%.1fM%.1f %.1fh10M%.1f %.1fh10" stroke="black" fill="none"/>`+"\n",
-					cx, y(lo), y(m+ci), cx-5, y(lo), cx-5, y(m+ci))
+					cx, y(lo), y(hi), cx-5, y(lo), cx-5, y(hi))
 			}
-			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.2f</text>`+"\n", x+barW/2, y(m+ci)-4, m)
+			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%.2f</text>`+"\n", x+barW/2, y(hi)-4, m)
 			x += barW + barGap
 		}
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text><text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n",

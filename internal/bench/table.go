@@ -103,7 +103,8 @@ func WriteTable(w io.Writer, f *File) error {
 	}
 	if c.Interleave {
 		b.WriteString("Interleaved: the modes of a layout took turns run by run on one testbed, each set up and undone in every round; " +
-			"vs baseline is the mean ± 95 % CI of each run divided by the baseline's run of the same round.\n")
+			"vs baseline is the geometric mean of each run divided by the baseline's run of the same round, with its 95 % interval " +
+			"(Student t on the logarithms) in brackets.\n")
 	}
 	if f.Interrupted {
 		b.WriteString("\nInterrupted: the results are incomplete.\n")
@@ -120,13 +121,17 @@ func WriteTable(w io.Writer, f *File) error {
 	return err
 }
 
-// pm writes "mean ± ci95" with the given decimals.
+// pm writes "mean ± ci95" with the given decimals, or for a geometric
+// mean "mean (lo–hi)", its interval not being symmetric.
 func pm(x stats.Summary, dec int, unit string) string {
 	if x.N == 0 {
 		return "—"
 	}
 	s := fmt.Sprintf("%.*f", dec, x.Mean)
-	if x.N > 1 {
+	switch {
+	case x.N > 1 && x.Geometric:
+		s += fmt.Sprintf(" (%.*f–%.*f)", dec, x.Lo, dec, x.Hi)
+	case x.N > 1:
 		s += fmt.Sprintf(" ± %.*f", dec, x.CI95)
 	}
 	return s + unit

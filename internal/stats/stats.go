@@ -14,6 +14,11 @@ type Summary struct {
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
 	N      int     `json:"n"`
+	// Geometric: Mean is the geometric mean and [Lo, Hi] its 95 %
+	// interval (GeoSummarize); CI95 is then the larger of its two sides.
+	Geometric bool    `json:"geometric,omitempty"`
+	Lo        float64 `json:"lo,omitempty"`
+	Hi        float64 `json:"hi,omitempty"`
 }
 
 // Summarize computes the Summary of xs. NaN and ±Inf are left out (they
@@ -52,6 +57,46 @@ func Summarize(xs []float64) Summary {
 	s.StdDev = math.Sqrt(ss / float64(s.N-1))
 	s.CI95 = TQuantile975(s.N-1) * s.StdDev / math.Sqrt(float64(s.N))
 	return s
+}
+
+// GeoSummarize summarises ratios (each run divided by its paired
+// baseline run) by their geometric mean: the arithmetic mean of ratios is
+// biased up by about their squared coefficient of variation (a/b and b/a
+// cannot both average 1), the geometric mean is not, and it is the same
+// whichever side is divided by which. The interval is Student-t on the
+// logs, mapped back, so it is not symmetric: Lo and Hi hold it, and CI95
+// its larger side. StdDev, Min and Max are the ratios' own. A ratio that
+// is not positive (a run that delivered nothing) has no logarithm: the
+// sample is then summarised arithmetically, as Summarize does.
+func GeoSummarize(ratios []float64) Summary {
+	s := Summarize(ratios)
+	var logs []float64
+	for _, x := range ratios {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			continue
+		}
+		if x <= 0 {
+			return s
+		}
+		logs = append(logs, math.Log(x))
+	}
+	if len(logs) == 0 {
+		return s
+	}
+	l := Summarize(logs)
+	s.Geometric = true
+	s.Mean, s.Lo, s.Hi = math.Exp(l.Mean), math.Exp(l.Mean-l.CI95), math.Exp(l.Mean+l.CI95)
+	s.CI95 = max(s.Hi-s.Mean, s.Mean-s.Lo)
+	return s
+}
+
+// Interval is the 95 % interval of the mean: [Lo, Hi] for a geometric
+// summary, mean ∓ CI95 otherwise.
+func (s Summary) Interval() (lo, hi float64) {
+	if s.Geometric {
+		return s.Lo, s.Hi
+	}
+	return s.Mean - s.CI95, s.Mean + s.CI95
 }
 
 // t975 holds the 0.975 quantiles of Student's t for 1..30 degrees of

@@ -92,3 +92,32 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("zero base: %+v", r)
 	}
 }
+
+func TestGeoSummarize(t *testing.T) {
+	// A against B and B against A: the arithmetic means of the ratios
+	// both exceed 1 (1.25 and 1.25), the geometric ones are 1 and 1.
+	ab := []float64{2, 0.5, 1}
+	if s := Summarize(ab); math.Abs(s.Mean-7.0/6) > 1e-12 {
+		t.Fatalf("arithmetic mean %v", s.Mean)
+	}
+	g := GeoSummarize(ab)
+	if !g.Geometric || math.Abs(g.Mean-1) > 1e-12 || g.N != 3 || g.Min != 0.5 || g.Max != 2 {
+		t.Errorf("geometric summary %+v, want mean 1 of 3 within 0.5..2", g)
+	}
+	// The interval is Student-t on the logs: ±4.30·sd(log)/√3, mapped back.
+	h := 4.30265272991127 * math.Log(2) / math.Sqrt(3)
+	if math.Abs(g.Lo-math.Exp(-h)) > 1e-9 || math.Abs(g.Hi-math.Exp(h)) > 1e-9 || math.Abs(g.CI95-(math.Exp(h)-1)) > 1e-9 {
+		t.Errorf("interval [%v, %v] ±%v, want [%v, %v]", g.Lo, g.Hi, g.CI95, math.Exp(-h), math.Exp(h))
+	}
+	// One run's ratio: no interval.
+	if g := GeoSummarize([]float64{0.8}); math.Abs(g.Mean-0.8) > 1e-12 || g.CI95 != 0 || g.Lo != 0.8 || g.Hi != 0.8 {
+		t.Errorf("one ratio: %+v", g)
+	}
+	// A run that delivered nothing has no logarithm: arithmetic, said so.
+	if g := GeoSummarize([]float64{1, 0}); g.Geometric || g.Mean != 0.5 {
+		t.Errorf("with a zero ratio: %+v, want the arithmetic mean 0.5", g)
+	}
+	if g := GeoSummarize(nil); g != (Summary{}) {
+		t.Errorf("empty: %+v", g)
+	}
+}
