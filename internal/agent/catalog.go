@@ -184,6 +184,7 @@ func SplitModes(list string) []string {
 	for _, p := range strings.Split(list, ",") {
 		p = strings.TrimSpace(p)
 		name, _, _ := strings.Cut(p, ":")
+		name, _, _ = strings.Cut(name, "@") // bench's label of a repeated mode (vanilla@aa)
 		switch {
 		case p == "":
 		case len(out) > 0 && strings.Contains(out[len(out)-1], ":") && !strings.Contains(p, ":") && !slices.Contains(ModeNames(), name):

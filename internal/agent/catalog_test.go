@@ -63,6 +63,7 @@ func TestSplitModes(t *testing.T) {
 		"falcon:cpus=0-1,4,threshold=90,rfs":             {"falcon:cpus=0-1,4,threshold=90", "rfs"},
 		"vanilla, falcon ,":                              {"vanilla", "falcon"},
 		"warp,falcon":                                    {"warp", "falcon"},
+		"falcon:threshold=90@b,vanilla@aa":               {"falcon:threshold=90@b", "vanilla@aa"},
 	} {
 		if got := SplitModes(list); !reflect.DeepEqual(got, want) {
 			t.Errorf("SplitModes(%q) = %q, want %q", list, got, want)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -81,6 +82,29 @@ func TestResolveDefaults(t *testing.T) {
 	}
 }
 
+// TestResolveLabelledModes: a mode may run twice under a label, the A/A
+// control, with its settings.
+func TestResolveLabelledModes(t *testing.T) {
+	c, err := resolve(t, []int{0, 1}, "--layouts", "docker", "--modes", "vanilla,vanilla@aa,falcon:threshold=90@b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"vanilla", "vanilla@aa", "falcon:threshold=90@b"}; !reflect.DeepEqual(c.Modes, want) {
+		t.Fatalf("modes %q, want %q", c.Modes, want)
+	}
+	m, err := LookupMode("falcon:threshold=90@b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm := m.(catalogueMode); cm.Name() != "falcon:threshold=90@b" || cm.o.Threshold != 90 || cm.o.Mode != agent.ModeFalcon {
+		t.Errorf("labelled mode %+v", cm)
+	}
+	plan, _, err := Plan(c)
+	if err != nil || len(plan) != 3 {
+		t.Errorf("plan: %d testbeds, %v", len(plan), err)
+	}
+}
+
 func TestResolvePresetYieldsToFlags(t *testing.T) {
 	c, err := resolve(t, []int{0, 1}, "--preset", "demo", "--runs", "2", "--sender-cpus", "1", "--receiver-cpus", "0")
 	if err != nil {
@@ -129,6 +153,9 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--sender", "kernel", "--workloads", "udp,tcp"}, "--sender kernel drives udp-stress, udp, multi-flow only, not tcp"},
 		{[]string{"--sender", "kernel", "--workloads", "latency"}, "not latency"},
 		{[]string{"--sender", "kernel", "--workloads", "udp", "--sizes", "16,1423"}, "1423 B does not fit one frame of the overlay (at most 1422 B)"},
+		{[]string{"--modes", "vanilla,vanilla@"}, "a label after @ is 1..16 of a-z and 0-9"},
+		{[]string{"--modes", "vanilla@A-A"}, "a label after @"},
+		{[]string{"--modes", "warp@aa"}, `unknown mode "warp"`},
 		{[]string{"--containers", "0"}, "--containers"},
 		{[]string{"--preset", "fast"}, `unknown preset "fast"`},
 		{[]string{"--baseline", "docker/turbo"}, "--baseline"},

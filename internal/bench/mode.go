@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -106,12 +107,32 @@ type catalogueMode struct {
 	o    agent.Options
 }
 
+// A mode spec may end in "@LABEL" (vanilla@aa, falcon:threshold=90@b): the
+// same mode once more under another name, so that one bench runs it twice
+// — vanilla against vanilla@aa is an A/A comparison, the spread a
+// difference between modes must exceed on this machine.
 func agentMode(spec string) (catalogueMode, error) {
+	base, label, labelled := strings.Cut(spec, "@")
+	if labelled && !validLabel(label) {
+		return catalogueMode{}, fmt.Errorf("mode %q: a label after @ is 1..16 of a-z and 0-9", spec)
+	}
 	o := agent.DefaultOptions()
-	if err := agent.ParseMode(spec, &o); err != nil {
+	if err := agent.ParseMode(base, &o); err != nil {
 		return catalogueMode{}, err
 	}
 	return catalogueMode{spec, o}, nil
+}
+
+func validLabel(l string) bool {
+	if len(l) < 1 || len(l) > 16 {
+		return false
+	}
+	for _, c := range l {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func (m catalogueMode) Name() string { return m.spec }
