@@ -113,7 +113,7 @@ func TestProbeTooFewCPUs(t *testing.T) {
 	if err != nil || len(online) >= bench.ScaleMinCPUs {
 		t.Skip("this machine has enough CPUs for the scale preset")
 	}
-	if err := runBench([]string{"--preset", "scale"}); exitCode(err) != 2 || !strings.Contains(err.Error(), "needs at least 8 online CPUs") {
+	if err := runBench([]string{"--preset", "scale"}); exitCode(err) != 2 || !strings.Contains(err.Error(), "need at least 8 online CPUs") {
 		t.Errorf("bench --preset scale on %d CPUs: %v", len(online), err)
 	}
 	if testing.Short() || os.Geteuid() != 0 {
@@ -123,7 +123,7 @@ func TestProbeTooFewCPUs(t *testing.T) {
 	probeOut = &out
 	defer func() { probeOut = os.Stdout }()
 	err = runBench([]string{"--probe", "--preset", "scale"})
-	if exitCode(err) != 1 || !strings.Contains(err.Error(), "  - enough online CPUs: --preset scale needs at least 8") {
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "  - enough online CPUs: the scale presets need at least 8") {
 		t.Errorf("bench --probe --preset scale on %d CPUs: %v", len(online), err)
 	}
 	if !strings.Contains(out.String(), "threaded NAPI") {

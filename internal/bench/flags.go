@@ -103,6 +103,8 @@ var presets = map[string]preset{
 			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"})},
 	"scale": {fmt.Sprintf("a real receiving host on ≥ %d CPUs (roles placed apart): host vs docker, vanilla, rps, rfs, falcon, "+
 		"falcon+split; UDP stress 16 B .. 64 KiB, 1-16 flows UDP and TCP, TCP 128 KiB, UDP ping-pong; 3 runs of 5 s", ScaleMinCPUs), scalePreset},
+	"scale-kernel": {"the scale preset's UDP cases sent by the kernel sender (--sender kernel) from the first sender CPU: " +
+		"UDP stress 16 B .. 1400 B, 1-16 flows of 64 B", scaleKernelPreset},
 }
 
 // paperSizes are FALCON's message sizes, 16 B .. 64 KiB (65507: the largest

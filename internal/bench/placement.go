@@ -49,7 +49,7 @@ type Placement struct {
 func scalePlacement(online []int) (Placement, error) {
 	n := len(online)
 	if n < ScaleMinCPUs {
-		return Placement{}, &ConfigError{NeedCPUs: ScaleMinCPUs, Msg: fmt.Sprintf("--preset scale needs at least %d online CPUs "+
+		return Placement{}, &ConfigError{NeedCPUs: ScaleMinCPUs, Msg: fmt.Sprintf("the scale presets need at least %d online CPUs "+
 			"(3 senders, 1 NIC, 2 receivers, 2 Falcon); this machine has %d (%s)", ScaleMinCPUs, n, cpuset.Format(online))}
 	}
 	s := max(3, n/4)
@@ -88,6 +88,21 @@ func scalePreset(online []int) (map[string]string, error) {
 		"receiver-cpus": cpuset.Format(p.Receiver),
 		"falcon-cpus":   cpuset.Format(p.Falcon),
 	}, nil
+}
+
+// scaleKernelPreset is the scale preset's UDP cases with the kernel sender
+// (kernelsend.go) in place of the tools' clients: what the receiving host
+// does when the sending side costs it nothing, up to the sizes one frame
+// carries.
+func scaleKernelPreset(online []int) (map[string]string, error) {
+	m, err := scalePreset(online)
+	if err != nil {
+		return nil, err
+	}
+	m["sender"] = SenderKernel
+	m["workloads"] = "udp-stress,multi-flow:64"
+	m["sizes"] = "16,64,256,1K,1400"
+	return m, nil
 }
 
 // placement is the roles of a config.

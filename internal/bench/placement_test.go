@@ -56,7 +56,7 @@ func TestScalePlacement(t *testing.T) {
 	for _, n := range []int{1, 2, 7} {
 		_, err := scalePlacement(seqCPUs(n))
 		var ce *ConfigError
-		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "needs at least 8 online CPUs") ||
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "need at least 8 online CPUs") ||
 			!strings.Contains(err.Error(), fmt.Sprintf("has %d", n)) {
 			t.Errorf("%d CPUs: %v, want a config error saying 8 are needed and %d are here", n, err, n)
 		}

@@ -5,7 +5,12 @@
 #                                own NIC, application and Falcon CPUs (needs
 #                                8 or more CPUs)
 #   sudo ./run.sh --quick        a smoke test of about a minute (any machine)
-#   sudo ./run.sh [--quick] [--out DIR] [-- FALCON-BENCH-FLAGS...]
+#   sudo ./run.sh --kernel-sender  the scale preset's UDP cases, sent by
+#                                falcon's kernel sender instead of iperf3 and
+#                                sockperf: the sending side then costs the
+#                                receiving host nothing (scale-kernel; with
+#                                --quick, the smoke test's UDP case)
+#   sudo ./run.sh [--quick] [--kernel-sender] [--out DIR] [-- FALCON-BENCH-FLAGS...]
 #
 # Everything comes from this folder and the kernel: iperf3, sockperf and
 # ethtool are Debian's, with their own libraries and loader (tools/), so no
@@ -22,12 +27,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 FALCON_TOOLS_DIR=$here/tools
 export FALCON_TOOLS_DIR
 
-usage() { sed -n '2,18s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; }
 preset=scale
+kernel=
 out=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) preset=quick ;;
+	--kernel-sender) kernel=1 ;;
 	--out)
 		[ $# -ge 2 ] || { echo "run.sh: --out needs a folder" >&2; exit 2; }
 		out=$2
@@ -40,6 +47,14 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+
+if [ -n "$kernel" ]; then
+	if [ "$preset" = quick ]; then
+		set -- --sender kernel --workloads udp-stress:1400 "$@"
+	else
+		preset=scale-kernel
+	fi
+fi
 
 if [ "$(uname -m)" != x86_64 ]; then
 	echo "run.sh: this bundle is built for x86-64 (linux-amd64); this machine is $(uname -m)" >&2
