@@ -34,6 +34,34 @@ func integration(t *testing.T, suffix string) (online []int, name func(int) stri
 	return online, func(i int) string { return fmt.Sprintf("%s-%d", tag, i) }
 }
 
+// benchRun resolves args, checks them as bench does and runs them on
+// testbeds named by name.
+func benchRun(t *testing.T, online []int, name func(int) string, args ...string) *File {
+	t.Helper()
+	c, err := resolve(t, online, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Preflight(c); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
+		Progress: NewProgress(io.Discard, false, true, CountRuns(mustPlan(t, c), c), 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func mustPlan(t *testing.T, c Config) []TestbedPlan {
+	t.Helper()
+	plan, _, err := Plan(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 func assertNoNamespaces(t *testing.T, prefix string) {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "list").Output()
@@ -119,19 +147,8 @@ func TestBenchFlannelDaemon(t *testing.T) {
 	if err := testbed.CheckLayout("flannel-daemon"); err != nil {
 		t.Skip(err)
 	}
-	c, err := resolve(t, online, "--layouts", "flannel-daemon", "--modes", "vanilla,falcon",
+	f := benchRun(t, online, name, "--layouts", "flannel-daemon", "--modes", "vanilla,falcon",
 		"--workloads", "udp-stress:16", "--runs", "1", "--duration", "1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Preflight(c); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
-		Progress: NewProgress(io.Discard, false, true, 2, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(f.Results) != 2 {
 		t.Fatalf("%d results, want 2", len(f.Results))
 	}

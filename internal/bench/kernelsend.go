@@ -116,9 +116,7 @@ func (e *env) kernelUDP(ctx context.Context) (Run, error) {
 	if err != nil {
 		return run, err
 	}
-	rx, sent := run.Counters["rx.Udp.InDatagrams"], run.Counters["tx.kernel.frames"]
-	run.PPS = float64(rx) / run.WindowS
+	udpReceived(&run, run.Counters["tx.kernel.frames"])
 	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
-	run.LossPct = lossPct(sent, rx)
 	return run, nil
 }

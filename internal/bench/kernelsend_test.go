@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"testing"
 )
 
@@ -14,19 +12,8 @@ import (
 // counts what was sent, and what the sender reports is recorded per run.
 func TestBenchKernelSender(t *testing.T) {
 	online, name := integration(t, "k")
-	c, err := resolve(t, online, "--layouts", "docker", "--modes", "vanilla,falcon", "--sender", "kernel",
+	f := benchRun(t, online, name, "--layouts", "docker", "--modes", "vanilla,falcon", "--sender", "kernel",
 		"--workloads", "udp-stress:64,multi-flow:64", "--flows", "2", "--containers", "2", "--runs", "1", "--duration", "1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Preflight(c); err != nil {
-		t.Fatal(err)
-	}
-	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
-		Progress: NewProgress(io.Discard, false, true, 4, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(f.Results) != 4 || f.Config.Sender != SenderKernel {
 		t.Fatalf("%d results, sender %q", len(f.Results), f.Config.Sender)
 	}

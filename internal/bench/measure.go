@@ -126,11 +126,17 @@ func (e *env) udpStress(ctx context.Context) (Run, error) {
 	if err != nil {
 		return run, err
 	}
-	rx, tx := run.Counters["rx.Udp.InDatagrams"], run.Counters["tx.Udp.OutDatagrams"]
-	run.PPS = float64(rx) / run.WindowS
+	udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
 	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
-	run.LossPct = lossPct(tx, rx)
 	return run, nil
+}
+
+// udpReceived sets a UDP run's packets/s, the receivers' datagrams over
+// the window, and its loss against the sent ones.
+func udpReceived(run *Run, sent int64) {
+	rx := run.Counters["rx.Udp.InDatagrams"]
+	run.PPS = float64(rx) / run.WindowS
+	run.LossPct = lossPct(sent, rx)
 }
 
 // iperf3 drives udp, tcp and the multi-flow workloads: one iperf3 client
@@ -165,9 +171,7 @@ func (e *env) iperf3(ctx context.Context) (Run, error) {
 	}
 	run.Gbps = bps / 1e9
 	if udp {
-		rx, tx := run.Counters["rx.Udp.InDatagrams"], run.Counters["tx.Udp.OutDatagrams"]
-		run.PPS = float64(rx) / run.WindowS
-		run.LossPct = lossPct(tx, rx)
+		udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
 	} else {
 		run.PPS = float64(run.Counters["rx.Tcp.InSegs"]) / run.WindowS
 		// TCP does not lose data; what it lost on the way shows as
