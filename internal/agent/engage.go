@@ -151,6 +151,7 @@ func (m *falconMode) busyAndRoom(h *Host) (busy, room bool) {
 // in state A; the caller switches if the verdict says so.
 func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 	a := !m.dp.Config().StoodDown
+	m.probes.Add(1)
 	m.probing.Store(true)
 	defer m.probing.Store(false)
 	var steering, off []uint64
@@ -170,6 +171,7 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 	}
 	carried := [2]uint64{sum(off), sum(steering)}
 	if carried[0]+carried[1] < engageMinPackets {
+		m.thin.Add(1)
 		return false, false // too little traffic to tell (or none: a busy CPU of other work)
 	}
 	on = pays(steering, off)

@@ -46,6 +46,9 @@ type falconMode struct {
 	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
 	// tested, won: the engagement test's verdicts, and those for steering.
 	tested, won atomic.Uint64
+	// probes: engagement tests begun (each switches the path); thin: those
+	// that ended without a verdict for too little traffic to tell.
+	probes, thin atomic.Uint64
 	// noSockDiag: the kernel gave no TCP socket statistics, so the
 	// engagement test scores TCP by segments (engage.go).
 	noSockDiag atomic.Bool
