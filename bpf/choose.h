@@ -309,8 +309,9 @@ static __always_inline __u32 current_marks(struct config *cfg, __u32 tc_index)
  * A tc hook marks what it counts (MARK_*), and the last stage counts only
  * marked segments against it (done slot of its role): packets that passed
  * before the hook existed are in neither count, so a flow running through
- * an attach is guarded exactly from its first counted packet, which queues
- * behind them on the same CPU (inline). The split hook (XDP) marks through
+ * an attach is guarded exactly from its first counted packet, which a hook
+ * younger than the guard timeout sends behind them on the same CPU
+ * (inline). The split hook (XDP) marks through
  * the frame's metadata, which the NIC's tc hook moves into tc_index (done
  * slot DONE_SPLIT); where it cannot, it counts against every arrival
  * (DONE_ALL), and a flow it first sees while it is younger than the
@@ -344,8 +345,16 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 	if (!fe) {
 		struct flowlet v = {};
 
-		if (slot == DONE_ALL && attached_ns && now - attached_ns <= cfg->guard_timeout_ns) {
-			v.unsure = 1;
+		if (attached_ns && now - attached_ns <= cfg->guard_timeout_ns) {
+			/* Young hook: packets of the flow from before it may
+			 * still be queued on this CPU's path, in no count. Its
+			 * first counted ones go the same way, behind them, and
+			 * it moves once they arrived (next packet on). Steered
+			 * at once, they overtook those (6.1 guest under
+			 * emulation: a split attached under running flows, 7
+			 * datagrams). Unmarked, the hook cannot tell their
+			 * arrivals from its own: it waits for a quiet flow. */
+			v.unsure = slot == DONE_ALL;
 			v.target = TARGET_FALLBACK;
 			d->why = CNT_GUARD_HOLD;
 		} else {
@@ -354,7 +363,7 @@ static __always_inline void decide(struct config *cfg, struct load *ld, struct c
 		v.cpu = v.target == TARGET_FALLBACK ? 0 : s->cpus[cpu_idx(v.target)];
 		v.kind = kind_of(v.target, d->why);
 		v.last_seen_ns = now;
-		v.next_check_ns = now + cfg->recheck_ns;
+		v.next_check_ns = d->why == CNT_GUARD_HOLD ? now : now + cfg->recheck_ns;
 		v.sent = segs;
 		v.base = done_sum(cfg, fh, slot, &last);
 		bpf_map_update_elem(&falcon_flowlets, &fk, &v, BPF_ANY);

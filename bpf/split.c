@@ -121,13 +121,11 @@ int falcon_split(struct xdp_md *ctx)
 	 * proved wrong under emulation (6.1 guest: 7-8 datagrams each of 8
 	 * flows overtaken at one comeback). */
 	__u32 mark = 0, slot = DONE_ALL;
-	__u64 young = st.hk->attached_ns;
 	if (st.hk->marks && mark_meta(ctx, st.cfg)) {
 		mark = MARK_SPLIT;
 		slot = DONE_SPLIT;
-		young = 0;
 	}
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), slot, young, 1, &dc);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), slot, st.hk->attached_ns, 1, &dc);
 	count(st.cnt, &dc);
 
 	/* Fallback: the skb is built here, as without falcon. A choice of this

@@ -183,7 +183,8 @@ func TestTwinGuard(t *testing.T) {
 			}
 			var st steer.Step
 			if e == nil {
-				e = &steer.Entry{Target: want(-1), Sent: 1, Base: done}
+				s := steer.Start(0, done, 1, 0, uint64(cfg.GuardTimeout), false, true, want)
+				e = &s
 				st.Target = e.Target
 			} else {
 				st = e.Guard(0, done, 0, 1, want)
@@ -266,9 +267,10 @@ func TestTwinAdaptive(t *testing.T) {
 
 // TestGuardFromFirstPacket: a flow a tc hook first sees right after its
 // attach may have packets from before the hook queued, which no hook
-// counted and none marked. Its guard is exact from the first packet all
-// the same: arrivals without the hook's mark do not release a move, the
-// hook's own do, and nothing waits for the flow to pause.
+// counted and none marked. Its first packets go inline, behind them, and
+// its guard is exact from the first one: arrivals without the hook's mark
+// do not release a move, the hook's own do, and nothing waits for the flow
+// to pause. The twin (steer.Start, Entry.Guard) agrees at every step.
 func TestGuardFromFirstPacket(t *testing.T) {
 	cfg := guardOnlyConfig()
 	cfg.CPUs = []int{8, 9}
@@ -276,32 +278,40 @@ func TestGuardFromFirstPacket(t *testing.T) {
 	h.d.clock = nil // stamp attachments now: the hook is young
 	h.addHook(Hook{Ifindex: 1, Name: "lo", Role: HookOnOverlay, NextIfindex: 9})
 	f := udp4
-	for h1 := steer.Hash32(f.hash() + 9); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + 9) {
-		f.sport++
-	}
 	pkt, fh := frame(f, pktOpts{}), f.hash()
 	load := make([]uint32, 10)
 	for i := range 8 {
 		load[i] = 100
 	}
 	h.setLoad(load, 0, true)
-	r := h.run(HookOnOverlay, pkt)
-	first := int(r.dbg.Target)
-	if first != 8 && first != 9 {
-		t.Fatalf("first packet of a flow older than the hook: target %d kind %v, want steered to 8 or 9",
-			first, steer.Kind(r.dbg.Kind))
+	cpus := cfg.SortedCPUs()
+	want := func(prev int) int {
+		idx, _ := steer.ChooseAdaptiveIndex(fh, 9, cpus, load, uint32(cfg.Threshold), 0, false, true, 0, prev)
+		return idx
+	}
+	target := func(r result) int {
+		if steer.Kind(r.dbg.Kind) == steer.Fallback {
+			return -1
+		}
+		return int(r.dbg.Target)
+	}
+	twin := steer.Start(0, 0, 1, 0, uint64(cfg.GuardTimeout), true, true, want)
+	if r := h.run(HookOnOverlay, pkt); target(r) != -1 || twin.Target != -1 {
+		t.Fatalf("first packet of a flow older than the hook: target %d kind %v (twin %d), want inline",
+			target(r), steer.Kind(r.dbg.Kind), twin.Target)
 	}
 	for range 9 {
-		h.run(HookOnOverlay, pkt)
+		if r, s := h.run(HookOnOverlay, pkt), twin.Guard(0, 0, 0, 1, want); target(r) != -1 || s.Target != -1 || !s.Held {
+			t.Fatalf("before any arrival: target %d (twin %+v), want held inline", target(r), s)
+		}
 	}
-	load[first] = 100
-	h.setLoad(load, 0, true)
 	h.arriveIn(fh, 50, 0) // older packets, unmarked: they release nothing
-	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != first {
-		t.Fatalf("moved to %d on arrivals the hook never counted", r.dbg.Target)
+	if r, s := h.run(HookOnOverlay, pkt), twin.Guard(0, 0, 0, 1, want); target(r) != -1 || s.Target != -1 {
+		t.Fatalf("moved to %d (twin %d) on arrivals the hook never counted", target(r), s.Target)
 	}
 	h.arriveIn(fh, 11, 0, 2) // the hook's own 11, marked
-	if r := h.run(HookOnOverlay, pkt); int(r.dbg.Target) != 17-first {
-		t.Fatalf("all of the hook's packets arrived: target %d, want the move to %d", r.dbg.Target, 17-first)
+	r, s := h.run(HookOnOverlay, pkt), twin.Guard(0, 11, 0, 1, want)
+	if got := target(r); got != cpus[want(-1)] || !s.Moved || s.Target != want(-1) {
+		t.Fatalf("all of the hook's packets arrived: target %d (twin %+v), want the move to %d", got, s, cpus[want(-1)])
 	}
 }

@@ -461,10 +461,11 @@ func TestSplitOnTestbed(t *testing.T) {
 		}
 	})
 
-	// A split attached under running flows: its marks guard them from
-	// their first counted packet, so they are split while they run (not
-	// once they pause for the guard timeout, which a full-rate flow never
-	// does), and stay in order.
+	// A split attached under running flows: their first counted frames
+	// stay on the NIC's CPU, behind those from before the attach, and
+	// their marks guard them from there, so they are split while they run
+	// (not once they pause for the guard timeout, which a full-rate flow
+	// never does), and stay in order.
 	t.Run("running", func(t *testing.T) {
 		const port = 40127
 		if err := d.DetachSplit(nic); err != nil {
@@ -517,7 +518,9 @@ func TestSplitOnTestbed(t *testing.T) {
 			got += st.Received
 			bad += st.Reordered + st.Duplicates
 		}
-		t.Logf("%d datagrams received, %d reordered or duplicated; the first frames redirected to CPU 1 %s after the attach", got, bad, waited.Round(time.Millisecond))
+		g := splitStage(t, d).Guard
+		t.Logf("%d datagrams received, %d reordered or duplicated; the first frames redirected to CPU 1 %s after the attach; split guard: %d holds, %d moves, %d timeouts",
+			got, bad, waited.Round(time.Millisecond), g.Holds, g.Moved, g.Timeouts)
 		if bad != 0 {
 			t.Errorf("%d datagrams reordered or duplicated", bad)
 		}

@@ -66,7 +66,7 @@ func indexOf(cpus []int, cpu int) int {
 // stage when counting began. Times are nanoseconds.
 type Entry struct {
 	Target          int
-	Unsure          bool // split hooks: made while packets from before the hook may be queued
+	Unsure          bool // unmarked split hooks: made while packets from before the hook may be queued
 	LastSeen        uint64
 	NextCheck       uint64
 	Sent, Base      uint64
@@ -80,6 +80,24 @@ type Step struct {
 	Held     bool // a move was wanted, but earlier packets were still queued
 	Moved    bool // the target changed with this packet
 	TimedOut bool // ... after the guard gave up on lost packets
+}
+
+// Start is the entry a flow's first packet at a hook makes (bpf/choose.h,
+// decide), at time now with done its arrivals so far. A hook younger than
+// the guard timeout may have packets of the flow from before it queued on
+// this CPU's path, in no count: the flow starts inline, behind them, and
+// reconsiders from its next packet, moving once its own have arrived.
+// Unmarked (marked false: the split hook without metadata), the hook
+// cannot tell those arrivals from its own, and the entry stays Unsure
+// until the flow is quiet. Otherwise it takes want's choice.
+func Start(now, done, segs, recheck, expiry uint64, young, marked bool, want func(prev int) int) Entry {
+	e := Entry{Target: -1, LastSeen: now, NextCheck: now, Sent: segs, Base: done, Recheck: recheck, Expiry: expiry}
+	if young {
+		e.Unsure = !marked
+		return e
+	}
+	e.Target, e.NextCheck = want(-1), now+recheck
+	return e
 }
 
 // Guard is the ordering guard (bpf/choose.h, decide) for one packet of segs
