@@ -42,10 +42,11 @@ func runTestbed(args []string) error {
 }
 
 func testbedUp(args []string) error {
-	fs := newFlagSet("testbed up", "--layout L --name N [--containers K] [--json]")
+	fs := newFlagSet("testbed up", "--layout L --name N [--containers K] [--ipv6] [--json]")
 	layout := fs.String("layout", "", "layout: "+strings.Join(testbed.Layouts, ", "))
 	name := fs.String("name", "", "testbed name: lower-case letters, digits, dashes")
 	k := fs.Int("containers", 1, "containers per host (docker, flannel, calico)")
+	v6 := fs.Bool("ipv6", false, "IPv6 only: wire, overlay and containers (not flannel-daemon)")
 	asJSON := fs.Bool("json", false, "print the testbed as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -56,7 +57,7 @@ func testbedUp(args []string) error {
 	if *k < 1 {
 		return usagef("--containers must be at least 1, not %d", *k)
 	}
-	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k}
+	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k, IPv6: *v6}
 	if err := testbed.Validate(s); err != nil {
 		return usageError{err.Error()}
 	}

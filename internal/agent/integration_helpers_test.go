@@ -41,6 +41,8 @@ func needTestbed(t *testing.T) {
 // test ends, also on failure.
 func ibed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 	t.Helper()
+	// "docker-ipv6": the layout over IPv6 only.
+	layout, v6 := strings.CutSuffix(layout, "-ipv6")
 	if err := testbed.CheckLayout(layout); err != nil {
 		t.Skip(err)
 	}
@@ -50,7 +52,7 @@ func ibed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 			t.Error(err)
 		}
 	})
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers})
+	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers, IPv6: v6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,11 @@ func TestNoReorderingSaturated(t *testing.T) {
 			t.Run(layout+"/"+variant, func(t *testing.T) { orderSaturated(t, layout, variant) })
 		}
 	}
+	// IPv6 inside and outside: the hooks, the split and the guard parse
+	// other headers; the moves are the same.
+	for _, variant := range []string{"pipeline", "split"} {
+		t.Run("docker-ipv6/"+variant, func(t *testing.T) { orderSaturated(t, "docker-ipv6", variant) })
+	}
 }
 
 // orderSaturated runs one case; variant vanilla runs no agent at all: the
@@ -61,6 +66,9 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tag := "o" + layout[:3] + variant[:1]
+	if strings.HasSuffix(layout, "-ipv6") {
+		tag += "6"
+	}
 	tb := ibed(t, tag, layout, 2)
 	warm(t, tb)
 	o := testOptions(t, tb.Hosts[1].Netns)

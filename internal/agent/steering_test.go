@@ -45,7 +45,7 @@ import (
 // runs the test is skipped (order and cleanup still checked).
 func TestSteeringLayouts(t *testing.T) {
 	needTestbed(t)
-	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-ipv6", "flannel-ipv6", "calico-ipv6"} {
 		t.Run(layout, func(t *testing.T) { steeringOn(t, layout) })
 	}
 }

@@ -50,7 +50,7 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 		used[c.Addr] = true
 	}
 	slot := 0
-	for ; slot <= maxSlot && used[containerAddr(t.Layout, hi, slot)]; slot++ {
+	for ; slot <= maxSlot && used[t.containerAddr(hi, slot)]; slot++ {
 	}
 	if slot > maxSlot {
 		return Container{}, fmt.Errorf("testbed %s: no address left on %s (%d containers)", name, h.Name, len(h.Containers))
@@ -59,16 +59,19 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 		Name:     fmt.Sprintf("c%d", next),
 		Netns:    containerNS(name, h.Name, next),
 		Dev:      "eth0",
-		Addr:     containerAddr(t.Layout, hi, slot),
+		Addr:     t.containerAddr(hi, slot),
 		HostVeth: li.vethPrefix + digest(name, h.Name, next)[:li.vethHex],
 	}
 	b := &builder{ctx: ctx, t: t}
 	if out, err := exec.Command("ip", "netns", "add", c.Netns).CombinedOutput(); err != nil {
 		return Container{}, fmt.Errorf("ip netns add %s: %v: %s", c.Netns, err, strings.TrimSpace(string(out)))
 	}
-	err = b.ip(c.Netns, "link set lo up")
+	err = b.initNS(c.Netns)
 	if err == nil {
 		err = b.wireContainer(hi, &c)
+	}
+	if err == nil && t.Layout == "docker" {
+		err = b.dockerLearn(1-hi, c)
 	}
 	if err == nil {
 		h.Containers = append(h.Containers, c)
@@ -85,8 +88,9 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 
 // wireContainer makes c's veth pair and wires both ends as the layout does;
 // on flannel-daemon the CNI plugins do, and c gets their address and veth.
+// What the other host learns of c (docker: dockerLearn) is apart.
 func (b *builder) wireContainer(hi int, cp *Container) error {
-	h, p, c := b.t.Hosts[hi], b.peer(hi), *cp
+	h, c, ips := b.t.Hosts[hi], *cp, b.t.ips()
 	switch b.t.Layout {
 	case "flannel-daemon":
 		bin, err := DaemonsDir()
@@ -95,35 +99,31 @@ func (b *builder) wireContainer(hi int, cp *Container) error {
 		}
 		return b.cniAdd(bin, hi, cp)
 	case "docker":
-		if err := b.container(h, c, 24, dockerMAC(c.Addr), ""); err != nil {
+		if err := b.container(h, c, ips.subnet, dockerMAC(c.Addr), ""); err != nil {
 			return err
 		}
-		if err := b.ip(h.Netns, fmt.Sprintf("link set %s master %s up", c.HostVeth, h.Bridge)); err != nil {
-			return err
-		}
-		mac := dockerMAC(c.Addr)
-		if err := b.ip(p.Netns, fmt.Sprintf("neigh replace %s lladdr %s dev %s nud permanent", c.Addr, mac, p.Overlay)); err != nil {
-			return err
-		}
-		return b.fdb(p.Netns, fmt.Sprintf("fdb replace %s dev %s dst %s self permanent", mac, p.Overlay, h.Addr))
+		return b.ip(h.Netns, fmt.Sprintf("link set %s master %s up", c.HostVeth, h.Bridge))
 	case "flannel":
-		if err := b.container(h, c, 24, "", fmt.Sprintf(flannelNt, hi, 1)); err != nil {
+		if err := b.container(h, c, ips.subnet, "", ips.flannel(hi, 1)); err != nil {
 			return err
 		}
 		return b.ip(h.Netns, fmt.Sprintf("link set %s master %s up", c.HostVeth, h.Bridge))
 	case "calico":
-		if err := b.container(h, c, 32, "", "169.254.1.1"); err != nil {
+		if err := b.container(h, c, ips.one, "", ips.calicoGW); err != nil {
 			return err
 		}
-		if err := b.sysctl(h.Netns, "net.ipv4.conf."+c.HostVeth+".proxy_arp", "1"); err != nil {
-			return err
-		}
-		if err := b.sysctl(h.Netns, "net.ipv4.neigh."+c.HostVeth+".proxy_delay", "0"); err != nil {
-			return err
+		if !ips.v6 {
+			if err := b.sysctl(h.Netns, "net.ipv4.conf."+c.HostVeth+".proxy_arp", "1"); err != nil {
+				return err
+			}
+			// Without this the proxy ARP reply waits up to 0.8 s.
+			if err := b.sysctl(h.Netns, "net.ipv4.neigh."+c.HostVeth+".proxy_delay", "0"); err != nil {
+				return err
+			}
 		}
 		return b.ip(h.Netns,
 			fmt.Sprintf("link set %s address ee:ee:ee:ee:ee:ee up", c.HostVeth),
-			fmt.Sprintf("route add %s/32 dev %s scope link", c.Addr, c.HostVeth))
+			fmt.Sprintf("route add %s/%d dev %s scope link", c.Addr, ips.one, c.HostVeth))
 	}
 	return fmt.Errorf("layout %s has no containers", b.t.Layout)
 }

@@ -17,11 +17,19 @@ func TestAddRemoveContainer(t *testing.T) {
 	if _, err := exec.LookPath("ping"); err != nil {
 		t.Skip(err)
 	}
-	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon"} {
-		t.Run(layout, func(t *testing.T) {
+	for _, sub := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-ipv6", "calico-ipv6"} {
+		layout, v6 := strings.CutSuffix(sub, "-ipv6")
+		t.Run(sub, func(t *testing.T) {
 			needDaemons(t, layout)
 			name := tbName("ch" + layout[:3] + layout[len(layout)-1:])
-			tb := up(t, Spec{Name: name, Layout: layout, Containers: 1})
+			if v6 {
+				name += "6"
+			}
+			tb := up(t, Spec{Name: name, Layout: layout, Containers: 1, IPv6: v6})
+			size := 1450 - 28
+			if v6 {
+				size = 1450 - 48
+			}
 			ctx := context.Background()
 			client := tb.Hosts[0].Containers[0]
 			c1, err := AddContainer(ctx, name, 1)
@@ -31,7 +39,7 @@ func TestAddRemoveContainer(t *testing.T) {
 			if c1.Name != "c1" || c1.Addr == tb.Hosts[1].Containers[0].Addr {
 				t.Errorf("added %+v next to %+v", c1, tb.Hosts[1].Containers[0])
 			}
-			ping(t, Endpoint{client.Netns, client.Addr}, Endpoint{c1.Netns, c1.Addr}, 1450-28)
+			ping(t, Endpoint{client.Netns, client.Addr}, Endpoint{c1.Netns, c1.Addr}, size)
 			got, err := Get(name)
 			if err != nil {
 				t.Fatal(err)

@@ -19,10 +19,22 @@ func TestLayoutsCarryTraffic(t *testing.T) {
 			t.Fatalf("%s is needed (scripts/setup.sh installs it): %v", tool, err)
 		}
 	}
+	var specs []Spec
 	for _, layout := range Layouts {
-		t.Run(layout, func(t *testing.T) {
+		specs = append(specs, Spec{Name: tbName(layout), Layout: layout})
+		if layout != "flannel-daemon" {
+			specs = append(specs, Spec{Name: tbName(layout + "6"), Layout: layout, IPv6: true})
+		}
+	}
+	for _, s := range specs {
+		layout := s.Layout
+		name := layout
+		if s.IPv6 {
+			name += "-ipv6"
+		}
+		t.Run(name, func(t *testing.T) {
 			needDaemons(t, layout)
-			s := Spec{Name: tbName(layout), Layout: layout, Containers: 1}
+			s.Containers = 1
 			if layout == "calico" || layout == "docker" {
 				s.Containers = 2 // routes, neighbours and FDB entries per container
 			}
@@ -32,11 +44,19 @@ func TestLayoutsCarryTraffic(t *testing.T) {
 				t.Fatalf("endpoints: %d clients, %d servers", len(clients), len(servers))
 			}
 			// The largest unfragmented ping proves the MTU plan: 1450 on
-			// the overlay leaves room for VXLAN's 50 bytes on the wire.
-			size := 1450 - 28
-			if layout == "host" {
-				size = 1500 - 28
+			// the overlay leaves room for VXLAN's 50 bytes on the wire
+			// (70 over IPv6, whose wire is 1520).
+			size, hdr := 1450, 28
+			if s.IPv6 {
+				hdr = 48
 			}
+			if layout == "host" {
+				size = 1500
+				if s.IPv6 {
+					size = 1520
+				}
+			}
+			size -= hdr
 			for i := range clients {
 				c, s := clients[i], servers[i]
 				ping(t, c, s, size)

@@ -7,18 +7,16 @@ import (
 	"net"
 )
 
-// The address plan. All of it lives only inside the testbed's namespaces,
-// so testbeds reuse it without colliding. It follows what each system
-// hands out by default, so captures and routing tables look familiar.
-const (
-	wireNet   = "10.10.0.%d"    // underlay: h1 .1, h2 .2 (/24)
-	vxlanNet  = "10.20.0.%d"    // vxlan layout overlay: h1 .1, h2 .2 (/24)
-	dockerNet = "10.0.1.%d"     // one /24 across both hosts (Docker overlay)
-	flannelNt = "10.244.%d.%d"  // a /24 per host (Flannel's 10.244.0.0/16)
-	calicoNet = "192.168.%d.%d" // a /26 block per host (Calico's 192.168.0.0/16)
+// The address plan (family.go) lives only inside the testbed's
+// namespaces, so testbeds reuse it without colliding. It follows what each
+// system hands out by default, so captures and routing tables look
+// familiar.
 
-	OverlayMTU = 1450 // overlay and container MTU: 1500 on the wire minus 50 of VXLAN
-)
+// OverlayMTU is the overlay's and the containers' MTU: 1500 on the wire
+// minus 50 of VXLAN over IPv4. Over an IPv6 wire VXLAN takes 70, so the
+// IPv6 testbeds run the wire at 1520 (a VM's or a cloud's underlay often
+// allows more than 1500) and every layout keeps the same MTU.
+const OverlayMTU = 1450
 
 // layoutInfo is what differs between layouts besides addresses.
 type layoutInfo struct {
@@ -51,13 +49,14 @@ func plan(s Spec) *Testbed {
 		k = 1
 	}
 	li := layoutInfos[s.Layout]
-	t := &Testbed{Name: s.Name, Layout: s.Layout}
+	t := &Testbed{Name: s.Name, Layout: s.Layout, IPv6: s.IPv6}
+	ips := t.ips()
 	for hi := range t.Hosts {
 		h := Host{
 			Name:    hostNames[hi],
 			Netns:   hostNS(s.Name, hostNames[hi]),
 			NIC:     "eth0",
-			Addr:    fmt.Sprintf(wireNet, hi+1),
+			Addr:    ips.wire(hi),
 			Overlay: li.overlay,
 			VNI:     li.vni,
 			Port:    li.port,
@@ -65,11 +64,13 @@ func plan(s Spec) *Testbed {
 		}
 		switch s.Layout {
 		case "vxlan":
-			h.OverlayAddr = fmt.Sprintf(vxlanNet, hi+1)
+			h.OverlayAddr = ips.vxlan(hi)
 		case "flannel":
-			h.OverlayAddr = fmt.Sprintf(flannelNt, hi, 0)
+			h.OverlayAddr = ips.flannel(hi, 0)
+			h.Overlay = ips.flannelDev
 		case "calico":
-			h.OverlayAddr = calicoBlock(hi, 0)
+			h.OverlayAddr = ips.calico(hi, 0)
+			h.Overlay = ips.calicoDev
 		}
 		if li.vethPrefix != "" {
 			for i := range k {
@@ -77,7 +78,7 @@ func plan(s Spec) *Testbed {
 					Name:     fmt.Sprintf("c%d", i),
 					Netns:    containerNS(s.Name, h.Name, i),
 					Dev:      "eth0",
-					Addr:     containerAddr(s.Layout, hi, i),
+					Addr:     t.containerAddr(hi, i),
 					HostVeth: li.vethPrefix + digest(s.Name, h.Name, i)[:li.vethHex],
 				})
 			}
@@ -87,21 +88,20 @@ func plan(s Spec) *Testbed {
 	return t
 }
 
-func containerAddr(layout string, hi, i int) string {
-	switch layout {
+// containerAddr is the address of slot i of host hi's containers.
+func (t *Testbed) containerAddr(hi, i int) string {
+	ips := t.ips()
+	switch t.Layout {
 	case "docker":
-		return fmt.Sprintf(dockerNet, 2+hi*64+i)
+		return ips.docker(2 + hi*64 + i)
 	case "flannel":
-		return fmt.Sprintf(flannelNt, hi, 2+i) // .1 is cni0
+		return ips.flannel(hi, 2+i) // 1 is cni0
 	case "flannel-daemon":
 		return "" // host-local's choice, known after the CNI ADD
 	default: // calico
-		return calicoBlock(hi, 1+i) // .0 is vxlan.calico
+		return ips.calico(hi, 1+i) // 0 is the VXLAN device
 	}
 }
-
-// calicoBlock returns address off of host hi's /26 block.
-func calicoBlock(hi, off int) string { return fmt.Sprintf(calicoNet, hi+1, off) }
 
 func digest(parts ...any) string {
 	sum := sha1.Sum([]byte(fmt.Sprint(parts...)))
@@ -122,10 +122,4 @@ func localMAC(kind, name string, hi int) string {
 	b, _ := hex.DecodeString(digest(kind, name, hi)[:12])
 	b[0] = b[0]&0xfe | 0x02
 	return net.HardwareAddr(b).String()
-}
-
-// dockerMAC is Docker's container MAC: 02:42 followed by the IPv4 address.
-func dockerMAC(addr string) string {
-	ip := net.ParseIP(addr).To4()
-	return net.HardwareAddr{0x02, 0x42, ip[0], ip[1], ip[2], ip[3]}.String()
 }

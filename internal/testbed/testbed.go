@@ -6,6 +6,7 @@
 package testbed
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -31,6 +32,8 @@ type Spec struct {
 	Name       string
 	Layout     string
 	Containers int // per host; 0 means 1; ignored by host and vxlan
+	// IPv6: the wire, the overlays and the containers use IPv6 only.
+	IPv6 bool
 }
 
 // Testbed describes a built testbed; it is also the state file and the
@@ -38,6 +41,7 @@ type Spec struct {
 type Testbed struct {
 	Name   string  `json:"name"`
 	Layout string  `json:"layout"`
+	IPv6   bool    `json:"ipv6,omitempty"`
 	Hosts  [2]Host `json:"hosts"` // [0] h1: client/sender side, [1] h2: server/receiver side
 	// Problems is set by List for a testbed that is not whole (a namespace
 	// gone, no state file); such a testbed can only be taken down.
@@ -49,7 +53,7 @@ type Host struct {
 	Name        string      `json:"name"`                   // "h1" / "h2"
 	Netns       string      `json:"netns"`                  // fb-<name>-h1
 	NIC         string      `json:"nic"`                    // the wire end in this host
-	Addr        string      `json:"addr"`                   // underlay IPv4 on the wire
+	Addr        string      `json:"addr"`                   // underlay address on the wire
 	Overlay     string      `json:"overlay,omitempty"`      // VXLAN device
 	OverlayAddr string      `json:"overlay_addr,omitempty"` // the host's own address on the overlay, if any
 	VNI         int         `json:"vni,omitempty"`
@@ -66,7 +70,7 @@ type Container struct {
 	Name     string `json:"name"`      // c0, c1 ...
 	Netns    string `json:"netns"`     // fb-<name>-h2-c0
 	Dev      string `json:"dev"`       // eth0
-	Addr     string `json:"addr"`      // container IPv4
+	Addr     string `json:"addr"`      // container address
 	HostVeth string `json:"host_veth"` // its peer in the host namespace
 }
 
@@ -145,6 +149,17 @@ func Validate(s Spec) error {
 	}
 	if s.Containers < 0 || s.Containers > MaxContainers {
 		return fmt.Errorf("containers per host must be 1..%d, not %d", MaxContainers, s.Containers)
+	}
+	if s.IPv6 {
+		return CheckIPv6(s.Layout)
+	}
+	return nil
+}
+
+// CheckIPv6 says whether a layout can be built over IPv6 (--ipv6).
+func CheckIPv6(layout string) error {
+	if layout == "flannel-daemon" {
+		return errors.New("--ipv6 is not built for layout flannel-daemon (flanneld's IPv6 mode): use host, vxlan, docker, flannel or calico")
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: "demo", Layout: ""}, "unknown layout"},
 		{Spec{Name: "demo", Layout: "docker", Containers: -1}, "containers"},
 		{Spec{Name: "demo", Layout: "docker", Containers: MaxContainers + 1}, "containers"},
+		{Spec{Name: "demo", Layout: "calico", IPv6: true}, ""},
+		{Spec{Name: "demo", Layout: "flannel-daemon", IPv6: true}, "not built for layout flannel-daemon"},
 	} {
 		err := Validate(c.s)
 		switch {
@@ -61,40 +63,11 @@ func TestParseNS(t *testing.T) {
 
 func TestPlan(t *testing.T) {
 	for _, layout := range Layouts {
-		s := Spec{Name: "demo", Layout: layout, Containers: MaxContainers}
-		tb := plan(s)
-		if !reflect.DeepEqual(tb, plan(s)) {
-			t.Errorf("%s: plan is not deterministic", layout)
-		}
-		addrs := map[string]bool{}
-		for hi, h := range tb.Hosts {
-			if h.Netns != "fb-demo-"+hostNames[hi] || h.NIC != "eth0" {
-				t.Errorf("%s: host %d named %q nic %q", layout, hi, h.Netns, h.NIC)
+		for _, v6 := range []bool{false, true} {
+			if v6 && layout == "flannel-daemon" {
+				continue
 			}
-			hasC := layout != "host" && layout != "vxlan"
-			if hasC != (len(h.Containers) == MaxContainers) {
-				t.Errorf("%s: %d containers on %s", layout, len(h.Containers), h.Name)
-			}
-			for _, a := range []string{h.Addr, h.OverlayAddr} {
-				if a != "" && (addrs[a] || net.ParseIP(a) == nil || !net.ParseIP(a).IsPrivate()) {
-					t.Errorf("%s: address %q reused or not private", layout, a)
-				}
-				addrs[a] = true
-			}
-			veths := map[string]bool{}
-			for _, c := range h.Containers {
-				if layout == "flannel-daemon" {
-					continue // addresses and veth names are the plugins' choice, at up
-				}
-				if addrs[c.Addr] || !net.ParseIP(c.Addr).IsPrivate() {
-					t.Errorf("%s: container address %q reused or not private", layout, c.Addr)
-				}
-				addrs[c.Addr] = true
-				if len(c.HostVeth) > 15 || veths[c.HostVeth] {
-					t.Errorf("%s: host veth %q too long for a device name or reused", layout, c.HostVeth)
-				}
-				veths[c.HostVeth] = true
-			}
+			planOne(t, Spec{Name: "demo", Layout: layout, Containers: MaxContainers, IPv6: v6})
 		}
 	}
 	// Names look like the real ones and change with the testbed.
@@ -111,6 +84,55 @@ func TestPlan(t *testing.T) {
 	if mac, _ := net.ParseMAC(vtepMAC("demo", 0)); mac[0]&1 != 0 || mac[0]&2 == 0 {
 		t.Errorf("VTEP MAC %s is not unicast and locally administered", mac)
 	}
+}
+
+// planOne checks one spec's plan: deterministic, names as the real systems
+// make them, every address private, of the spec's IP version, and unique.
+func planOne(t *testing.T, s Spec) {
+	t.Helper()
+	tb, layout := plan(s), s.Layout
+	if s.IPv6 {
+		layout += " (IPv6)"
+	}
+	if !reflect.DeepEqual(tb, plan(s)) {
+		t.Errorf("%s: plan is not deterministic", layout)
+	}
+	addrs := map[string]bool{}
+	for hi, h := range tb.Hosts {
+		if h.Netns != "fb-demo-"+hostNames[hi] || h.NIC != "eth0" {
+			t.Errorf("%s: host %d named %q nic %q", layout, hi, h.Netns, h.NIC)
+		}
+		hasC := s.Layout != "host" && s.Layout != "vxlan"
+		if hasC != (len(h.Containers) == MaxContainers) {
+			t.Errorf("%s: %d containers on %s", layout, len(h.Containers), h.Name)
+		}
+		for _, a := range []string{h.Addr, h.OverlayAddr} {
+			if a != "" && (addrs[a] || !private(a, s.IPv6)) {
+				t.Errorf("%s: address %q reused or not private", layout, a)
+			}
+			addrs[a] = true
+		}
+		veths := map[string]bool{}
+		for _, c := range h.Containers {
+			if s.Layout == "flannel-daemon" {
+				continue // addresses and veth names are the plugins' choice, at up
+			}
+			if addrs[c.Addr] || !private(c.Addr, s.IPv6) {
+				t.Errorf("%s: container address %q reused or not private", layout, c.Addr)
+			}
+			addrs[c.Addr] = true
+			if len(c.HostVeth) > 15 || veths[c.HostVeth] {
+				t.Errorf("%s: host veth %q too long for a device name or reused", layout, c.HostVeth)
+			}
+			veths[c.HostVeth] = true
+		}
+	}
+}
+
+// private: a valid private address of the IP version asked for.
+func private(a string, v6 bool) bool {
+	ip := net.ParseIP(a)
+	return ip != nil && ip.IsPrivate() && (ip.To4() == nil) == v6
 }
 
 func TestEndpoints(t *testing.T) {

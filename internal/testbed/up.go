@@ -152,7 +152,7 @@ func (b *builder) build() error {
 			return fmt.Errorf("ip netns add %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
 		}
 		b.created = append(b.created, ns)
-		if err := b.ip(ns, "link set lo up"); err != nil {
+		if err := b.initNS(ns); err != nil {
 			return err
 		}
 	}
@@ -181,12 +181,51 @@ func (b *builder) build() error {
 	return nil
 }
 
+// initNS sets up a namespace the testbed just made: loopback up and, on an
+// IPv6 testbed, the IPv6 defaults for the devices to come. Addresses skip
+// duplicate address detection (a tentative address cannot send for a
+// second; nothing else hands these out), hosts send no router
+// solicitations, and multicast listener reports repeat within
+// milliseconds of a join, not over seconds: messages sent from timers on
+// another CPU would reach the wire during a run (see wire).
+func (b *builder) initNS(ns string) error {
+	if err := b.ip(ns, "link set lo up"); err != nil {
+		return err
+	}
+	if !b.t.IPv6 {
+		return nil
+	}
+	for _, kv := range [][2]string{
+		{"accept_dad", "0"},
+		{"router_solicitations", "0"},
+		{"mldv1_unsolicited_report_interval", "1"},
+		{"mldv2_unsolicited_report_interval", "1"},
+	} {
+		for _, dev := range []string{"all", "default"} {
+			if err := b.sysctl(ns, "net.ipv6.conf."+dev+"."+kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wireMTU is the wire's MTU: VXLAN over IPv6 takes 20 bytes more than over
+// IPv4, and the overlays keep OverlayMTU.
+func (b *builder) wireMTU() int {
+	if b.t.IPv6 {
+		return OverlayMTU + 70
+	}
+	return OverlayMTU + 50
+}
+
 // wire joins the hosts with a veth created directly in their namespaces.
 func (b *builder) wire() error {
 	h1, h2 := b.t.Hosts[0], b.t.Hosts[1]
 	if err := b.ip(h1.Netns, fmt.Sprintf("link add %s type veth peer name %s netns %s", h1.NIC, h2.NIC, h2.Netns)); err != nil {
 		return err
 	}
+	ips := b.t.ips()
 	for hi, h := range b.t.Hosts {
 		// Nothing but the test's traffic may cross the wire: a veth's NAPI
 		// runs on the CPU of whoever sent into it last while idle, and an
@@ -195,14 +234,20 @@ func (b *builder) wire() error {
 		// the first CPU still holds (seen as 15 packets a flow on the other
 		// CPU at every stage, and as reordering without falcon). A real
 		// NIC's poll runs where its interrupt is, so the wire gets fixed
-		// MACs, permanent neighbour entries and no IPv6.
-		if err := b.sysctl(h.Netns, "net.ipv6.conf."+h.NIC+".disable_ipv6", "1"); err != nil {
+		// MACs, permanent neighbour entries and no IPv6 (on an IPv6
+		// testbed: no link-local address, so only the wire address's
+		// multicast listener reports, sent as it is added; see initNS).
+		if ips.v6 {
+			if err := b.ip(h.Netns, fmt.Sprintf("link set %s addrgenmode none", h.NIC)); err != nil {
+				return err
+			}
+		} else if err := b.sysctl(h.Netns, "net.ipv6.conf."+h.NIC+".disable_ipv6", "1"); err != nil {
 			return err
 		}
 		p := b.peer(hi)
 		if err := b.ip(h.Netns,
-			fmt.Sprintf("link set %s address %s", h.NIC, nicMAC(b.t.Name, hi)),
-			fmt.Sprintf("addr add %s/24 dev %s", h.Addr, h.NIC),
+			fmt.Sprintf("link set %s address %s mtu %d", h.NIC, nicMAC(b.t.Name, hi), b.wireMTU()),
+			fmt.Sprintf("addr add %s/%d dev %s", h.Addr, ips.subnet, h.NIC),
 			fmt.Sprintf("neigh add %s lladdr %s dev %s nud permanent", p.Addr, nicMAC(b.t.Name, 1-hi), h.NIC),
 			fmt.Sprintf("link set %s up", h.NIC)); err != nil {
 			return err
