@@ -247,7 +247,7 @@ func (m *falconMode) delivered(h *Host, nss []string) (uint64, bool) {
 		if err != nil {
 			return 0, false // a container came or went: this window is void
 		}
-		n += uint64(s["Udp"]["InDatagrams"])
+		n += uint64(s.UDP("InDatagrams")) // IPv4 and IPv6
 		if m.noSockDiag.Load() {
 			n += uint64(s["Tcp"]["InSegs"])
 			continue

@@ -3,7 +3,9 @@ package procfs
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -55,16 +57,69 @@ func ParseSNMP(b []byte) (SNMP, error) {
 	return out, nil
 }
 
-// ReadSNMP reads /proc/net/snmp and /proc/net/netstat as seen from network
-// namespace ns ("" = current) and merges them; their section names differ.
+// snmp6Sections are the sections of /proc/net/snmp6, longest first: its
+// lines carry the section as the name's prefix ("Udp6InDatagrams 5").
+var snmp6Sections = []string{"UdpLite6", "Icmp6", "Udp6", "Ip6"}
+
+// ParseSNMP6 parses /proc/net/snmp6's "SectionName value" lines into
+// sections named as there ("Udp6" -> "InDatagrams"), so that they sit
+// beside /proc/net/snmp's; lines of other sections are left out.
+func ParseSNMP6(b []byte) (SNMP, error) {
+	out := SNMP{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 2 {
+			return nil, fmt.Errorf("snmp6: line %q: want a name and a value", sc.Text())
+		}
+		for _, sec := range snmp6Sections {
+			name, ok := strings.CutPrefix(f[0], sec)
+			if !ok || name == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("snmp6: %s: %w", f[0], err)
+			}
+			if out[sec] == nil {
+				out[sec] = map[string]int64{}
+			}
+			out[sec][name] = n
+			break
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("snmp6: %w", err)
+	}
+	return out, nil
+}
+
+// UDP is a UDP counter over IPv4 and IPv6 together: /proc/net/snmp's Udp
+// counts IPv4 only, snmp6's Udp6 (same names) IPv6. TCP needs no such sum:
+// its counters (Tcp, TcpExt) count both.
+func (s SNMP) UDP(name string) int64 { return s["Udp"][name] + s["Udp6"][name] }
+
+// ReadSNMP reads /proc/net/snmp, /proc/net/netstat and /proc/net/snmp6 as
+// seen from network namespace ns ("" = current) and merges them; their
+// section names differ. A kernel without IPv6 has no snmp6.
 func ReadSNMP(ns string) (SNMP, error) {
 	out := SNMP{}
-	for _, file := range []string{"snmp", "netstat"} {
+	for _, file := range []string{"snmp", "netstat", "snmp6"} {
 		b, err := netns.ReadProcNet(ns, file)
 		if err != nil {
+			if file == "snmp6" && errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
 			return nil, fmt.Errorf("read /proc/net/%s in netns %q: %w", file, ns, err)
 		}
-		s, err := ParseSNMP(b)
+		parse := ParseSNMP
+		if file == "snmp6" {
+			parse = ParseSNMP6
+		}
+		s, err := parse(b)
 		if err != nil {
 			return nil, fmt.Errorf("/proc/net/%s: %w", file, err)
 		}

@@ -36,6 +36,38 @@ func TestParseSNMP(t *testing.T) {
 	}
 }
 
+// TestParseSNMP6: a container's /proc/net/snmp6 after an iperf3 UDP run
+// over an IPv6 overlay (its /proc/net/snmp counted no UDP at all).
+func TestParseSNMP6(t *testing.T) {
+	s, err := ParseSNMP6(read(t, "snmp6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sec, want := range map[string][2]any{
+		"Ip6":      {"InReceives", int64(6269)},
+		"Udp6":     {"InDatagrams", int64(6246)},
+		"Icmp6":    {"InMsgs", nil},
+		"UdpLite6": {"InDatagrams", int64(0)},
+	} {
+		got, ok := s[sec][want[0].(string)]
+		if !ok || (want[1] != nil && got != want[1]) {
+			t.Errorf("%s %s = %d (present %v), want %v", sec, want[0], got, ok, want[1])
+		}
+	}
+	if _, ok := s["Udp6"]["InCsumErrors"]; !ok || len(s["UdpLite6"]) == 0 {
+		t.Error("Udp6 counted into the wrong section")
+	}
+	s["Udp"] = map[string]int64{"InDatagrams": 4}
+	if got := s.UDP("InDatagrams"); got != 6250 {
+		t.Errorf("UDP(InDatagrams) = %d, want IPv4's 4 + IPv6's 6246", got)
+	}
+	for _, in := range []string{"Udp6InDatagrams\n", "Udp6InDatagrams x\n", "Udp6InDatagrams 1 2\n"} {
+		if _, err := ParseSNMP6([]byte(in)); err == nil {
+			t.Errorf("ParseSNMP6(%q): no error", in)
+		}
+	}
+}
+
 func TestParseSNMPErrors(t *testing.T) {
 	for _, in := range []string{
 		"Udp: InDatagrams NoPorts\n",
