@@ -61,6 +61,9 @@ type Config struct {
 	// mode's default). placement.go says why.
 	NICCPU     *int  `json:"nic_cpu,omitempty"`
 	FalconCPUs []int `json:"falcon_cpus,omitempty"`
+
+	// IPv6 builds every testbed over IPv6 only (--ipv6).
+	IPv6 bool `json:"ipv6,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "4s" in JSON.

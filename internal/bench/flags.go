@@ -17,16 +17,16 @@ import (
 // Flags holds the raw command-line values; Resolve turns them into a
 // checked Config.
 type Flags struct {
-	fs                               *flag.FlagSet
-	layouts, modes, workloads, sizes string
-	flows, senderCPUs, receiverCPUs  string
-	nicCPU, falconCPUs               string
-	preset, baseline, json           string
-	sender                           string
-	containers                       string
-	duration, warmup                 time.Duration
-	runs, clients, rate              int
-	quiet, bpfStats, interleave      bool
+	fs                                *flag.FlagSet
+	layouts, modes, workloads, sizes  string
+	flows, senderCPUs, receiverCPUs   string
+	nicCPU, falconCPUs                string
+	preset, baseline, json            string
+	sender                            string
+	containers                        string
+	duration, warmup                  time.Duration
+	runs, clients, rate               int
+	quiet, bpfStats, interleave, ipv6 bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -59,6 +59,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&f.interleave, "interleave", false, "alternate the modes run by run on one testbed per layout (each round sets every mode up, "+
 		"runs each case once and undoes it) and divide each run by the baseline's run of the same round: against a shared machine's drift")
+	fs.BoolVar(&f.ipv6, "ipv6", false, "build every testbed over IPv6 only (wire, overlay, containers); iperf3's workloads only: Debian's sockperf (3.7) has no IPv6")
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	return f
 }
@@ -155,7 +156,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
-		Interleave: f.interleave}
+		Interleave: f.interleave, IPv6: f.ipv6}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err

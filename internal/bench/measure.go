@@ -365,7 +365,7 @@ func (e *env) awaitTraffic(ctx context.Context, t traffic) (time.Time, error) {
 			if err != nil {
 				return 0, fmt.Errorf("counters of %s: %w", ns, err)
 			}
-			n += s["Udp"]["InDatagrams"] + s["Udp"]["OutDatagrams"] + s["Tcp"]["InSegs"] + s["Tcp"]["OutSegs"]
+			n += s.UDP("InDatagrams") + s.UDP("OutDatagrams") + s["Tcp"]["InSegs"] + s["Tcp"]["OutSegs"]
 		}
 		return n, nil
 	}
@@ -433,7 +433,11 @@ func (e *env) sample(t traffic) (sample, error) {
 				return s, fmt.Errorf("counters of %s: %w", ns, err)
 			}
 			for _, k := range counterKeys[role] {
-				s.counters[role+"."+k[0]+"."+k[1]] += snmp[k[0]][k[1]]
+				v := snmp[k[0]][k[1]]
+				if k[0] == "Udp" {
+					v = snmp.UDP(k[1]) // "Udp" keys count IPv4 and IPv6
+				}
+				s.counters[role+"."+k[0]+"."+k[1]] += v
 			}
 		}
 	}

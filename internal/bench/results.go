@@ -80,7 +80,8 @@ type Run struct {
 	// softnet drops, time_squeeze, received_rps).
 	CPU map[int]procfs.CPUWindow `json:"cpu"`
 	// Counters are SNMP/netstat deltas over the window, keyed
-	// "rx.Udp.InDatagrams", "tx.Udp.OutDatagrams", ….
+	// "rx.Udp.InDatagrams", "tx.Udp.OutDatagrams", …; the Udp ones count
+	// IPv4 and IPv6 (snmp6's Udp6) together.
 	Counters map[string]int64 `json:"counters,omitempty"`
 	// BPF is each falcon program's work over the window (--bpf-stats), by
 	// program name: falcon_steer (tc hooks), falcon_split (XDP) and the

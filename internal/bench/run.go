@@ -207,7 +207,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		what = plans[0].Layout + ", modes interleaved"
 	}
 	r.p.Stage("%s: testbed %s up", what, name)
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: plans[0].Layout, Containers: plans[0].Containers})
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: plans[0].Layout, Containers: plans[0].Containers, IPv6: r.cfg.IPv6})
 	if err != nil {
 		return fail(err)
 	}

@@ -93,13 +93,17 @@ func WriteTable(w io.Writer, f *File) error {
 	c := f.Config
 	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
 		c.Runs, c.Duration, c.Warmup, cpuset.Format(c.SenderCPUs), cpuset.Format(c.ReceiverCPUs))
-	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp InDatagrams), TCP segments after GRO (Tcp InSegs), " +
+	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp and Udp6 InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
 		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
 	if c.Sender == SenderKernel {
 		b.WriteString("Sender: falcon's kernel sender (--sender kernel): the overlay's own frames, learned once, sent flat out by XDP " +
 			"in live-frame mode from the sending host's wire on the sender CPU; loss against the frames " +
 			"sent in the window.\n")
+	}
+	if c.IPv6 {
+		b.WriteString("IPv6: every testbed over IPv6 only (--ipv6): wire, VXLAN and containers; the wire's MTU is 1520 for the " +
+			"20 bytes VXLAN takes more over IPv6, the overlays keep 1450.\n")
 	}
 	if c.Interleave {
 		b.WriteString("Interleaved: the modes of a layout took turns run by run on one testbed, each set up and undone in every round; " +

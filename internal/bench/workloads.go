@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/falconnet/falcon/internal/testbed"
 )
 
 // workloadKind describes one traffic pattern bench can drive.
@@ -107,6 +110,11 @@ type TestbedPlan struct {
 // explained in skipped.
 func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 	for _, layout := range c.Layouts {
+		if c.IPv6 {
+			if err := testbed.CheckIPv6(layout); err != nil {
+				return nil, nil, &ConfigError{Msg: err.Error()}
+			}
+		}
 		for _, mode := range c.Modes {
 			if why := unsupported(mode, layout); why != "" {
 				skipped = append(skipped, fmt.Sprintf("%s × %s skipped: %s", layout, mode, why))
@@ -118,6 +126,9 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 				w, sizes, err := workloadSizes(entry, c.Sizes)
 				if err == nil && c.Sender == SenderKernel {
 					err = kernelSends(w, sizes)
+				}
+				if err == nil && c.IPv6 {
+					err = overIPv6(w, c.Sender)
 				}
 				if err != nil {
 					return nil, nil, &ConfigError{Msg: err.Error()}
@@ -147,6 +158,19 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 		return nil, skipped, configErrorf("nothing to run: %s", strings.Join(skipped, "; "))
 	}
 	return plan, skipped, nil
+}
+
+// overIPv6 checks that workload w can run on an IPv6 testbed: Debian's
+// sockperf (3.7) takes IPv4 addresses only (IPv6 came in 3.8), and the
+// kernel sender learns IPv4 frames only.
+func overIPv6(w workloadKind, sender string) error {
+	if sender == SenderKernel {
+		return errors.New("--ipv6: the kernel sender sends IPv4 frames only (--sender tools)")
+	}
+	if w.tool == "sockperf" {
+		return fmt.Errorf("--ipv6: workload %s runs sockperf, and Debian's sockperf (3.7) has no IPv6; iperf3's workloads run (tcp, udp, multi-flow, multi-flow-tcp)", w.name)
+	}
+	return nil
 }
 
 // byFlows splits a testbed's cases by flow count, each onto a testbed with
