@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what falcon's benchmark and tests need (tmux: falcon top's terminal test; nftables,
+# Installs what falcon's benchmark and tests need (memcached and memcaslap: the bench's
+# memcached workload; tmux: falcon top's terminal test; nftables,
 # iptables and gcc: the flannel-daemon layout's flanneld) on Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -7,7 +8,7 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
+for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -26,6 +27,14 @@ if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
 	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
 	[ ${#need[@]} -eq 0 ] || apt-get install -y -qq "${need[@]}" >/dev/null
 	[ ${#kneed[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${kneed[@]}" >/dev/null
+	# memcached's package starts a daemon where an init system runs; the
+	# bench starts its own inside the testbed, and this one would serve
+	# nobody.
+	case " ${need[*]} " in *" memcached "*)
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q memcached 2>/dev/null; then
+			systemctl disable --now -q memcached || true
+		fi ;;
+	esac
 fi
 
 if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then

@@ -139,6 +139,61 @@ func TestBenchHostAndDocker(t *testing.T) {
 	}
 }
 
+// TestBenchMemcached runs the memcached workload (memcached in the server
+// container, memcaslap in the client's) with 1 and 10 connections, on the
+// host and on docker with falcon+split.
+func TestBenchMemcached(t *testing.T) {
+	online, name := integration(t, "m")
+	f := benchRun(t, online, name, "--layouts", "host,docker", "--modes", "vanilla,falcon+split",
+		"--workloads", "memcached:100", "--flows", "1,10", "--runs", "1", "--duration", "1s")
+	if len(f.Results) != 6 { // host: vanilla only
+		t.Fatalf("%d results, want host/vanilla and docker's two modes, each with 1 and 10 connections", len(f.Results))
+	}
+	for _, r := range f.Results {
+		what := fmt.Sprintf("%s/%s %s ×%d", r.Layout, r.Mode, r.Workload, r.Flows)
+		if len(r.Errors) > 0 || len(r.Runs) != 1 {
+			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
+			continue
+		}
+		run := r.Runs[0]
+		l := run.Latency
+		if run.PPS <= 0 || l == nil || l.P50Us <= 0 || l.P99Us < l.P50Us || len(run.Tool) != 1 || run.Counters["rx.Tcp.InSegs"] <= 0 {
+			t.Errorf("%s: ops/s %v, latency %+v, %d tool results, counters %v", what, run.PPS, l, len(run.Tool), run.Counters)
+		}
+		if !strings.Contains(string(run.Tool[0]), `"ops_per_sec"`) {
+			t.Errorf("%s: tool result %s is not memcaslap's", what, run.Tool[0])
+		}
+		if headline(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 {
+			t.Errorf("%s: judged by %s, normalised %+v", what, headline(r.Workload), r.Normalized["pps"])
+		}
+	}
+}
+
+// TestBenchIPv6 runs iperf3's UDP and TCP over an IPv6 docker testbed,
+// vanilla and falcon: UDP is counted from snmp6 (Udp6).
+func TestBenchIPv6(t *testing.T) {
+	online, name := integration(t, "6")
+	f := benchRun(t, online, name, "--ipv6", "--layouts", "docker", "--modes", "vanilla,falcon",
+		"--workloads", "udp:1400,tcp:64K", "--runs", "1", "--duration", "1s")
+	if !f.Config.IPv6 || len(f.Results) != 4 {
+		t.Fatalf("ipv6 %v, %d results", f.Config.IPv6, len(f.Results))
+	}
+	for _, r := range f.Results {
+		what := fmt.Sprintf("%s/%s %s", r.Layout, r.Mode, r.Workload)
+		if len(r.Errors) > 0 || len(r.Runs) != 1 {
+			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
+			continue
+		}
+		run := r.Runs[0]
+		if run.PPS <= 0 || run.Gbps <= 0 {
+			t.Errorf("%s: pps %v gbps %v", what, run.PPS, run.Gbps)
+		}
+		if r.Workload == "udp" && run.Counters["rx.Udp.InDatagrams"] <= 0 {
+			t.Errorf("%s: no UDP datagram counted: %v", what, run.Counters)
+		}
+	}
+}
+
 // TestBenchFlannelDaemon runs vanilla and falcon on the real Flannel
 // (flanneld, etcd, the CNI plugins): a run each, measured, with the
 // layout's vanilla as the baseline.

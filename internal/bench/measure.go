@@ -66,6 +66,8 @@ func (e *env) describe() []string {
 	switch w, _ := lookupWorkload(e.cs.Workload); {
 	case e.cs.Workload == "udp-stress":
 		n = e.cfg.Clients
+	case e.cs.Workload == "memcached":
+		n = 1 // its --flows are the connections of one client
 	case w.flows:
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
@@ -101,6 +103,8 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 		return e.iperf3(ctx)
 	case "latency", "latency-tcp", "latency-load":
 		return e.latency(ctx)
+	case "memcached":
+		return e.memcached(ctx)
 	}
 	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
 }
@@ -213,6 +217,39 @@ func (e *env) latency(ctx context.Context) (Run, error) {
 	// is no loss; sockperf counts the sampled messages that never came back.
 	run.LossPct = lossPct(r.Observations+r.Dropped, r.Observations)
 	run.OutOfOrder = &r.OutOfOrder
+	return run, nil
+}
+
+// memcached: memcaslap in the first client container, with --flows
+// connections (over up to 4 threads, as many as divide them), against memcached in the first server
+// container (4 worker threads, memcached's default), values of the case's
+// size. Packets/s are the operations/s, and the latency is each operation's
+// round trip, both as memcaslap reports them over its whole run: it has no
+// warm-up of its own to leave out, and its window is the bench's warm-up,
+// window and tail. Its percentiles are interpolated inside power-of-two
+// buckets (workload.MemcaslapResult).
+func (e *env) memcached(ctx context.Context) (Run, error) {
+	srv, cl := e.servers[0], e.clients[0]
+	port := e.port(13211, 0)
+	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartMemcachedServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), 4)
+	})
+	threads := 4 // memcaslap spreads the connections evenly over its threads
+	for e.cs.Flows%threads != 0 {
+		threads--
+	}
+	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: e.cs.Flows,
+		Threads: threads, Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.senderCPU(0)}
+	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunMemcaslap(ctx, opts) })
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	r := results[0].(workload.MemcaslapResult)
+	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
+	run.PPS = r.OpsPerSec
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
 	return run, nil
 }
 

@@ -18,6 +18,9 @@ type workloadKind struct {
 	flows   bool   // the --flows dimension applies
 	latency bool   // reports latency percentiles
 	kernel  bool   // the kernel sender can drive it (--sender kernel)
+	client  string // the client tool, where it is not tool (the server)
+	// headline overrides the metric headline() infers from the others.
+	headline string
 }
 
 var workloadKinds = []workloadKind{
@@ -29,6 +32,9 @@ var workloadKinds = []workloadKind{
 	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows is its connections",
+		// memcached's items stop at 1 MiB, key and header included.
+		tool: "memcached", client: "memcaslap", maxSize: 512 << 10, flows: true, headline: "pps"},
 }
 
 func lookupWorkload(name string) (workloadKind, bool) {
@@ -161,14 +167,18 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 }
 
 // overIPv6 checks that workload w can run on an IPv6 testbed: Debian's
-// sockperf (3.7) takes IPv4 addresses only (IPv6 came in 3.8), and the
-// kernel sender learns IPv4 frames only.
+// sockperf (3.7) takes IPv4 addresses only (IPv6 came in 3.8), memcaslap
+// resolves none ("getaddrinfo(): Name or service not known" for ::1), and
+// the kernel sender learns IPv4 frames only.
 func overIPv6(w workloadKind, sender string) error {
 	if sender == SenderKernel {
 		return errors.New("--ipv6: the kernel sender sends IPv4 frames only (--sender tools)")
 	}
 	if w.tool == "sockperf" {
 		return fmt.Errorf("--ipv6: workload %s runs sockperf, and Debian's sockperf (3.7) has no IPv6; iperf3's workloads run (tcp, udp, multi-flow, multi-flow-tcp)", w.name)
+	}
+	if w.client == "memcaslap" {
+		return fmt.Errorf("--ipv6: workload %s runs memcaslap, which resolves no IPv6 address; iperf3's workloads run (tcp, udp, multi-flow, multi-flow-tcp)", w.name)
 	}
 	return nil
 }
@@ -209,6 +219,9 @@ func tools(c Config) []string {
 			set["sockperf"] = true // the receiving server
 		case ok:
 			set[w.tool] = true
+			if w.client != "" {
+				set[w.client] = true
+			}
 		}
 	}
 	var out []string

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func testdata(t *testing.T, name string) []byte {
@@ -175,5 +176,67 @@ func TestSocketOnPort(t *testing.T) {
 	udp := testdata(t, "proc-net-udp")
 	if !socketOnPort(udp, false, 11111) {
 		t.Error("sockperf socket on 11111 not found")
+	}
+}
+
+// TestParseMemcaslap: memcaslap -t 2s -S 2s -c 8 -X 100 against a local
+// memcached; its histogram holds every timed operation.
+func TestParseMemcaslap(t *testing.T) {
+	r, err := ParseMemcaslap(testdata(t, "memcaslap-c8.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ops != 171623 || r.OpsPerSec != 85796 || r.Seconds != 2.0 || r.Events != 171615 {
+		t.Errorf("totals %+v", r)
+	}
+	if r.MinUs != 8 || r.AvgUs != 92 || r.MaxUs != 7111 || r.GetMisses != 0 {
+		t.Errorf("min/avg/max/misses %v/%v/%v/%d, want 8/92/7111/0 (the Total block, not Get's)", r.MinUs, r.AvgUs, r.MaxUs, r.GetMisses)
+	}
+	var n int64
+	for _, c := range r.Log2 {
+		n += c
+	}
+	if n != r.Events || len(r.Log2) != 14 || r.Log2[3] != 11 || r.Log2[13] != 506 {
+		t.Errorf("histogram %v (sum %d), want the Total block's 14 buckets summing to %d", r.Log2, n, r.Events)
+	}
+	// p50 falls in (32, 64] µs, p99 in (2048, 4096] µs.
+	if math.Abs(r.P50Us-41.97) > 0.01 || math.Abs(r.P99Us-2069.5) > 0.1 {
+		t.Errorf("p50 %.2f p99 %.2f, want 41.97 and 2069.5", r.P50Us, r.P99Us)
+	}
+	if _, err := ParseMemcaslap(testdata(t, "memcaslap-noserver.txt")); err == nil {
+		t.Error("no error for a run that reached no server")
+	}
+}
+
+func TestLog2Percentile(t *testing.T) {
+	h := []int64{0, 10, 10} // 10 in (1,2], 10 in (2,4]
+	for _, c := range []struct{ q, lo, hi, want float64 }{
+		{0.5, 1, 4, 2}, {0.25, 1, 4, 1.5}, {0.75, 1, 4, 3}, {1, 1, 3, 3}, {0.05, 1.8, 4, 1.82},
+	} {
+		if got := log2Percentile(h, c.q, c.lo, c.hi); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("q %v (min %v max %v): %v, want %v", c.q, c.lo, c.hi, got, c.want)
+		}
+	}
+}
+
+func TestMemcaslapArgs(t *testing.T) {
+	o := MemcaslapOpts{Addr: "10.0.1.66", Port: 11211, Concurrency: 10, Threads: 2, Size: 100, Duration: 1500 * time.Millisecond}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := "-s 10.0.1.66:11211 -c 10 -T 2 -t 2s -S 2s -X 100"
+	if got := strings.Join(o.args(), " "); got != want {
+		t.Errorf("args %q, want %q", got, want)
+	}
+	for _, bad := range []MemcaslapOpts{
+		{Addr: "fd00:1::42", Port: 11211, Concurrency: 1, Duration: time.Second},
+		{Addr: "10.0.1.66", Port: 0, Concurrency: 1, Duration: time.Second},
+		{Addr: "10.0.1.66", Port: 11211, Concurrency: 0, Duration: time.Second},
+		{Addr: "10.0.1.66", Port: 11211, Concurrency: 2, Threads: 3, Duration: time.Second},
+		{Addr: "10.0.1.66", Port: 11211, Concurrency: 1},
+	} {
+		if err := bad.validate(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
 	}
 }

@@ -10,12 +10,14 @@ import (
 
 // packages names the Debian package that provides each tool.
 var packages = map[string]string{
-	"iperf3":   "iperf3",
-	"sockperf": "sockperf",
-	"ip":       "iproute2",
-	"taskset":  "util-linux",
-	"ethtool":  "ethtool",
-	"bpftool":  "bpftool",
+	"iperf3":    "iperf3",
+	"sockperf":  "sockperf",
+	"ip":        "iproute2",
+	"taskset":   "util-linux",
+	"ethtool":   "ethtool",
+	"bpftool":   "bpftool",
+	"memcached": "memcached",
+	"memcaslap": "libmemcached-tools",
 }
 
 // CheckTools returns one error naming every tool that cannot be run: not

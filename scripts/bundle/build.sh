@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmark bundle, dist/falcon-bench-linux-amd64.tar.gz: the
-# static falcon binary, run.sh, and iperf3, sockperf and ethtool from
-# Debian's packages with every shared library they load (glibc and its
+# static falcon binary, run.sh, and iperf3, sockperf, ethtool, memcached and
+# memcaslap from Debian's packages with every shared library they load (glibc and its
 # loader included), so that the bundle runs on a machine with no package
 # registry, no network and none of these tools, whatever its distribution.
 #
@@ -21,7 +21,8 @@ cache=${BUNDLE_CACHE:-$repo/.cache/bundle-debs}
 out=${BUNDLE_OUT:-$repo/dist}
 name=falcon-bench
 tarball=$out/$name-linux-amd64.tar.gz
-tools=(iperf3 sockperf ethtool)
+# Each tool as PACKAGE or PACKAGE:BINARY where they differ.
+tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap)
 
 die() { echo "bundle: $*" >&2; exit 1; }
 for c in apt-get dpkg-deb dpkg tar; do
@@ -60,7 +61,7 @@ fetch() {
 # they are what the binaries load at run time, and everything else a tool
 # depends on (debconf, adduser) is packaging, not code it runs.
 declare -A seen=()
-queue=("${tools[@]}")
+queue=("${tools[@]%%:*}")
 debs=()
 while [ ${#queue[@]} -gt 0 ]; do
 	pkg=${queue[0]}
@@ -101,12 +102,13 @@ for d in lib/x86_64-linux-gnu usr/lib/x86_64-linux-gnu lib64; do
 done
 [ -f "$stage/lib/ld-linux-x86-64.so.2" ] || [ -L "$stage/lib/ld-linux-x86-64.so.2" ] || die "libc6 brought no loader"
 
-for t in "${tools[@]}"; do
+for pt in "${tools[@]}"; do
+	t=${pt#*:}
 	bin=
 	for d in usr/bin usr/sbin sbin bin; do
 		[ ! -f "$root/$d/$t" ] || { bin=$root/$d/$t; break; }
 	done
-	[ -n "$bin" ] || die "package $t has no binary $t"
+	[ -n "$bin" ] || die "package ${pt%%:*} has no binary $t"
 	cp "$bin" "$stage/libexec/$t"
 	# The loader is started directly, so the host's loader, ld.so.cache
 	# and libraries never take part; LD_PRELOAD and LD_LIBRARY_PATH from
@@ -140,7 +142,8 @@ done <"$work/needed" | sort -u >"$work/keep"
 for f in "$stage/lib"/*; do
 	grep -qxF "$(basename "$f")" "$work/keep" || rm "$f"
 done
-for t in "${tools[@]}"; do
+for pt in "${tools[@]}"; do
+	t=${pt#*:}
 	[ "$t" = sockperf ] || "$stage/tools/$t" --version >/dev/null 2>&1 || die "$t no longer starts once unused libraries are pruned"
 done
 # sockperf --version exits 0 only on some versions; it must at least start.
