@@ -97,8 +97,9 @@ func WriteTable(w io.Writer, f *File) error {
 	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
 		c.Runs, c.Duration, c.Warmup, cpuset.Format(c.SenderCPUs), cpuset.Format(c.ReceiverCPUs))
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp and Udp6 InDatagrams), TCP segments after GRO (Tcp InSegs), " +
-		"or messages sent (latency workloads); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
-		"latency messages unanswered; vs baseline: divided by the baseline's packets/s (UDP), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
+		"messages sent (latency workloads) or operations (memcached); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
+		"latency messages unanswered; p99: sockperf's one-way latency, or memcached's operation round trip (interpolated in memcaslap's " +
+		"power-of-two buckets); vs baseline: divided by the baseline's packets/s (UDP, memcached), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
 	if c.Sender == SenderKernel {
 		b.WriteString("Sender: falcon's kernel sender (--sender kernel): the overlay's own frames, learned once, sent flat out by XDP " +
 			"in live-frame mode from the sending host's wire on the sender CPU; loss against the frames " +
