@@ -62,6 +62,20 @@ func mustPlan(t *testing.T, c Config) []TestbedPlan {
 	return plan
 }
 
+// eachRun calls check with every result of f that has exactly one run and
+// no errors, reporting the others; what names the result.
+func eachRun(t *testing.T, f *File, check func(what string, r Result, run Run)) {
+	t.Helper()
+	for _, r := range f.Results {
+		what := fmt.Sprintf("%s/%s %s ×%d", r.Layout, r.Mode, r.Workload, r.Flows)
+		if len(r.Errors) > 0 || len(r.Runs) != 1 {
+			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
+			continue
+		}
+		check(what, r, r.Runs[0])
+	}
+}
+
 func assertNoNamespaces(t *testing.T, prefix string) {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "list").Output()
@@ -112,13 +126,7 @@ func TestBenchHostAndDocker(t *testing.T) {
 	if f.Machine.Cores != len(online) || f.Machine.Kernel == "" || f.Interrupted || len(f.Results) != 4 {
 		t.Fatalf("file: machine %+v, interrupted %v, %d results", f.Machine, f.Interrupted, len(f.Results))
 	}
-	for _, r := range f.Results {
-		what := fmt.Sprintf("%s/%s %s", r.Layout, r.Mode, r.Workload)
-		if len(r.Errors) > 0 || len(r.Runs) != 1 {
-			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
-			continue
-		}
-		run := r.Runs[0]
+	eachRun(t, f, func(what string, r Result, run Run) {
 		if run.PPS <= 0 || run.Gbps <= 0 || run.WindowS < 0.9 || len(run.Tool) == 0 {
 			t.Errorf("%s: pps %v gbps %v window %v, %d tool results", what, run.PPS, run.Gbps, run.WindowS, len(run.Tool))
 		}
@@ -136,7 +144,7 @@ func TestBenchHostAndDocker(t *testing.T) {
 		if r.Workload == "udp-stress" && (run.Counters["tx.Udp.OutDatagrams"] <= 0 || r.Clients != 3) {
 			t.Errorf("%s: UDP counters %+v, %d clients", what, run.Counters, r.Clients)
 		}
-	}
+	})
 }
 
 // TestBenchMemcached runs the memcached workload (memcached in the server
@@ -149,16 +157,11 @@ func TestBenchMemcached(t *testing.T) {
 	if len(f.Results) != 6 { // host: vanilla only
 		t.Fatalf("%d results, want host/vanilla and docker's two modes, each with 1 and 10 connections", len(f.Results))
 	}
-	for _, r := range f.Results {
-		what := fmt.Sprintf("%s/%s %s ×%d", r.Layout, r.Mode, r.Workload, r.Flows)
-		if len(r.Errors) > 0 || len(r.Runs) != 1 {
-			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
-			continue
-		}
-		run := r.Runs[0]
+	eachRun(t, f, func(what string, r Result, run Run) {
 		l := run.Latency
 		if run.PPS <= 0 || l == nil || l.P50Us <= 0 || l.P99Us < l.P50Us || len(run.Tool) != 1 || run.Counters["rx.Tcp.InSegs"] <= 0 {
 			t.Errorf("%s: ops/s %v, latency %+v, %d tool results, counters %v", what, run.PPS, l, len(run.Tool), run.Counters)
+			return
 		}
 		if !strings.Contains(string(run.Tool[0]), `"ops_per_sec"`) {
 			t.Errorf("%s: tool result %s is not memcaslap's", what, run.Tool[0])
@@ -166,7 +169,7 @@ func TestBenchMemcached(t *testing.T) {
 		if headline(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 {
 			t.Errorf("%s: judged by %s, normalised %+v", what, headline(r.Workload), r.Normalized["pps"])
 		}
-	}
+	})
 }
 
 // TestBenchIPv6 runs iperf3's UDP and TCP over an IPv6 docker testbed,
@@ -178,20 +181,14 @@ func TestBenchIPv6(t *testing.T) {
 	if !f.Config.IPv6 || len(f.Results) != 4 {
 		t.Fatalf("ipv6 %v, %d results", f.Config.IPv6, len(f.Results))
 	}
-	for _, r := range f.Results {
-		what := fmt.Sprintf("%s/%s %s", r.Layout, r.Mode, r.Workload)
-		if len(r.Errors) > 0 || len(r.Runs) != 1 {
-			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
-			continue
-		}
-		run := r.Runs[0]
+	eachRun(t, f, func(what string, r Result, run Run) {
 		if run.PPS <= 0 || run.Gbps <= 0 {
 			t.Errorf("%s: pps %v gbps %v", what, run.PPS, run.Gbps)
 		}
 		if r.Workload == "udp" && run.Counters["rx.Udp.InDatagrams"] <= 0 {
 			t.Errorf("%s: no UDP datagram counted: %v", what, run.Counters)
 		}
-	}
+	})
 }
 
 // TestBenchFlannelDaemon runs vanilla and falcon on the real Flannel

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 )
 
@@ -17,18 +16,12 @@ func TestBenchKernelSender(t *testing.T) {
 	if len(f.Results) != 4 || f.Config.Sender != SenderKernel {
 		t.Fatalf("%d results, sender %q", len(f.Results), f.Config.Sender)
 	}
-	for _, r := range f.Results {
-		what := fmt.Sprintf("%s/%s %s", r.Layout, r.Mode, r.Workload)
-		if len(r.Errors) > 0 || len(r.Runs) != 1 {
-			t.Errorf("%s: %d runs, errors %q", what, len(r.Runs), r.Errors)
-			continue
-		}
-		run := r.Runs[0]
+	eachRun(t, f, func(what string, r Result, run Run) {
 		sent := run.Counters["tx.kernel.frames"]
 		var k KernelSent
 		if len(run.Tool) != 1 || json.Unmarshal(run.Tool[0], &k) != nil {
 			t.Errorf("%s: tool results %s", what, run.Tool)
-			continue
+			return
 		}
 		wantFlows := 3
 		if r.Workload == "multi-flow" {
@@ -45,5 +38,5 @@ func TestBenchKernelSender(t *testing.T) {
 		if want := map[string]int{"udp-stress": 1, "multi-flow": 2}[r.Workload]; len(r.Endpoints) != want {
 			t.Errorf("%s: endpoints %q", what, r.Endpoints)
 		}
-	}
+	})
 }
