@@ -148,14 +148,14 @@ func TestBenchHostAndDocker(t *testing.T) {
 }
 
 // TestBenchMemcached runs the memcached workload (memcached in the server
-// container, memcaslap in the client's) with 1 and 10 connections, on the
+// container, memcaslap in the client's) with 1 and 10 clients (10 and 100 connections), on the
 // host and on docker with falcon+split.
 func TestBenchMemcached(t *testing.T) {
 	online, name := integration(t, "m")
 	f := benchRun(t, online, name, "--layouts", "host,docker", "--modes", "vanilla,falcon+split",
 		"--workloads", "memcached:100", "--flows", "1,10", "--runs", "1", "--duration", "1s")
 	if len(f.Results) != 6 { // host: vanilla only
-		t.Fatalf("%d results, want host/vanilla and docker's two modes, each with 1 and 10 connections", len(f.Results))
+		t.Fatalf("%d results, want host/vanilla and docker's two modes, each with 1 and 10 clients", len(f.Results))
 	}
 	eachRun(t, f, func(what string, r Result, run Run) {
 		l := run.Latency

@@ -67,7 +67,7 @@ func (e *env) describe() []string {
 	case e.cs.Workload == "udp-stress":
 		n = e.cfg.Clients
 	case e.cs.Workload == "memcached":
-		n = 1 // its --flows are the connections of one client
+		n = 1 // its --flows are the threads of one memcaslap
 	case w.flows:
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
@@ -220,27 +220,28 @@ func (e *env) latency(ctx context.Context) (Run, error) {
 	return run, nil
 }
 
-// memcached: memcaslap in the first client container, with --flows
-// connections (over up to 4 threads, as many as divide them), against memcached in the first server
-// container (4 worker threads, memcached's default), values of the case's
-// size. Packets/s are the operations/s, and the latency is each operation's
-// round trip, both as memcaslap reports them over its whole run: it has no
-// warm-up of its own to leave out, and its window is the bench's warm-up,
-// window and tail. Its percentiles are interpolated inside power-of-two
-// buckets (workload.MemcaslapResult).
+// memcachedConns is the connections of one memcached client: FALCON's
+// Fig. 18 ran up to 10 clients over 100 connections.
+const memcachedConns = 10
+
+// memcached: memcaslap in the first client container, --flows clients (its
+// threads) of memcachedConns connections each, against memcached in the
+// first server container (4 worker threads, as the paper's and memcached's
+// default), values of the case's size. Both are multi-threaded: memcached
+// runs on all the receiver CPUs, memcaslap on all the sender CPUs. Packets/s are the operations/s, and
+// the latency is each operation's round trip, both as memcaslap reports
+// them over its whole run: it has no warm-up of its own to leave out, and
+// its run is the bench's warm-up, window and tail. Its percentiles are
+// interpolated inside power-of-two buckets (workload.MemcaslapResult).
 func (e *env) memcached(ctx context.Context) (Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
 	port := e.port(13211, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
 	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
-		return workload.StartMemcachedServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), 4)
+		return workload.StartMemcachedServer(ctx, srv.Netns, srv.Addr, port, e.cfg.ReceiverCPUs, 4)
 	})
-	threads := 4 // memcaslap spreads the connections evenly over its threads
-	for e.cs.Flows%threads != 0 {
-		threads--
-	}
-	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: e.cs.Flows,
-		Threads: threads, Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.senderCPU(0)}
+	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: memcachedConns * e.cs.Flows,
+		Threads: e.cs.Flows, Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.cfg.SenderCPUs}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunMemcaslap(ctx, opts) })
 	run, results, err := e.window(ctx, t)
 	if err != nil {

@@ -32,7 +32,7 @@ var workloadKinds = []workloadKind{
 	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
-	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows is its connections",
+	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows clients of 10 connections each",
 		// memcached's items stop at 1 MiB, key and header included.
 		tool: "memcached", client: "memcaslap", maxSize: 512 << 10, flows: true, headline: "pps"},
 }
