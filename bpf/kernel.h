@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /* The few kernel structures falcon's tracing programs read (guard.c,
- * stagetrace.c). No vmlinux.h: only the fields used are declared, with
+ * stagetrace.c, stagecost.c). No vmlinux.h: only the fields used are declared, with
  * preserve_access_index, so CO-RE finds them wherever the running kernel
  * keeps them. The includer provides __u16/__be16 and friends. */
 #ifndef FALCON_KERNEL_H
@@ -33,6 +33,10 @@ struct sk_buff {
 	unsigned char *head;
 	unsigned char *data;
 	__u16 tc_index; /* CONFIG_NET_SCHED */
+} __attribute__((preserve_access_index));
+
+struct napi_struct {
+	struct net_device *dev; /* NULL for a CPU's backlog */
 } __attribute__((preserve_access_index));
 
 struct skb_shared_info {
