@@ -1,0 +1,65 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/bench"
+)
+
+// Mode is a mode of the agent's catalogue as the model runs it: the same
+// specs as bench --modes ("vanilla", "falcon:policy=paper", "falcon+split",
+// "rps:devices=vxlan0,rps-cpus=1", …), parsed by the catalogue itself.
+type Mode struct {
+	Spec string
+	Opts agent.Options
+}
+
+// ParseMode reads a mode spec. Errors name the modes the model knows.
+func ParseMode(spec string) (Mode, error) {
+	spec = strings.TrimSpace(spec)
+	o := agent.DefaultOptions()
+	if spec == agent.ModeVanilla {
+		o.Mode = agent.ModeVanilla
+		return Mode{Spec: spec, Opts: o}, nil
+	}
+	if err := agent.ParseMode(spec, &o); err != nil {
+		return Mode{}, fmt.Errorf("%v (the model runs vanilla and every mode of: %s)", err, strings.Join(agent.ModeNames(), ", "))
+	}
+	return Mode{Spec: spec, Opts: o}, nil
+}
+
+func (m Mode) vanilla() bool { return m.Opts.Mode == agent.ModeVanilla }
+func (m Mode) falcon() bool  { return m.Opts.Mode == agent.ModeFalcon }
+func (m Mode) rfs() bool     { return m.Opts.Mode == agent.ModeRFS }
+func (m Mode) rps() bool     { return m.Opts.Mode == agent.ModeRPS }
+
+// The testbed's names: the hosts' NIC is eth0; everything else a devices
+// setting names is a VXLAN device.
+const nicName = "eth0"
+
+// rpsOn says on which of the receiving host's devices RPS spreads the
+// next stage: the NIC, the VXLAN device and the containers' eth0. The
+// study's modes set the NIC and the VXLAN device (and, with
+// container-level, the containers); a devices setting narrows that to
+// the devices it names.
+func (m Mode) rpsOn() (nic, vxlan, container bool) {
+	if !m.rps() && !m.rfs() {
+		return
+	}
+	if len(m.Opts.Devices) == 0 {
+		nic, vxlan = true, true
+	}
+	for _, d := range m.Opts.Devices {
+		if d == nicName {
+			nic = true
+		} else {
+			vxlan = true
+		}
+	}
+	return nic, vxlan, m.Opts.ContainerLevel
+}
+
+// Placement is where each role runs, as bench places them.
+type Placement = bench.Placement
