@@ -93,7 +93,7 @@ func assertNoNamespaces(t *testing.T, prefix string) {
 func TestBenchHostAndDocker(t *testing.T) {
 	online, name := integration(t, "a")
 	c, err := resolve(t, online, "--layouts", "host,docker", "--workloads", "udp-stress:16,tcp:64K",
-		"--runs", "1", "--duration", "1s")
+		"--runs", "1", "--duration", "1s", "--stage-cost")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +143,21 @@ func TestBenchHostAndDocker(t *testing.T) {
 		}
 		if r.Workload == "udp-stress" && (run.Counters["tx.Udp.OutDatagrams"] <= 0 || r.Clients != 3) {
 			t.Errorf("%s: UDP counters %+v, %d clients", what, run.Counters, r.Clients)
+		}
+		// --stage-cost: the receiving host's stages were timed.
+		segs, ns := map[string]uint64{}, map[string]uint64{}
+		for _, s := range run.Stages {
+			segs[s.Stage] += s.Segs
+			ns[s.Stage] += s.Ns
+		}
+		want := []string{"nic"}
+		if r.Layout == "docker" {
+			want = append(want, "vxlan", "container")
+		}
+		for _, st := range want {
+			if segs[st] == 0 || ns[st] == 0 {
+				t.Errorf("%s: stage %s: %d segments, %d ns; stages %+v", what, st, segs[st], ns[st], run.Stages)
+			}
 		}
 	})
 }

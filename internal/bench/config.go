@@ -44,6 +44,10 @@ type Config struct {
 	// default: the kernel then reads the clock twice around every program
 	// run, which the figures of the falcon modes would pay for.
 	BPFStats bool `json:"bpf_stats,omitempty"`
+	// StageCost times each receive stage of the receiving host in NET_RX
+	// softirqs, per CPU, over every window (Run.Stages). Off by default:
+	// its tracepoints cost every packet a few BPF runs.
+	StageCost bool `json:"stage_cost,omitempty"`
 	// Interleave alternates the modes of a layout run by run on one
 	// testbed, and pairs each ratio with the baseline's run of the same
 	// round (sessions.go says why).

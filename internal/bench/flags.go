@@ -27,6 +27,7 @@ type Flags struct {
 	duration, warmup                  time.Duration
 	runs, clients, rate               int
 	quiet, bpfStats, interleave, ipv6 bool
+	stageCost                         bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -61,6 +62,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"runs each case once and undoes it) and divide each run by the baseline's run of the same round: against a shared machine's drift")
 	fs.BoolVar(&f.ipv6, "ipv6", false, "build every testbed over IPv6 only (wire, overlay, containers); iperf3's workloads only: Debian's sockperf (3.7) has no IPv6")
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
+	fs.BoolVar(&f.stageCost, "stage-cost", false, "record the NET_RX softirq time, skbs and segments of each receive stage of the receiving host (nic, vxlan, container, …) per CPU "+
+		"and run (BPF on four kernel tracepoints; they add a few BPF runs per packet)")
 	return f
 }
 
@@ -159,7 +162,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
-		Interleave: f.interleave, IPv6: f.ipv6}
+		StageCost: f.stageCost, Interleave: f.interleave, IPv6: f.ipv6}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err

@@ -12,6 +12,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/stats"
 	"github.com/falconnet/falcon/internal/testbed"
 	"github.com/falconnet/falcon/internal/workload"
@@ -24,7 +25,8 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
-	activity         func() agent.Activity // the mode's agent, if it has one
+	activity         func() agent.Activity  // the mode's agent, if it has one
+	cost             *stagetrace.CostTracer // with --stage-cost
 }
 
 // traffic is what a workload starts: servers first, then clients that all
@@ -359,6 +361,9 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	}
 	run.BPF = bpfCosts(before.bpf, after.bpf)
 	run.Falcon = falconActivity(before.falcon, after.falcon)
+	if e.cost != nil {
+		run.Stages = stageCosts(e.tb, after.cost.Sub(before.cost))
+	}
 	// An application sharing its namespace with a VXLAN device (the vxlan
 	// layout) sees that device's encapsulated datagrams counted in Udp
 	// InDatagrams too: the tunnel socket counts every packet it decaps.
@@ -439,6 +444,7 @@ type sample struct {
 	cpu      procfs.Snapshot
 	counters map[string]int64
 	bpf      map[string]datapath.ProgStats // with --bpf-stats
+	cost     stagetrace.CostSnapshot       // with --stage-cost
 	falcon   agent.Activity
 }
 
@@ -458,6 +464,11 @@ func (e *env) sample(t traffic) (sample, error) {
 	var err error
 	if s.cpu, err = procfs.TakeSnapshot(); err != nil {
 		return s, err
+	}
+	if e.cost != nil {
+		if s.cost, err = e.cost.Snapshot(); err != nil {
+			return s, err
+		}
 	}
 	if e.cfg.BPFStats {
 		if s.bpf, err = datapath.ReadProgramStats(); err != nil {

@@ -90,6 +90,9 @@ type Run struct {
 	// Falcon is what falcon's agent did during the window (falcon modes):
 	// whether its decisions fell inside the window or before it.
 	Falcon *FalconActivity `json:"falcon,omitempty"`
+	// Stages is what each receive stage of the receiving host cost per CPU
+	// over the window (--stage-cost).
+	Stages []StageCost `json:"stages,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/testbed"
 	"github.com/falconnet/falcon/internal/workload"
 )
@@ -110,6 +111,14 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 		defer st.Close()
 	}
 	r := &runner{cfg: c, p: o.Progress, totalCases: 0}
+	if c.StageCost {
+		// Started before any testbed: a kernel that cannot run it fails
+		// the bench before anything is built.
+		if r.cost, err = stagetrace.StartCost(); err != nil {
+			return nil, fmt.Errorf("--stage-cost: %w", err)
+		}
+		defer r.cost.Close()
+	}
 	for _, tp := range plan {
 		r.totalCases += len(tp.Cases)
 	}
@@ -157,6 +166,7 @@ type runner struct {
 	p          *Progress
 	totalCases int
 	caseNo     int
+	cost       *stagetrace.CostTracer // with --stage-cost
 }
 
 // A session is one mode set up on a testbed and the runs measured under it:
@@ -262,7 +272,8 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			}
 			cs := tp.Cases[it.res]
 			res := &results[offsets[s.plan]+it.res]
-			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity}
+			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity,
+				cost: r.cost}
 			if res.Endpoints == nil {
 				res.Endpoints = e.describe()
 			}
