@@ -54,6 +54,7 @@ typedef __u32 __be32;
 typedef __u32 __wsum;
 
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 enum {
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
@@ -181,9 +182,11 @@ int cost_receive(__u64 *ctx)
 		return 0;
 	struct cost_key k;
 	dev_key(&k, dev);
+	// A probe read: skb->head is a plain scalar to older verifiers (6.1;
+	// 6.18 makes it untrusted memory), which refuse a direct load from it.
 	struct skb_shared_info *shinfo = (void *)(skb->head + skb->end);
 	__u64 segs = 1;
-	__u16 gs = shinfo->gso_segs;
+	__u16 gs = BPF_CORE_READ(shinfo, gso_segs);
 	if (gs > 1)
 		segs = gs;
 
