@@ -119,25 +119,16 @@ func RunIperf3(ctx context.Context, o Iperf3Opts) (Iperf3Result, error) {
 	if err := o.validate(); err != nil {
 		return Iperf3Result{}, err
 	}
-	if err := checkCommon("iperf3", o.Netns, o.CPUs); err != nil {
-		return Iperf3Result{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds(o.Duration))*time.Second+30*time.Second)
-	defer cancel()
-	stdout, stderr, err := run(ctx, "iperf3", command(o.Netns, o.CPUs, "iperf3", o.args()...))
-	if ctx.Err() != nil {
-		return Iperf3Result{}, err
-	}
 	// iperf3 --json reports its own failures in the JSON, sometimes with
-	// exit status 0: the JSON decides.
-	res, perr := ParseIperf3(stdout)
-	if perr != nil {
-		if err != nil && len(strings.TrimSpace(string(stdout))) == 0 {
-			return Iperf3Result{}, fmt.Errorf("iperf3: %v: %s", err, lastLines(string(stderr), 5))
-		}
-		return Iperf3Result{}, perr
-	}
-	return res, nil
+	// exit status 0: the JSON decides, where there is one.
+	return runClient(ctx, client[Iperf3Result]{tool: "iperf3", ns: o.Netns, cpus: o.CPUs, d: o.Duration, args: o.args(),
+		parse: func(stdout, _ []byte) (Iperf3Result, error) { return ParseIperf3(stdout) },
+		failed: func(stdout, stderr []byte) string {
+			if len(strings.TrimSpace(string(stdout))) > 0 {
+				return ""
+			}
+			return lastLines(string(stderr), 5)
+		}})
 }
 
 type iperf3Sum struct {

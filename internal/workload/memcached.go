@@ -105,23 +105,9 @@ func RunMemcaslap(ctx context.Context, o MemcaslapOpts) (MemcaslapResult, error)
 	if err := o.validate(); err != nil {
 		return MemcaslapResult{}, err
 	}
-	if err := checkCommon("memcaslap", o.Netns, o.CPUs); err != nil {
-		return MemcaslapResult{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds(o.Duration))*time.Second+30*time.Second)
-	defer cancel()
-	stdout, stderr, err := run(ctx, "memcaslap", command(o.Netns, o.CPUs, "memcaslap", o.args()...))
-	if ctx.Err() != nil {
-		return MemcaslapResult{}, err
-	}
-	res, perr := ParseMemcaslap(append(stdout, stderr...))
-	if perr != nil {
-		if err != nil {
-			return MemcaslapResult{}, fmt.Errorf("memcaslap: %v: %s", err, lastLines(string(stderr), 5))
-		}
-		return MemcaslapResult{}, perr
-	}
-	return res, nil
+	return runClient(ctx, client[MemcaslapResult]{tool: "memcaslap", ns: o.Netns, cpus: o.CPUs, d: o.Duration, args: o.args(),
+		parse:  func(stdout, stderr []byte) (MemcaslapResult, error) { return ParseMemcaslap(append(stdout, stderr...)) },
+		failed: func(_, stderr []byte) string { return lastLines(string(stderr), 5) }})
 }
 
 var (

@@ -193,6 +193,43 @@ func run(ctx context.Context, name string, argv []string) (stdout, stderr []byte
 	return o.Bytes(), e.Bytes(), p.waitErr
 }
 
+// client is one run of a client tool to its end, and how to read what it
+// printed.
+type client[R any] struct {
+	tool, ns string
+	cpus     []int
+	d        time.Duration // the run's length, which the timeout allows for
+	args     []string
+	parse    func(stdout, stderr []byte) (R, error)
+	// failed explains a run that exited with an error and printed nothing
+	// parse could read, from the tool's last words; "" keeps parse's error.
+	failed func(stdout, stderr []byte) string
+}
+
+// runClient runs c pinned in its namespace: the clients' shared shape. The
+// tool is killed when ctx ends, and at the latest 30 s after its run should
+// have finished.
+func runClient[R any](ctx context.Context, c client[R]) (R, error) {
+	var zero R
+	if err := checkCommon(c.tool, c.ns, c.cpus); err != nil {
+		return zero, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds(c.d))*time.Second+30*time.Second)
+	defer cancel()
+	stdout, stderr, err := run(ctx, c.tool, command(c.ns, c.cpus, c.tool, c.args...))
+	if ctx.Err() != nil {
+		return zero, err
+	}
+	res, perr := c.parse(stdout, stderr)
+	if perr != nil {
+		if why := c.failed(stdout, stderr); err != nil && why != "" {
+			return zero, fmt.Errorf("%s: %v: %s", c.tool, err, why)
+		}
+		return zero, perr
+	}
+	return res, nil
+}
+
 // server is a background proc that must keep running until Stop.
 type server struct {
 	p   *proc

@@ -145,23 +145,14 @@ func RunSockperf(ctx context.Context, o SockperfOpts) (SockperfResult, error) {
 	if err := o.validate(); err != nil {
 		return SockperfResult{}, err
 	}
-	if err := checkCommon("sockperf", o.Netns, o.CPUs); err != nil {
-		return SockperfResult{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds(o.Duration))*time.Second+30*time.Second)
-	defer cancel()
-	stdout, stderr, err := run(ctx, "sockperf", command(o.Netns, o.CPUs, "sockperf", o.args()...))
-	if ctx.Err() != nil {
-		return SockperfResult{}, err
-	}
 	// sockperf exits 0 on most failures and prints them among its results.
-	out := append(stdout, stderr...)
-	res, perr := ParseSockperf(out)
-	if perr != nil {
-		if err != nil {
-			return SockperfResult{}, fmt.Errorf("sockperf: %v: %s", err, lastLines(string(stripANSI(out)), 5))
-		}
-		return SockperfResult{}, perr
+	res, err := runClient(ctx, client[SockperfResult]{tool: "sockperf", ns: o.Netns, cpus: o.CPUs, d: o.Duration, args: o.args(),
+		parse: func(stdout, stderr []byte) (SockperfResult, error) { return ParseSockperf(append(stdout, stderr...)) },
+		failed: func(stdout, stderr []byte) string {
+			return lastLines(string(stripANSI(append(stdout, stderr...))), 5)
+		}})
+	if err != nil {
+		return SockperfResult{}, err
 	}
 	res.Mode = o.Mode
 	return res, nil
