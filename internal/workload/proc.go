@@ -1,7 +1,8 @@
-// Package workload runs the traffic tools bench measures with (iperf3 and
-// sockperf) inside network namespaces, pinned to CPUs, and parses what they
-// report. Every process runs in its own process group, which is killed
-// when its context ends or it is stopped, so nothing outlives a run.
+// Package workload runs the traffic tools bench measures with (iperf3,
+// sockperf, memcached and memcaslap, nginx and wrk) inside network
+// namespaces, pinned to CPUs, and parses what they report. Every process
+// runs in its own process group, which is killed when its context ends or
+// it is stopped, so nothing outlives a run.
 package workload
 
 import (

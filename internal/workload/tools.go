@@ -18,6 +18,8 @@ var packages = map[string]string{
 	"bpftool":   "bpftool",
 	"memcached": "memcached",
 	"memcaslap": "libmemcached-tools",
+	"nginx":     "nginx",
+	"wrk":       "wrk",
 }
 
 // CheckTools returns one error naming every tool that cannot be run: not
