@@ -10,13 +10,14 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/bench"
+	"github.com/falconnet/falcon/internal/sim"
 )
 
 // reportOut is where report writes the table (tests swap it).
 var reportOut io.Writer = os.Stdout
 
 func init() {
-	register(command{name: "report", summary: "print a results file's table; draw it as SVG", run: runReport})
+	register(command{name: "report", summary: "print a results file's (or a falcon sim prediction's) table; draw it as SVG", run: runReport})
 }
 
 func runReport(args []string) error {
@@ -41,6 +42,14 @@ func runReport(args []string) error {
 	if len(files) != 1 {
 		return usagef("want one results file, got %d", len(files))
 	}
+	if b, err := os.ReadFile(files[0]); err == nil {
+		if p, ok, err := sim.ReadPrediction(b); ok {
+			if err != nil {
+				return fmt.Errorf("%s: %w", files[0], err)
+			}
+			return reportPrediction(p, *svg, *baseline)
+		}
+	}
 	f, err := bench.ReadFile(files[0])
 	if err != nil {
 		return err
@@ -63,4 +72,24 @@ func runReport(args []string) error {
 		fmt.Fprintf(os.Stderr, "falcon report: chart in %s\n", *svg)
 	}
 	return bench.WriteTable(reportOut, f)
+}
+
+// reportPrediction prints and draws a falcon sim prediction: simulated,
+// and labelled so in both.
+func reportPrediction(p sim.Prediction, svg, baseline string) error {
+	if baseline != "" {
+		return usagef("--baseline: a prediction is drawn against its own vanilla")
+	}
+	if svg != "" {
+		var buf bytes.Buffer
+		if err := sim.WriteSVG(&buf, p); err != nil {
+			return err
+		}
+		if err := os.WriteFile(svg, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "falcon report: chart in %s\n", svg)
+	}
+	_, err := io.WriteString(reportOut, p.Text())
+	return err
 }

@@ -48,6 +48,9 @@ type Config struct {
 	// softirqs, per CPU, over every window (Run.Stages). Off by default:
 	// its tracepoints cost every packet a few BPF runs.
 	StageCost bool `json:"stage_cost,omitempty"`
+	// Calibrate is the calibration format of a calibrate preset's run
+	// (CalibrateFormat), what falcon sim checks before reading one.
+	Calibrate int `json:"calibrate,omitempty"`
 	// Interleave alternates the modes of a layout run by run on one
 	// testbed, and pairs each ratio with the baseline's run of the same
 	// round (sessions.go says why).

@@ -27,7 +27,7 @@ type Flags struct {
 	duration, warmup                  time.Duration
 	runs, clients, rate               int
 	quiet, bpfStats, interleave, ipv6 bool
-	stageCost                         bool
+	stageCost, calibrate              bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -64,6 +64,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	fs.BoolVar(&f.stageCost, "stage-cost", false, "record the NET_RX softirq time, skbs and segments of each receive stage of the receiving host (nic, vxlan, container, …) per CPU "+
 		"and run (BPF on four kernel tracepoints; they add a few BPF runs per packet)")
+	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon sim: --preset calibrate, "+
+		"and the file records the calibration format")
 	return f
 }
 
@@ -110,6 +112,10 @@ var presets = map[string]preset{
 			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"})},
 	"scale": {fmt.Sprintf("a real receiving host on ≥ %d CPUs (roles placed apart): host vs docker, vanilla, rps, rfs, falcon, "+
 		"falcon+split; UDP stress 16 B .. 64 KiB, 1-16 flows UDP and TCP, TCP 128 KiB, UDP ping-pong; 3 runs of 5 s", ScaleMinCPUs), scalePreset},
+	"calibrate": {"falcon sim's calibration (--calibrate): one iperf3 UDP flow at 64, 512 and 1400 B on docker, vanilla, " +
+		"a static cut of the path (RPS of everything after the NIC's poll onto CPU 1), rps, " +
+		"falcon with either policy and falcon+split, taking turns; 10 rounds of 4 s with stage costs and BPF statistics: " +
+		"odd rounds calibrate, even ones are held out for falcon sim --validate", calibratePreset},
 	"scale-kernel": {"the scale preset's UDP cases sent by the kernel sender (--sender kernel) from the first sender CPU: " +
 		"UDP stress 16 B .. 1400 B, 1-16 flows of 64 B", scaleKernelPreset},
 }
@@ -141,6 +147,12 @@ func PresetHelp() string {
 // value, and picks CPUs among online ones. It touches nothing on the
 // system; errors are *ConfigError.
 func (f *Flags) Resolve(online []int) (Config, error) {
+	if f.calibrate {
+		if f.preset != "" && f.preset != "calibrate" {
+			return Config{}, configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
+		}
+		f.preset = "calibrate"
+	}
 	if f.preset != "" {
 		p, ok := presets[f.preset]
 		if !ok {
@@ -163,6 +175,9 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
 		StageCost: f.stageCost, Interleave: f.interleave, IPv6: f.ipv6}
+	if f.preset == "calibrate" {
+		c.Calibrate = CalibrateFormat
+	}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err

@@ -530,6 +530,12 @@ func bpfCosts(before, after map[string]datapath.ProgStats) map[string]BPFCost {
 	out := map[string]BPFCost{}
 	for name, a := range after {
 		b := before[name]
+		if a.RunCount < b.RunCount || a.RunTime < b.RunTime {
+			// The program was detached and loaded again inside the window
+			// (falcon stood down and came back): the counters restarted, and
+			// only the new instance's runs are known.
+			b = datapath.ProgStats{}
+		}
 		c := BPFCost{Runs: a.RunCount - b.RunCount, TimeNs: uint64(a.RunTime - b.RunTime)}
 		if c.Runs > 0 {
 			c.NsPerRun = float64(c.TimeNs) / float64(c.Runs)

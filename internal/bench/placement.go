@@ -267,3 +267,29 @@ func napiThreads(prefix string) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// CalibrateFormat is the version of the calibrate preset's method: falcon
+// sim refuses a file of another (the cases and what they stand for).
+const CalibrateFormat = 1
+
+// calibratePreset is falcon sim's calibration (internal/sim, Calibrate): a
+// sender CPU and a receiver CPU apart, as the default placement on 2 CPUs.
+func calibratePreset(online []int) (map[string]string, error) {
+	if len(online) < 2 {
+		return nil, &ConfigError{NeedCPUs: 2, Msg: fmt.Sprintf("the calibration needs 2 online CPUs (a sender's and a receiver's); "+
+			"this machine has %d (%s)", len(online), cpuset.Format(online))}
+	}
+	return map[string]string{
+		"layouts":       "docker",
+		"modes":         "vanilla,rps:rps-cpus=1,rfs,rps,falcon,falcon:policy=paper,falcon+split",
+		"workloads":     "udp",
+		"sizes":         "64,512,1400",
+		"duration":      "4s",
+		"runs":          "10",
+		"interleave":    "true",
+		"stage-cost":    "true",
+		"bpf-stats":     "true",
+		"sender-cpus":   strconv.Itoa(online[0]),
+		"receiver-cpus": strconv.Itoa(online[1]),
+	}, nil
+}

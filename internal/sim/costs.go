@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // Costs is what one packet of one size costs, in CPU nanoseconds, at each
@@ -32,6 +33,9 @@ type Costs struct {
 	// Container the container's eth0 stage (IP, UDP, socket queue).
 	VXLAN     float64 `json:"vxlan_ns"`
 	Container float64 `json:"container_ns"`
+	// ContainerDrop is the container stage of a datagram its socket has
+	// no room for: freed, no application woken.
+	ContainerDrop float64 `json:"container_drop_ns"`
 	// App is the receiving application's cost per datagram.
 	App float64 `json:"app_ns"`
 	// HandoffTx and HandoffRx are what a packet's stage costs more when its
@@ -43,17 +47,23 @@ type Costs struct {
 	// redirect on the interrupt CPU.
 	Hook float64 `json:"hook_ns"`
 	XDP  float64 `json:"xdp_ns"`
+	// SoftShare is the share of a CPU the softirq takes once ksoftirqd
+	// runs it against a busy application thread (0..1).
+	SoftShare float64 `json:"soft_share"`
 }
 
 func (c Costs) check() error {
 	for _, v := range []struct {
 		name string
 		x    float64
-	}{{"send", c.Send}, {"build", c.Build}, {"nic", c.NIC}, {"vxlan", c.VXLAN}, {"container", c.Container},
+	}{{"send", c.Send}, {"build", c.Build}, {"nic", c.NIC}, {"vxlan", c.VXLAN}, {"container", c.Container}, {"container_drop", c.ContainerDrop},
 		{"app", c.App}, {"handoff_tx", c.HandoffTx}, {"handoff_rx", c.HandoffRx}, {"hook", c.Hook}, {"xdp", c.XDP}} {
 		if math.IsNaN(v.x) || math.IsInf(v.x, 0) || v.x < 0 || v.x > 1e7 {
 			return fmt.Errorf("size %d: %s cost %v ns: want 0..10 ms", c.Size, v.name, v.x)
 		}
+	}
+	if !(c.SoftShare > 0 && c.SoftShare < 1) {
+		return fmt.Errorf("size %d: softirq share %v: want between 0 and 1", c.Size, c.SoftShare)
 	}
 	if c.Size < 1 {
 		return fmt.Errorf("size %d: want a payload of at least 1 byte", c.Size)
@@ -91,9 +101,9 @@ func (t CostTable) At(size int) Costs {
 	f := float64(size-a.Size) / float64(b.Size-a.Size)
 	l := func(x, y float64) float64 { return x + f*(y-x) }
 	return Costs{Size: size, Send: l(a.Send, b.Send), Build: l(a.Build, b.Build), NIC: l(a.NIC, b.NIC),
-		VXLAN: l(a.VXLAN, b.VXLAN), Container: l(a.Container, b.Container), App: l(a.App, b.App),
+		VXLAN: l(a.VXLAN, b.VXLAN), Container: l(a.Container, b.Container), ContainerDrop: l(a.ContainerDrop, b.ContainerDrop), App: l(a.App, b.App),
 		HandoffTx: l(a.HandoffTx, b.HandoffTx), HandoffRx: l(a.HandoffRx, b.HandoffRx),
-		Hook: l(a.Hook, b.Hook), XDP: l(a.XDP, b.XDP)}
+		Hook: l(a.Hook, b.Hook), XDP: l(a.XDP, b.XDP), SoftShare: l(a.SoftShare, b.SoftShare)}
 }
 
 func sortedTable(t CostTable) CostTable {
@@ -118,4 +128,16 @@ func (t CostTable) Check() error {
 		seen[c.Size] = true
 	}
 	return nil
+}
+
+// Text is the table as people read it, one size a line.
+func (t CostTable) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "calibrated costs, ns per datagram: %6s %6s %6s %6s %6s %6s %6s %6s %6s %6s %5s %5s %5s\n",
+		"size", "send", "build", "nic", "vxlan", "ctr", "drop", "app", "hoTx", "hoRx", "hook", "xdp", "soft")
+	for _, c := range sortedTable(t) {
+		fmt.Fprintf(&b, "%34s %6d %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %6.0f %5.0f %5.0f %5.2f\n", "",
+			c.Size, c.Send, c.Build, c.NIC, c.VXLAN, c.Container, c.ContainerDrop, c.App, c.HandoffTx, c.HandoffRx, c.Hook, c.XDP, c.SoftShare)
+	}
+	return b.String()
 }

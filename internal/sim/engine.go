@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/loadavg"
 	"github.com/falconnet/falcon/internal/steer"
@@ -31,7 +32,8 @@ type Setup struct {
 	Warmup   time.Duration
 	Seed     int64
 	// Engaged is the adaptive policy's engagement (the agent's test that
-	// steering pays); Run tries both when nil and keeps the better, as the
+	// steering pays; not engaged, it stands down and takes its programs off
+	// the path); Run tries both when nil and keeps the better, as the
 	// agent's test would.
 	Engaged *bool
 }
@@ -93,11 +95,20 @@ func Run(s Setup, c Costs) (Outcome, error) {
 	if err := s.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	if s.Engaged != nil || !s.Mode.falcon() || s.Mode.Opts.Policy != datapath.PolicyAdaptive {
-		e := s.Engaged != nil && *s.Engaged
-		return newWorld(s, c, e).run(), nil
+	if !s.Mode.falcon() || s.Mode.Opts.Policy != datapath.PolicyAdaptive {
+		return newWorld(s, c, false).run(), nil
 	}
-	on, off := newWorld(s, c, true).run(), newWorld(s, c, false).run()
+	// Not engaged, the agent stands down: its programs leave the path,
+	// and the host runs as vanilla does.
+	standDown := s
+	standDown.Mode, _ = ParseMode(agent.ModeVanilla)
+	switch {
+	case s.Engaged != nil && *s.Engaged:
+		return newWorld(s, c, true).run(), nil
+	case s.Engaged != nil:
+		return newWorld(standDown, c, false).run(), nil
+	}
+	on, off := newWorld(s, c, true).run(), newWorld(standDown, c, false).run()
 	if on.PPS > off.PPS {
 		return on, nil
 	}
@@ -144,10 +155,12 @@ type item struct {
 }
 
 type flow struct {
-	id         int
-	hash       uint32 // falcon's FlowHash of the inner 5-tuple
-	outer      uint32 // the kernel's skb hash of the outer and inner packet (RPS): random
-	inner      uint32
+	id   int
+	hash uint32 // falcon's FlowHash of the inner 5-tuple
+	// skbHash is the kernel's hash of the outer packet, random per boot
+	// and flow: RPS's and RFS's. It is an L4 hash, which decapsulation,
+	// the bridge and veth keep, so every device sees the same.
+	skbHash    uint32
 	appCPU     int
 	sendCPU    int
 	nextSeq    uint64
@@ -166,25 +179,26 @@ type thread struct {
 }
 
 type cpu struct {
-	id       int
-	q        [nStages][]item
-	queued   int
-	turn     int     // the stage queue being polled
-	left     int     // of its budget
-	txShare  float64 // hand-over work owed before the next item
-	ring     int     // items in the wire's ring (this CPU polls the NIC)
-	backlog  int
-	threads  []*thread
-	running  bool
-	streak   float64 // softirq time since the CPU last ran a thread or idled
-	softV    float64 // ksoftirqd's vruntime once it has taken over
-	busy     float64 // busy ns since the last sample
-	busyWin  float64 // busy ns in the measured window
-	load     float64 // the agent's smoothed load, percent
-	sampled  bool
-	cur      *thread
-	curItem  item
-	curStart float64
+	id        int
+	q         [nStages][]item
+	queued    int
+	turn      int     // the stage queue being polled
+	left      int     // of its budget
+	txShare   float64 // hand-over work owed before the next item
+	ring      int     // items in the wire's ring (this CPU polls the NIC)
+	backlog   int
+	threads   []*thread
+	running   bool
+	streak    float64 // softirq time since its queues were last empty
+	ksoftirqd bool    // the softirq has run too long with a thread waiting
+	softV     float64 // ksoftirqd's vruntime
+	busy      float64 // busy ns since the last sample
+	busyWin   float64 // busy ns in the measured window
+	load      float64 // the agent's smoothed load, percent
+	sampled   bool
+	cur       *thread
+	curItem   item
+	curStart  float64
 }
 
 type event struct {
@@ -269,8 +283,8 @@ func newWorld(s Setup, c Costs, engaged bool) *world {
 		src := netip.AddrFrom4([4]byte{10, 1, 0, 2})
 		dst := netip.AddrFrom4([4]byte{10, 1, 0, 3})
 		f := &flow{id: i, hash: steer.FlowHash(17, src, dst, uint16(40000+w.rng.Intn(20000)), uint16(5201+i)),
-			outer: w.rng.Uint32() | 1, inner: w.rng.Uint32() | 1,
-			appCPU: s.Place.Receiver[i%len(s.Place.Receiver)]}
+			skbHash: w.rng.Uint32() | 1,
+			appCPU:  s.Place.Receiver[i%len(s.Place.Receiver)]}
 		w.flows = append(w.flows, f)
 		w.cpus[f.appCPU].threads = append(w.cpus[f.appCPU].threads, &thread{f: f})
 		if s.Rate == 0 {
@@ -399,21 +413,24 @@ func (w *world) runnable(c *cpu) []*thread {
 
 // dispatch starts the CPU's next piece of work if it is free. The
 // softirq runs first, as it does at the end of an interrupt or a
-// local_bh_enable, until it has run for softirqSpan with a thread waiting;
-// then ksoftirqd takes its turn among the threads by vruntime, as CFS
-// would run it, until the queue empties.
+// local_bh_enable (a sender's transmit polls the wire that way), until it
+// has run for softirqSpan with a thread waiting. Then ksoftirqd has taken
+// over: it shares the CPU with the threads, by vruntime as CFS would, with
+// the weight that gives it the share of a contended CPU the calibration
+// measured (Costs.SoftShare), until its queues are empty.
 func (w *world) dispatch(c *cpu) {
 	if c.running {
 		return
 	}
 	ready := w.runnable(c)
 	soft := c.queued > 0 || c.txShare > 0
-	if !soft && len(ready) == 0 {
-		c.streak = 0
-		return
+	if !soft {
+		c.streak, c.ksoftirqd = 0, false
 	}
-	if soft && (len(ready) == 0 || c.streak < softirqSpan) {
-		w.startSoft(c)
+	if len(ready) == 0 {
+		if soft {
+			w.startSoft(c)
+		}
 		return
 	}
 	var best *thread
@@ -421,6 +438,13 @@ func (w *world) dispatch(c *cpu) {
 		if best == nil || t.vrun < best.vrun {
 			best = t
 		}
+	}
+	if soft && !c.ksoftirqd {
+		if c.streak < softirqSpan {
+			w.startSoft(c)
+			return
+		}
+		c.ksoftirqd, c.softV = true, max(c.softV, best.vrun)
 	}
 	if soft && c.softV <= best.vrun {
 		w.startSoft(c)
@@ -431,41 +455,51 @@ func (w *world) dispatch(c *cpu) {
 		cost = w.c.Send
 	}
 	c.running, c.cur, c.curStart = true, best, w.now
-	best.vrun += cost
-	c.streak = 0
+	best.vrun = max(best.vrun, c.softV-softirqSpan) + cost // a woken thread gets no credit for its sleep
 	w.busy(c, cost)
 	w.push(event{t: w.now + cost, kind: evCPU, cpu: c})
 }
 
+// softWeight is ksoftirqd's CFS weight against a thread's.
+func (w *world) softWeight() float64 {
+	s := w.c.SoftShare
+	if s <= 0 || s >= 1 {
+		return 1
+	}
+	return s / (1 - s)
+}
+
 func (w *world) startSoft(c *cpu) {
-	if c.txShare > 0 {
-		c.running, c.cur, c.curItem, c.curStart = true, nil, item{}, w.now
-		c.streak += c.txShare
-		w.busy(c, c.txShare)
-		w.push(event{t: w.now + c.txShare, kind: evCPU, cpu: c})
+	cost := c.txShare
+	if cost > 0 {
 		c.txShare = 0
-		return
-	}
-	for len(c.q[c.turn]) == 0 || c.left <= 0 {
-		c.turn, c.left = (c.turn+1)%nStages, napiBudget
-	}
-	c.left--
-	it := c.q[c.turn][0]
-	c.q[c.turn] = c.q[c.turn][1:]
-	c.queued--
-	if h := hookBefore(it.stage); h >= 0 && it.p != nil {
-		it.p.f.arrived[h]++
-		it.p.f.lastArrive[h] = w.now
-	}
-	c.running, c.cur, c.curItem, c.curStart = true, nil, it, w.now
-	c.streak += it.cost
-	if len(w.runnable(c)) > 0 && c.streak >= softirqSpan {
-		c.softV += it.cost
+		c.curItem = item{}
 	} else {
-		c.softV = w.minV(c)
+		for len(c.q[c.turn]) == 0 || c.left <= 0 {
+			c.turn, c.left = (c.turn+1)%nStages, napiBudget
+		}
+		c.left--
+		it := c.q[c.turn][0]
+		c.q[c.turn] = c.q[c.turn][1:]
+		c.queued--
+		if h := hookBefore(it.stage); h >= 0 && it.p != nil {
+			it.p.f.arrived[h]++
+			it.p.f.lastArrive[h] = w.now
+		}
+		if it.stage == stContainer && len(it.p.f.sock) >= w.sockCap {
+			// the socket will have no room: the stage frees the datagram
+			// instead of queuing it and waking the application.
+			it.cost += w.c.ContainerDrop - w.c.Container
+		}
+		c.curItem, cost = it, it.cost
 	}
-	w.busy(c, it.cost)
-	w.push(event{t: w.now + it.cost, kind: evCPU, cpu: c})
+	c.running, c.cur, c.curStart = true, nil, w.now
+	c.streak += cost
+	if c.ksoftirqd {
+		c.softV += cost / w.softWeight()
+	}
+	w.busy(c, cost)
+	w.push(event{t: w.now + cost, kind: evCPU, cpu: c})
 }
 
 func (w *world) minV(c *cpu) float64 {
@@ -561,7 +595,7 @@ func (w *world) advance(c *cpu, it item) {
 			next.cost += w.c.Hook
 		}
 		if nicRPS {
-			target = steer.RPSCPU(f.outer, w.rpsS)
+			target = w.rpsTarget(f)
 		}
 	case stNIC:
 		next.cost = w.c.VXLAN
@@ -599,13 +633,15 @@ func (w *world) advance(c *cpu, it item) {
 	w.queue(to, next)
 }
 
-// rpsTarget is RPS's choice for the inner flow, or RFS's: the CPU the
-// flow's application last ran on.
+// rpsTarget is RPS's choice, or RFS's: the CPU the flow's application
+// last ran on, which the socket recorded under the same skb hash. With
+// one hash at every device, the first device with RPS moves the flow and
+// the others keep it where it is.
 func (w *world) rpsTarget(f *flow) int {
 	if w.s.Mode.rfs() {
 		return f.appCPU
 	}
-	return steer.RPSCPU(f.inner, w.rpsS)
+	return steer.RPSCPU(f.skbHash, w.rpsS)
 }
 
 // steer is falcon's choice at hook h for the next stage of f, running on

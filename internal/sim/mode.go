@@ -35,30 +35,15 @@ func (m Mode) falcon() bool  { return m.Opts.Mode == agent.ModeFalcon }
 func (m Mode) rfs() bool     { return m.Opts.Mode == agent.ModeRFS }
 func (m Mode) rps() bool     { return m.Opts.Mode == agent.ModeRPS }
 
-// The testbed's names: the hosts' NIC is eth0; everything else a devices
-// setting names is a VXLAN device.
-const nicName = "eth0"
-
-// rpsOn says on which of the receiving host's devices RPS spreads the
-// next stage: the NIC, the VXLAN device and the containers' eth0. The
-// study's modes set the NIC and the VXLAN device (and, with
-// container-level, the containers); a devices setting narrows that to
-// the devices it names.
+// rpsOn says on which of the receiving host's devices RPS (or RFS)
+// decides the next stage's CPU: the study's modes set the NIC and the
+// VXLAN devices (a devices setting may narrow the VXLAN devices, never
+// the NIC), and with container-level the containers' eth0.
 func (m Mode) rpsOn() (nic, vxlan, container bool) {
 	if !m.rps() && !m.rfs() {
 		return
 	}
-	if len(m.Opts.Devices) == 0 {
-		nic, vxlan = true, true
-	}
-	for _, d := range m.Opts.Devices {
-		if d == nicName {
-			nic = true
-		} else {
-			vxlan = true
-		}
-	}
-	return nic, vxlan, m.Opts.ContainerLevel
+	return true, true, m.Opts.ContainerLevel
 }
 
 // Placement is where each role runs, as bench places them.

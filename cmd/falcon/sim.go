@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/bench"
+	"github.com/falconnet/falcon/internal/sim"
+)
+
+// simOut is where sim writes its tables (tests swap it).
+var simOut io.Writer = os.Stdout
+
+func init() {
+	register(command{name: "sim", summary: "predict falcon on machines we do not have, from a calibration (simulated, labelled so)", run: runSim})
+}
+
+func runSim(args []string) error {
+	fs := newFlagSet("sim", "--validate FILE [--strict] | --calibration FILE [--cores LIST] [--modes LIST] [--flows LIST] [--size B] [--loads LIST] [--json OUT] [--svg OUT.svg]")
+	validate := fs.String("validate", "", "predict the measured ratios of the calibration `FILE`'s held-out rounds; exit non-zero when a "+
+		"prediction is more than 15 % off and outside the held-out runs' 95 % interval, or most checks are unresolved")
+	strict := fs.Bool("strict", false, "--validate: fail any prediction more than 15 % off, however wide the held-out runs spread")
+	calFile := fs.String("calibration", "", "the calibration `FILE` (falcon bench --calibrate --json FILE) to predict from")
+	cores := fs.String("cores", "2,4,8,16,32,64", "core counts of the machines to predict")
+	modes := fs.String("modes", "vanilla,rps,rfs,falcon,falcon:policy=paper,falcon+split", "modes, as bench --modes")
+	flows := fs.String("flows", "1,16", "flow counts (UDP, one receiving application each)")
+	size := fs.Int("size", 1400, "UDP payload `bytes`")
+	loads := fs.String("loads", "0.5,1.5,6", "offered loads, in multiples of one core's vanilla capacity at --size")
+	jsonOut := fs.String("json", "", "write the prediction (or validation) to `OUT` as JSON")
+	svgOut := fs.String("svg", "", "draw the prediction into `OUT.svg`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usagef("%s", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if (*validate == "") == (*calFile == "") {
+		return usagef("want one of --validate FILE and --calibration FILE")
+	}
+	if *strict && *validate == "" {
+		return usagef("--strict belongs to --validate")
+	}
+	if *validate != "" {
+		if *svgOut != "" {
+			return usagef("--svg draws a prediction; --validate prints a table")
+		}
+		cal, err := readCalibration(*validate)
+		if err != nil {
+			return err
+		}
+		v, err := sim.Validate(cal, *strict)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(simOut, v.Text())
+		if err := writeJSON(*jsonOut, v); err != nil {
+			return err
+		}
+		if !v.Pass {
+			return fmt.Errorf("validation failed: %d of %d checks failed, %d unresolved (largest error %.1f %%, limit %d %%)",
+				v.Failed, len(v.Checks), v.Unresolved, v.MaxErrPct, sim.MaxValidationErrPct)
+		}
+		return nil
+	}
+	pc := sim.PredictConfig{Size: *size, Modes: agent.SplitModes(*modes)}
+	var err error
+	if pc.Cores, err = intList("cores", *cores); err != nil {
+		return err
+	}
+	if pc.Flows, err = intList("flows", *flows); err != nil {
+		return err
+	}
+	if pc.Loads, err = floatList("loads", *loads); err != nil {
+		return err
+	}
+	if err := pc.Check(); err != nil {
+		return usagef("%s", err)
+	}
+	cal, err := readCalibration(*calFile)
+	if err != nil {
+		return err
+	}
+	p, err := sim.Predict(cal, *calFile, pc, func(done, total int) {
+		if done%10 == 0 || done == total {
+			fmt.Fprintf(os.Stderr, "\rfalcon sim: %d/%d cases", done, total)
+		}
+		if done == total {
+			fmt.Fprintln(os.Stderr)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(simOut, p.Text())
+	if err := writeJSON(*jsonOut, p); err != nil {
+		return err
+	}
+	if *svgOut != "" {
+		var buf bytes.Buffer
+		if err := sim.WriteSVG(&buf, p); err != nil {
+			return err
+		}
+		if err := os.WriteFile(*svgOut, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "falcon sim: chart in %s\n", *svgOut)
+	}
+	return nil
+}
+
+func readCalibration(path string) (*sim.Calibration, error) {
+	f, err := bench.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := sim.Calibrate(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cal, nil
+}
+
+func writeJSON(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func intList(name, s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, usagef("--%s %q: want whole numbers, comma-separated", name, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func floatList(name, s string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return nil, usagef("--%s %q: want numbers, comma-separated", name, s)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
