@@ -187,13 +187,44 @@ func TestBenchMemcached(t *testing.T) {
 	})
 }
 
-// TestBenchIPv6 runs iperf3's UDP and TCP over an IPv6 docker testbed,
-// vanilla and falcon: UDP is counted from snmp6 (Udp6).
+// TestBenchWeb runs the web workload (nginx in the server container, wrk
+// in the client's, 200 connections) on the host, and on docker with and
+// without falcon; no nginx is left, nor its directory.
+func TestBenchWeb(t *testing.T) {
+	online, name := integration(t, "w")
+	f := benchRun(t, online, name, "--layouts", "host,docker", "--modes", "vanilla,falcon",
+		"--workloads", "web:16K", "--flows", "200", "--runs", "1", "--duration", "2s")
+	if len(f.Results) != 3 { // host: vanilla only
+		t.Fatalf("%d results, want host/vanilla and docker's two modes", len(f.Results))
+	}
+	eachRun(t, f, func(what string, r Result, run Run) {
+		l := run.Latency
+		if run.PPS <= 0 || run.Gbps <= 0 || l == nil || l.P50Us <= 0 || l.P99Us < l.P50Us || len(run.Tool) != 1 || run.Counters["rx.Tcp.InSegs"] <= 0 {
+			t.Errorf("%s: requests/s %v, Gbit/s %v, latency %+v, %d tool results, counters %v", what, run.PPS, run.Gbps, l, len(run.Tool), run.Counters)
+			return
+		}
+		if !strings.Contains(string(run.Tool[0]), `"requests_per_sec"`) || run.LossPct != 0 {
+			t.Errorf("%s: tool result %s (not wrk's, or with errors), loss %v", what, run.Tool[0], run.LossPct)
+		}
+		if headline(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 || r.Flows != 200 {
+			t.Errorf("%s: judged by %s, normalised %+v, flows %d", what, headline(r.Workload), r.Normalized["pps"], r.Flows)
+		}
+	})
+	if out, err := exec.Command("pgrep", "-x", "nginx").Output(); err == nil {
+		t.Errorf("nginx left running: %s", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "falcon-nginx-*")); len(left) > 0 {
+		t.Errorf("nginx directories left: %v", left)
+	}
+}
+
+// TestBenchIPv6 runs iperf3's UDP and TCP, and web, over an IPv6 docker
+// testbed, vanilla and falcon: UDP is counted from snmp6 (Udp6).
 func TestBenchIPv6(t *testing.T) {
 	online, name := integration(t, "6")
 	f := benchRun(t, online, name, "--ipv6", "--layouts", "docker", "--modes", "vanilla,falcon",
-		"--workloads", "udp:1400,tcp:64K", "--runs", "1", "--duration", "1s")
-	if !f.Config.IPv6 || len(f.Results) != 4 {
+		"--workloads", "udp:1400,tcp:64K,web:1K", "--flows", "20", "--runs", "1", "--duration", "1s")
+	if !f.Config.IPv6 || len(f.Results) != 6 {
 		t.Fatalf("ipv6 %v, %d results", f.Config.IPv6, len(f.Results))
 	}
 	eachRun(t, f, func(what string, r Result, run Run) {
@@ -202,6 +233,9 @@ func TestBenchIPv6(t *testing.T) {
 		}
 		if r.Workload == "udp" && run.Counters["rx.Udp.InDatagrams"] <= 0 {
 			t.Errorf("%s: no UDP datagram counted: %v", what, run.Counters)
+		}
+		if r.Workload == "web" && (run.LossPct != 0 || run.Latency == nil) {
+			t.Errorf("%s: requests failed (%v %%) or no latency: %s", what, run.LossPct, run.Tool[0])
 		}
 	})
 }

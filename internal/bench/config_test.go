@@ -127,6 +127,33 @@ func TestResolvePresetYieldsToFlags(t *testing.T) {
 	}
 }
 
+// TestResolveWeb: the web preset is FALCON Fig. 17's stand-in, its flows
+// wrk's connections, one wrk per case; web runs over IPv6 too.
+func TestResolveWeb(t *testing.T) {
+	c, err := resolve(t, []int{0, 1}, "--preset", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mustPlan(t, c)
+	var cases []string
+	for _, tp := range plan {
+		for _, cs := range tp.Cases {
+			cases = append(cases, cs.String())
+		}
+	}
+	want := "host/vanilla web 1 KiB ×200, host/vanilla web 64 KiB ×200, docker/vanilla web 1 KiB ×200, docker/vanilla web 64 KiB ×200, " +
+		"docker/falcon web 1 KiB ×200, docker/falcon web 64 KiB ×200"
+	if got := strings.Join(cases, ", "); got != want || plan[0].Containers != 1 {
+		t.Errorf("cases %s\nwant %s", got, want)
+	}
+	if !strings.Contains(PresetHelp(), "FALCON Fig. 17") || !strings.Contains(WorkloadHelp(), "CloudSuite") {
+		t.Error("the help does not say what web stands for")
+	}
+	if _, err := resolve(t, []int{0, 1}, "--ipv6", "--workloads", "web:16K", "--flows", "200"); err != nil {
+		t.Errorf("web over IPv6: %v", err)
+	}
+}
+
 func TestResolveRejects(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -149,12 +176,17 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--clients", "0"}, "--clients"},
 		{[]string{"--rate", "10"}, "--rate"},
 		{[]string{"--flows", "0"}, "--flows"},
+		{[]string{"--workloads", "web:2M"}, "out of range"},
+		{[]string{"--workloads", "web", "--sizes", "8"}, "out of range"},
+		{[]string{"--workloads", "web", "--flows", "200,2000"}, "workload web: --flows 2000 is more than 1000"},
+		{[]string{"--workloads", "memcached", "--flows", "200"}, "workload memcached: --flows 200 is more than 102"},
 		{[]string{"--sender", "pktgen"}, `--sender "pktgen": want tools or kernel`},
 		{[]string{"--sender", "kernel", "--workloads", "udp,tcp"}, "--sender kernel drives udp-stress, udp, multi-flow only, not tcp"},
 		{[]string{"--sender", "kernel", "--workloads", "latency"}, "not latency"},
 		{[]string{"--sender", "kernel", "--workloads", "udp", "--sizes", "16,1423"}, "1423 B does not fit one frame of the overlay (at most 1422 B)"},
 		{[]string{"--ipv6", "--workloads", "tcp,udp-stress"}, "workload udp-stress runs sockperf, and Debian's sockperf (3.7) has no IPv6"},
 		{[]string{"--ipv6", "--workloads", "latency"}, "no IPv6"},
+		{[]string{"--ipv6", "--workloads", "memcached"}, "iperf3's workloads and web run"},
 		{[]string{"--ipv6", "--sender", "kernel", "--workloads", "udp"}, "the kernel sender sends IPv4 frames only"},
 		{[]string{"--ipv6", "--layouts", "flannel-daemon", "--workloads", "tcp"}, "not built for layout flannel-daemon"},
 		{[]string{"--modes", "vanilla,vanilla@"}, "a label after @ is 1..16 of a-z and 0-9"},

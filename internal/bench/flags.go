@@ -41,7 +41,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measurement window of each run")
 	fs.DurationVar(&f.warmup, "warmup", 500*time.Millisecond, "traffic before each window that is not measured")
 	fs.IntVar(&f.runs, "runs", 5, "runs per case")
-	fs.StringVar(&f.flows, "flows", "4", "flow counts for the multi-flow workloads (e.g. 1,2,4,8)")
+	fs.StringVar(&f.flows, "flows", "4", "flow counts for the multi-flow workloads (e.g. 1,2,4,8); memcached's clients, web's connections")
 	fs.IntVar(&f.clients, "clients", 3, "udp-stress clients sending into the one server socket")
 	fs.StringVar(&f.senderCPUs, "sender-cpus", "auto", "CPUs the clients are pinned to, round robin (auto: 0 on ≤7 CPUs, 0-2 on more)")
 	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
@@ -60,7 +60,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&f.interleave, "interleave", false, "alternate the modes run by run on one testbed per layout (each round sets every mode up, "+
 		"runs each case once and undoes it) and divide each run by the baseline's run of the same round: against a shared machine's drift")
-	fs.BoolVar(&f.ipv6, "ipv6", false, "build every testbed over IPv6 only (wire, overlay, containers); iperf3's workloads only: Debian's sockperf (3.7) has no IPv6")
+	fs.BoolVar(&f.ipv6, "ipv6", false, "build every testbed over IPv6 only (wire, overlay, containers); iperf3's workloads and web only: Debian's sockperf (3.7) has no IPv6")
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	fs.BoolVar(&f.stageCost, "stage-cost", false, "record the NET_RX softirq time, skbs and segments of each receive stage of the receiving host (nic, vxlan, container, …) per CPU "+
 		"and run (BPF on four kernel tracepoints; they add a few BPF runs per packet)")
@@ -105,6 +105,9 @@ var presets = map[string]preset{
 	"memcached": {"FALCON Fig. 18: memcached (4 threads), 550 B values, 1 and 10 clients of 10 connections each, host vs docker (vs falcon); " +
 		"the paper drove it with CloudSuite's client and the Twitter dataset, here memcaslap's own mix of 9 gets to 1 set", fixed(
 		map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "memcached:550", "flows": "1,10"})},
+	"web": {"FALCON Fig. 17 (web serving), stood in for: nginx serving a static file of 1 KiB and of 64 KiB to wrk --latency over 200 connections, " +
+		"host vs docker (vs falcon); the paper ran CloudSuite's web serving (Elgg on nginx, PHP, MySQL, memcached), which cannot be installed here", fixed(
+		map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "web", "sizes": "1K,64K", "flows": "200"})},
 	"k8s-rps-rfs": {"the Kubernetes RPS/RFS study: 1-16 iperf3 TCP client/server container pairs (128 KiB writes) on calico, " +
 		"baseline vs RPS, RPS+, RFS, RFS+ (vs falcon); 5 runs of 5 s (the study: 30 s)", studyPreset},
 	"layouts": {"every layout, vanilla: what each overlay costs (HotCloud '19)", fixed(

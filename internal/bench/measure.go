@@ -68,8 +68,8 @@ func (e *env) describe() []string {
 	switch w, _ := lookupWorkload(e.cs.Workload); {
 	case e.cs.Workload == "udp-stress":
 		n = e.cfg.Clients
-	case e.cs.Workload == "memcached":
-		n = 1 // its --flows are the threads of one memcaslap
+	case e.cs.Workload == "memcached", e.cs.Workload == "web":
+		n = 1 // its --flows are the threads of one memcaslap, or wrk's connections
 	case w.flows:
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
@@ -107,6 +107,8 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 		return e.latency(ctx)
 	case "memcached":
 		return e.memcached(ctx)
+	case "web":
+		return e.web(ctx)
 	}
 	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
 }

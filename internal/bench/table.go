@@ -97,9 +97,9 @@ func WriteTable(w io.Writer, f *File) error {
 	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
 		c.Runs, c.Duration, c.Warmup, cpuset.Format(c.SenderCPUs), cpuset.Format(c.ReceiverCPUs))
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp and Udp6 InDatagrams), TCP segments after GRO (Tcp InSegs), " +
-		"messages sent (latency workloads) or operations (memcached); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
-		"latency messages unanswered; p99: sockperf's one-way latency, or memcached's operation round trip (interpolated in memcaslap's " +
-		"power-of-two buckets); vs baseline: divided by the baseline's packets/s (UDP, memcached), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
+		"messages sent (latency workloads), operations (memcached) or requests (web); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
+		"latency messages unanswered, web requests failed; p99: sockperf's one-way latency, memcached's operation round trip (interpolated in memcaslap's " +
+		"power-of-two buckets) or web's request round trip (wrk's); vs baseline: divided by the baseline's packets/s (UDP, memcached, web), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
 	if c.Sender == SenderKernel {
 		b.WriteString("Sender: falcon's kernel sender (--sender kernel): the overlay's own frames, learned once, sent flat out by XDP " +
 			"in live-frame mode from the sending host's wire on the sender CPU; loss against the frames " +

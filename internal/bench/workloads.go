@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
 )
 
 // workloadKind describes one traffic pattern bench can drive.
@@ -16,9 +17,12 @@ type workloadKind struct {
 	tool    string // the client/server tool it needs
 	maxSize int    // datagrams and sockperf messages stop at MaxUDPSize
 	flows   bool   // the --flows dimension applies
-	latency bool   // reports latency percentiles
-	kernel  bool   // the kernel sender can drive it (--sender kernel)
-	client  string // the client tool, where it is not tool (the server)
+	// maxFlows bounds --flows where they count one tool's connections or
+	// threads (0: only the testbed bounds them).
+	maxFlows int
+	latency  bool   // reports latency percentiles
+	kernel   bool   // the kernel sender can drive it (--sender kernel)
+	client   string // the client tool, where it is not tool (the server)
 	// headline overrides the metric headline() infers from the others.
 	headline string
 }
@@ -34,7 +38,10 @@ var workloadKinds = []workloadKind{
 	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows clients of 10 connections each",
 		// memcached's items stop at 1 MiB, key and header included.
-		tool: "memcached", client: "memcaslap", maxSize: 512 << 10, flows: true, headline: "pps"},
+		// memcaslap opens 1024 connections at most.
+		tool: "memcached", client: "memcaslap", maxSize: 512 << 10, flows: true, maxFlows: 1024 / memcachedConns, headline: "pps"},
+	{name: "web", summary: "wrk --latency against nginx serving one static file of the size (standing in for CloudSuite's web serving); --flows connections",
+		tool: "nginx", client: "wrk", maxSize: MaxSize, flows: true, maxFlows: workload.MaxWrkConnections, headline: "pps"},
 }
 
 func lookupWorkload(name string) (workloadKind, bool) {
@@ -143,6 +150,11 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 				if w.flows {
 					flows = c.Flows
 				}
+				for _, n := range flows {
+					if w.maxFlows > 0 && n > w.maxFlows {
+						return nil, nil, configErrorf("workload %s: --flows %d is more than %d", w.name, n, w.maxFlows)
+					}
+				}
 				for _, size := range sizes {
 					for _, f := range flows {
 						k := Case{layout, mode, w.name, size, f}
@@ -169,16 +181,17 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 // overIPv6 checks that workload w can run on an IPv6 testbed: Debian's
 // sockperf (3.7) takes IPv4 addresses only (IPv6 came in 3.8), memcaslap
 // resolves none ("getaddrinfo(): Name or service not known" for ::1), and
-// the kernel sender learns IPv4 frames only.
+// the kernel sender learns IPv4 frames only. nginx and wrk take IPv6 (web
+// ran on an IPv6 docker testbed, every response a 200 of the file).
 func overIPv6(w workloadKind, sender string) error {
 	if sender == SenderKernel {
 		return errors.New("--ipv6: the kernel sender sends IPv4 frames only (--sender tools)")
 	}
 	if w.tool == "sockperf" {
-		return fmt.Errorf("--ipv6: workload %s runs sockperf, and Debian's sockperf (3.7) has no IPv6; iperf3's workloads run (tcp, udp, multi-flow, multi-flow-tcp)", w.name)
+		return fmt.Errorf("--ipv6: workload %s runs sockperf, and Debian's sockperf (3.7) has no IPv6; iperf3's workloads and web run (tcp, udp, multi-flow, multi-flow-tcp, web)", w.name)
 	}
 	if w.client == "memcaslap" {
-		return fmt.Errorf("--ipv6: workload %s runs memcaslap, which resolves no IPv6 address; iperf3's workloads run (tcp, udp, multi-flow, multi-flow-tcp)", w.name)
+		return fmt.Errorf("--ipv6: workload %s runs memcaslap, which resolves no IPv6 address; iperf3's workloads and web run (tcp, udp, multi-flow, multi-flow-tcp, web)", w.name)
 	}
 	return nil
 }
