@@ -44,7 +44,7 @@ demo: build
 	mkdir -p results
 	./bin/falcon bench --preset demo --json results/demo-$$(hostname)-$$(date +%Y%m%d-%H%M%S).json
 
-# The benchmark bundle: falcon, run.sh and iperf3/sockperf/ethtool/memcached/memcaslap from
+# The benchmark bundle: falcon, run.sh and iperf3/sockperf/ethtool/memcached/memcaslap/nginx/wrk from
 # Debian's packages with their libraries, for machines with no registry or
 # network (scripts/bundle/build.sh; the .debs are cached in .cache/).
 bundle: build

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what falcon's benchmark and tests need (memcached and memcaslap: the bench's
-# memcached workload; tmux: falcon top's terminal test; nftables,
-# iptables and gcc: the flannel-daemon layout's flanneld) on Debian/Ubuntu, as root.
+# memcached workload; nginx and wrk: its web workload; tmux: falcon top's terminal
+# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld) on
+# Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
+for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -33,6 +34,16 @@ if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
 	case " ${need[*]} " in *" memcached "*)
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q memcached 2>/dev/null; then
 			systemctl disable --now -q memcached || true
+		fi ;;
+	esac
+	# So does nginx's, on port 80, with systemd or through its init script:
+	# the bench runs its own from a temp directory.
+	case " ${need[*]} " in *" nginx "*)
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q nginx 2>/dev/null; then
+			systemctl disable --now -q nginx || true
+		elif [ -x /etc/init.d/nginx ] && /etc/init.d/nginx status >/dev/null 2>&1; then
+			/etc/init.d/nginx stop >/dev/null || true
+			update-rc.d nginx disable >/dev/null 2>&1 || true
 		fi ;;
 	esac
 fi

@@ -12,7 +12,7 @@ import (
 )
 
 // TestBundleQuick builds the benchmark bundle and runs its run.sh --quick
-// in a mount namespace where the host's iperf3, sockperf, ethtool, memcached and memcaslap are
+// in a mount namespace where the host's iperf3, sockperf, ethtool, memcached, memcaslap, nginx and wrk are
 // unusable (an empty, non-executable file is bind-mounted over each), as
 // on a machine that has none: the run must use the bundle's own copies.
 // It needs root, Debian's packaging tools, and the .debs: cached in
@@ -69,7 +69,7 @@ func TestBundleQuick(t *testing.T) {
 	}
 	var script strings.Builder
 	script.WriteString("set -e\n")
-	for _, tool := range []string{"iperf3", "sockperf", "ethtool", "memcached", "memcaslap"} {
+	for _, tool := range []string{"iperf3", "sockperf", "ethtool", "memcached", "memcaslap", "nginx", "wrk"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			if p, err = filepath.EvalSymlinks(p); err == nil {
 				script.WriteString("mount --bind " + empty + " " + p + "\n")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the benchmark bundle, dist/falcon-bench-linux-amd64.tar.gz: the
-# static falcon binary, run.sh, and iperf3, sockperf, ethtool, memcached and
-# memcaslap from Debian's packages with every shared library they load (glibc and its
-# loader included), so that the bundle runs on a machine with no package
-# registry, no network and none of these tools, whatever its distribution.
+# static falcon binary, run.sh, and iperf3, sockperf, ethtool, memcached,
+# memcaslap, nginx and wrk from Debian's packages with every shared library
+# they load (glibc and its loader included), so that the bundle runs on a
+# machine with no package registry, no network and none of these tools,
+# whatever its distribution.
 #
 # The tools' .debs and those of their libraries are fetched with
 # `apt-get download` into a cache and unpacked with `dpkg-deb -x`; nothing is
@@ -22,7 +23,7 @@ out=${BUNDLE_OUT:-$repo/dist}
 name=falcon-bench
 tarball=$out/$name-linux-amd64.tar.gz
 # Each tool as PACKAGE or PACKAGE:BINARY where they differ.
-tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap)
+tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap nginx wrk)
 
 die() { echo "bundle: $*" >&2; exit 1; }
 for c in apt-get dpkg-deb dpkg tar; do
@@ -59,8 +60,12 @@ fetch() {
 
 # The dependency closure of the tools, following only library packages:
 # they are what the binaries load at run time, and everything else a tool
-# depends on (debconf, adduser) is packaging, not code it runs.
-declare -A seen=()
+# depends on (debconf, adduser) is packaging, not code it runs. A tool's
+# package that holds no binary of the tool's name is a metapackage (nginx
+# where nginx-core holds the binary, as on Ubuntu 22.04): what it depends on
+# is followed too.
+declare -A seen=() binof=()
+for pt in "${tools[@]}"; do binof[${pt%%:*}]=${pt#*:}; done
 queue=("${tools[@]%%:*}")
 debs=()
 while [ ${#queue[@]} -gt 0 ]; do
@@ -74,13 +79,31 @@ while [ ${#queue[@]} -gt 0 ]; do
 	# alternative of each, without version or architecture.
 	deps=$(dpkg-deb -f "$deb" Pre-Depends Depends | sed -n 's/^[A-Za-z-]*: //p' | tr ',' '\n' |
 		sed -e 's/|.*//' -e 's/(.*)//' -e 's/:any//' -e 's/[[:space:]]//g' | sed '/^$/d' | sort -u)
+	meta=
+	if [ -n "${binof[$pkg]:-}" ] && ! grep -qE "\./(usr/)?s?bin/${binof[$pkg]}\$" <<<"$(dpkg-deb -c "$deb")"; then
+		meta=1
+	fi
 	for d in $deps; do
-		case $d in lib*) queue+=("$d") ;; esac
+		# zlib1g is a library package not named lib* (nginx loads it).
+		case $d in lib* | zlib1g) queue+=("$d") ;; *) [ -z "$meta" ] || queue+=("$d") ;; esac
 	done
 done
 
 root=$work/root
 stage=$work/$name
+
+# starts TOOL: the bundle's TOOL runs. --version exits 0 for most; sockperf's
+# only on some versions, wrk's prints its usage after the version (status 1),
+# and nginx takes -v: those must at least print their name.
+starts() {
+	local out
+	case $1 in
+	sockperf | wrk) out=$("$stage/tools/$1" --version 2>&1 || true) ;;
+	nginx) out=$("$stage/tools/nginx" -v 2>&1 || true) ;;
+	*) "$stage/tools/$1" --version >/dev/null 2>&1; return ;;
+	esac
+	grep -qi "$1" <<<"$out"
+}
 mkdir -p "$root" "$stage/tools" "$stage/libexec" "$stage/lib" "$stage/licenses"
 for deb in "${debs[@]}"; do
 	dpkg-deb -x "$deb" "$root"
@@ -128,7 +151,7 @@ WRAP
 	bad=$(echo "$list" | grep -v -e 'linux-vdso' -e "=> $stage/lib/" -e "^[[:space:]]*$stage/lib/" || true)
 	[ -z "$bad" ] || die "$t loads libraries from outside the bundle:
 $bad"
-	"$stage/tools/$t" --version >/dev/null 2>&1 || [ "$t" = sockperf ] || die "$t --version fails through its wrapper"
+	starts "$t" || die "$t does not start through its wrapper"
 	echo "$list" | sed -n "s|.*\($stage/lib/[^ ]*\).*|\1|p" >>"$work/needed"
 done
 # Only what the tools load stays: libc6 brings a dozen libraries nobody here
@@ -144,10 +167,8 @@ for f in "$stage/lib"/*; do
 done
 for pt in "${tools[@]}"; do
 	t=${pt#*:}
-	[ "$t" = sockperf ] || "$stage/tools/$t" --version >/dev/null 2>&1 || die "$t no longer starts once unused libraries are pruned"
+	starts "$t" || die "$t no longer starts once unused libraries are pruned"
 done
-# sockperf --version exits 0 only on some versions; it must at least start.
-"$stage/tools/sockperf" --version 2>&1 | grep -qi sockperf || die "sockperf does not start through its wrapper"
 
 cp "$falcon" "$stage/falcon"
 cp "$repo/scripts/bundle/run.sh" "$stage/run.sh"

@@ -13,8 +13,8 @@
 #   sudo ./run.sh [--quick] [--kernel-sender] [--out DIR] [-- FALCON-BENCH-FLAGS...]
 #
 # Everything comes from this folder and the kernel: iperf3, sockperf,
-# memcached, memcaslap and ethtool are Debian's, with their own libraries and loader (tools/), so no
-# package registry or network is needed; ip and taskset are the system's.
+# memcached, memcaslap, nginx, wrk and ethtool are Debian's, with their own libraries and loader
+# (tools/), so no package registry or network is needed; ip and taskset are the system's.
 # First `falcon bench --probe` checks that the kernel and the system have
 # what the run needs and stops, changing nothing, with a list of what is
 # missing. Then the benchmark runs and its results go to one folder,
