@@ -64,11 +64,12 @@ func Calibrate(f *bench.File) (*Calibration, error) {
 	cal.Notes = append(cal.Notes,
 		"stage costs: NET_RX softirq time per segment each stage was charged (bench --stage-cost), vanilla, odd rounds",
 		"send/app: the sender's/receiver's CPU busy time outside NET_RX per datagram sent/received",
-		"hand-over: what the NIC and VXLAN stages cost under "+cutBuild+" over vanilla per packet (the container stage's "+
-			"drops at a full socket are cheaper than deliveries); the tracer cannot tell the handing CPU's part from the taking one's: each is given half",
-		"build: the NIC stage's time on the interrupt CPU under "+cutBuild+", less the handing half",
+		"hand-over: both CPUs' NET_RX time per packet under "+cutBuild+" over vanilla's, the container stage's difference "+
+			"(drops at a full socket) taken out; the tracer cannot tell the handing CPU's part from the taking one's: each is given half",
+		"build: the interrupt CPU's NET_RX time per packet under "+cutBuild+", less the handing half",
 		"drop: the container stage's time per datagram under "+cutBuild+", less the deliveries at vanilla's cost, over the datagrams its socket dropped",
-		"softirq share: NET_RX time over busy time of the receiver's CPU under "+cutBuild+", where softirq and application both wanted all of it",
+		"softirq share, app busy: the receiver's CPU under "+cutBuild+", where softirq and application both wanted all of it: "+
+			"its NET_RX time over its busy time, and its other busy time per datagram received",
 		"hook, xdp: the falcon programs' run time (bench --bpf-stats)")
 	if err := cal.Costs.Check(); err != nil {
 		return nil, err
@@ -148,8 +149,11 @@ func perSeg(run bench.Run, onCPU int) map[string]float64 {
 	return out
 }
 
-// outsideRX is a CPU's busy time over a window that was not NET_RX, ns.
-func outsideRX(run bench.Run, cpu int) float64 {
+// threadTime is a CPU's busy time over a window outside NET_RX, ns: what
+// the model's threads cost there. The model's softirq work is the stages'
+// NET_RX time; any other kernel time a thread causes (other softirqs, the
+// interrupts of its transmit) is the thread's.
+func threadTime(run bench.Run, cpu int) float64 {
 	w, ok := run.CPU[cpu]
 	if !ok {
 		return math.NaN()
@@ -198,75 +202,82 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 		p := perSeg(r, -1)
 		nic, vx, ct = append(nic, p["nic"]), append(vx, p["vxlan"]), append(ct, p["container"])
 		if sent := r.Counters["tx.Udp.OutDatagrams"]; sent > 0 {
-			send = append(send, outsideRX(r, snd)/float64(sent))
+			send = append(send, threadTime(r, snd)/float64(sent))
 		}
 		if got := r.Counters["rx.Udp.InDatagrams"]; got > 0 {
-			app = append(app, outsideRX(r, rcv)/float64(got))
+			app = append(app, threadTime(r, rcv)/float64(got))
 		}
 	}
 	out := Costs{Size: size, VXLAN: mean(vx), Container: mean(ct), Send: mean(send), App: mean(app)}
 	total := mean(nic)
-	// The container stage is left out: under the cut the receiver's CPU
-	// cannot keep up, and a datagram dropped at a full socket costs less
-	// than one queued with its application woken.
-	var hand []float64
+	// The cut, per packet: the interrupt CPU's NET_RX time is the build and
+	// the handing half; the receiver CPU's the rest of the NIC stage, the
+	// taking half, the VXLAN stage and the container stage, whose datagrams
+	// mostly find their socket full there (deliveries at vanilla's cost,
+	// drops cheaper). CPU totals are what the tracer measures exactly; the
+	// stages only split them.
+	var hand, build, drop []float64
 	for _, r := range runs(c.result(cutBuild, size), true) {
-		p := perSeg(r, -1)
-		hand = append(hand, p["nic"]+p["vxlan"]-total-out.VXLAN)
+		var segs, ctSegs, rx0, rx1 float64
+		for _, s := range r.Stages {
+			switch {
+			case s.Stage == "nic":
+				segs += float64(s.Segs)
+			case s.Stage == "container":
+				ctSegs += float64(s.Segs)
+			}
+			switch s.CPU {
+			case snd:
+				rx0 += float64(s.Ns)
+			case rcv:
+				rx1 += float64(s.Ns)
+			}
+		}
+		if segs == 0 || ctSegs == 0 {
+			continue
+		}
+		ct := perSeg(r, -1)["container"]
+		h := rx0/segs + rx1/segs - (total + out.VXLAN + out.Container) - ct + out.Container
+		hand = append(hand, h)
+		build = append(build, rx0/segs-max(0, h)/2)
+		if got := float64(r.Counters["rx.Udp.InDatagrams"]); got < 0.9*ctSegs {
+			f := got / ctSegs
+			drop = append(drop, (ct-f*out.Container)/(1-f))
+		}
 	}
 	if len(hand) == 0 {
-		return Costs{}, fmt.Errorf("no calibrating run of %s: the hand-over cost is measured there", cutBuild)
+		return Costs{}, fmt.Errorf("no calibrating run of %s: the hand-over, the build and a drop's cost are measured there", cutBuild)
 	}
 	h := max(0, mean(hand))
 	out.HandoffTx, out.HandoffRx = h/2, h/2
-	var build []float64
-	for _, r := range runs(c.result(cutBuild, size), true) {
-		build = append(build, perSeg(r, snd)["nic"]-out.HandoffTx)
-	}
-	if len(build) == 0 {
-		return Costs{}, fmt.Errorf("no calibrating run of %s: the NIC stage's part on the interrupt CPU is measured there", cutBuild)
-	}
 	out.Build = min(total, max(0, mean(build)))
-	// Under the cut most datagrams find their socket full: the container
-	// stage's time there is deliveries at the vanilla cost and drops.
-	var drop []float64
-	for _, r := range runs(c.result(cutBuild, size), true) {
-		var segs float64
-		for _, s := range r.Stages {
-			if s.Stage == "container" {
-				segs += float64(s.Segs)
-			}
-		}
-		got := float64(r.Counters["rx.Udp.InDatagrams"])
-		if segs > 0 && got < 0.9*segs {
-			f := got / segs
-			drop = append(drop, (perSeg(r, -1)["container"]-f*out.Container)/(1-f))
-		}
-	}
+	out.NIC = total - out.Build
 	if out.ContainerDrop = mean(drop); math.IsNaN(out.ContainerDrop) || out.ContainerDrop <= 0 {
 		out.ContainerDrop = out.Container
 		c.Notes = append(c.Notes, fmt.Sprintf("size %d: no drop at a full socket measured: drops cost as much as deliveries", size))
 	}
 	// Under the cut the receiver's CPU runs the rest of the path and the
-	// application, both with more than it can take: what the softirq got
-	// of it is its share against a busy thread.
-	var share []float64
+	// application, both with more than it can take: the stages' NET_RX
+	// time there is the softirq's share against a busy thread, and the
+	// application, which then never waits for a datagram, pays
+	// less for each than vanilla's, which sleeps and is woken for most.
+	var share, busyApp []float64
 	for _, r := range runs(c.result(cutBuild, size), true) {
-		if w, ok := r.CPU[rcv]; ok && w.Usage.Idle < 5 {
-			var rx float64
-			for _, s := range r.Stages {
-				if s.CPU == rcv {
-					rx += float64(s.Ns)
-				}
-			}
-			busy := (100 - w.Usage.Idle - w.Usage.IOWait - w.Usage.Steal) / 100 * r.WindowS * 1e9
-			share = append(share, rx/busy)
+		w, ok := r.CPU[rcv]
+		if !ok || w.Usage.Idle >= 5 {
+			continue
+		}
+		u := w.Usage
+		busy := (100 - u.Idle - u.IOWait - u.Steal) / 100 * r.WindowS * 1e9
+		share = append(share, (busy-threadTime(r, rcv))/busy)
+		if got := r.Counters["rx.Udp.InDatagrams"]; got > 0 {
+			busyApp = append(busyApp, threadTime(r, rcv)/float64(got))
 		}
 	}
-	if out.SoftShare = mean(share); math.IsNaN(out.SoftShare) {
-		return Costs{}, fmt.Errorf("no calibrating run of %s kept the receiver's CPU busy: the softirq's share of a contended CPU is measured there", cutBuild)
+	if out.SoftShare, out.AppBusy = mean(share), mean(busyApp); math.IsNaN(out.SoftShare) || math.IsNaN(out.AppBusy) {
+		return Costs{}, fmt.Errorf("no calibrating run of %s kept the receiver's CPU busy: the softirq's share of a contended CPU "+
+			"and the application's cost when it never waits are measured there", cutBuild)
 	}
-	out.NIC = total - out.Build
 	out.Hook = c.bpfCost("falcon_steer", size, "falcon", "falcon:policy=paper", "falcon+split")
 	out.XDP = c.bpfCost("falcon_split", size, "falcon+split")
 	for name, v := range map[string]float64{"nic": total, "vxlan": out.VXLAN, "container": out.Container, "send": out.Send, "app": out.App} {

@@ -173,6 +173,7 @@ type flow struct {
 
 type thread struct {
 	sender bool
+	hot    bool // an application whose last read left datagrams queued
 	f      *flow
 	vrun   float64
 	next   float64 // a rate-limited sender's next send
@@ -451,8 +452,11 @@ func (w *world) dispatch(c *cpu) {
 		return
 	}
 	cost := w.c.App
-	if best.sender {
+	switch {
+	case best.sender:
 		cost = w.c.Send
+	case best.hot && w.c.AppBusy > 0:
+		cost = w.c.AppBusy
 	}
 	c.running, c.cur, c.curStart = true, best, w.now
 	best.vrun = max(best.vrun, c.softV-softirqSpan) + cost // a woken thread gets no credit for its sleep
@@ -554,6 +558,7 @@ func (w *world) finish(c *cpu) {
 		}
 		p := t.f.sock[0]
 		t.f.sock = t.f.sock[1:]
+		t.hot = len(t.f.sock) > 0 // the next read returns at once: no sleep, no wakeup
 		w.deliver(p)
 		return
 	}

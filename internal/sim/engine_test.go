@@ -8,7 +8,7 @@ import (
 
 // testCosts are round numbers for checking the model's mechanics, not
 // measurements.
-var testCosts = Costs{Size: 1000, Send: 2000, Build: 500, NIC: 1000, VXLAN: 700, Container: 800, ContainerDrop: 300, App: 1000,
+var testCosts = Costs{Size: 1000, Send: 2000, Build: 500, NIC: 1000, VXLAN: 700, Container: 800, ContainerDrop: 300, App: 1000, AppBusy: 600,
 	HandoffTx: 200, HandoffRx: 300, Hook: 100, XDP: 150, SoftShare: 0.7}
 
 func mode(t *testing.T, spec string) Mode {
