@@ -61,17 +61,27 @@ func runReport(args []string) error {
 		}
 		bench.Normalize(f.Results, b)
 	}
-	if *svg != "" {
-		var buf bytes.Buffer
-		if err := bench.WriteSVG(&buf, f); err != nil {
-			return err
-		}
-		if err := os.WriteFile(*svg, buf.Bytes(), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "falcon report: chart in %s\n", *svg)
+	if err := writeChart("report", *svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
+		return err
 	}
 	return bench.WriteTable(reportOut, f)
+}
+
+// writeChart draws into path, when one is given, and says where: the whole
+// chart or nothing, so a failed drawing leaves no half file.
+func writeChart(cmd, path string, draw func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := draw(&buf); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "falcon %s: chart in %s\n", cmd, path)
+	return nil
 }
 
 // reportPrediction prints and draws a falcon sim prediction: simulated,
@@ -80,15 +90,8 @@ func reportPrediction(p sim.Prediction, svg, baseline string) error {
 	if baseline != "" {
 		return usagef("--baseline: a prediction is drawn against its own vanilla")
 	}
-	if svg != "" {
-		var buf bytes.Buffer
-		if err := sim.WriteSVG(&buf, p); err != nil {
-			return err
-		}
-		if err := os.WriteFile(svg, buf.Bytes(), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "falcon report: chart in %s\n", svg)
+	if err := writeChart("report", svg, func(w io.Writer) error { return sim.WriteSVG(w, p) }); err != nil {
+		return err
 	}
 	_, err := io.WriteString(reportOut, p.Text())
 	return err

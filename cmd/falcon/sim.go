@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -106,17 +105,7 @@ func runSim(args []string) error {
 	if err := writeJSON(*jsonOut, p); err != nil {
 		return err
 	}
-	if *svgOut != "" {
-		var buf bytes.Buffer
-		if err := sim.WriteSVG(&buf, p); err != nil {
-			return err
-		}
-		if err := os.WriteFile(*svgOut, buf.Bytes(), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "falcon sim: chart in %s\n", *svgOut)
-	}
-	return nil
+	return writeChart("sim", *svgOut, func(w io.Writer) error { return sim.WriteSVG(w, p) })
 }
 
 func readCalibration(path string) (*sim.Calibration, error) {
