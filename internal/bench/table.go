@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/papers"
 	"github.com/falconnet/falcon/internal/stats"
 )
 
@@ -89,6 +90,7 @@ func WriteTable(w io.Writer, f *File) error {
 		}
 	}
 	b.WriteString("\n")
+	writePaperClaims(&b, f)
 	writeBPFCosts(&b, f)
 	writeFalconActivity(&b, f)
 	m := f.Machine
@@ -243,4 +245,62 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 	}
 	writeSection(b, rows, "Falcon during the windows (% of each window on the path and engaged; switches on or off the path, engagement tests; per window):",
 		"| layout | mode | workload | size | on the path % | engaged % | switches | tests |\n|---|---|---|---:|---:|---:|---:|---:|")
+}
+
+// writePaperClaims sets beside a measured ratio what the papers report
+// for the same test, metric and baseline, with their words to check it by.
+func writePaperClaims(b *strings.Builder, f *File) {
+	var rows []string
+	for _, r := range f.Results {
+		seen := map[string]bool{}
+		for _, k := range normalizedMetrics {
+			x, ok := r.Normalized[k]
+			if !ok {
+				continue
+			}
+			c := papers.Case{Layout: r.Layout, Mode: r.Mode, Workload: r.Workload, Size: r.Size, Flows: r.Flows, Baseline: r.Baseline, Metric: k}
+			for _, cl := range papers.Comparable(c) {
+				fig, v := cl.Figure, cl.Value
+				id := fig.Paper + fig.Figure + fig.Quote + v.Said
+				if seen[id] {
+					continue // packets/s and Gbit/s of one UDP case
+				}
+				seen[id] = true
+				rows = append(rows, fmt.Sprintf("- %s/%s %s %s, %d flow(s): measured %s × %s (%s); %s — “%s”\n",
+					r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pm(x, 2, ""), r.Baseline, metricNames[k], claimText(cl), fig.Quote))
+			}
+		}
+	}
+	if len(rows) > 0 {
+		b.WriteString("Reported by the papers for the same test, metric and baseline (their text's numbers and words):\n\n" + strings.Join(rows, "") + "\n")
+	}
+}
+
+var metricNames = map[string]string{"pps": "packets/s", "gbps": "Gbit/s", "lat_avg_us": "average latency",
+	"lat_p50_us": "median latency", "lat_p99_us": "p99 latency"}
+
+// claimText reads "FALCON Fig. 13 (a, b) (16 B, UDP): up to 1.63 × vanilla overlay".
+func claimText(cl papers.Claim) string {
+	fig, v := cl.Figure, cl.Value
+	name := fig.Paper + " " + fig.Figure
+	if fig.Panels != "" {
+		name += " (" + fig.Panels + ")"
+	}
+	var setup []string
+	for _, s := range []string{fig.Config.NIC, fig.Config.Size, fig.Config.Protocol} {
+		if s != "" {
+			setup = append(setup, s)
+		}
+	}
+	if len(setup) > 0 {
+		name += " (" + strings.Join(setup, ", ") + ")"
+	}
+	val := fmt.Sprintf("%g", v.Value)
+	if v.Max != 0 {
+		val += fmt.Sprintf("–%g", v.Max)
+	}
+	if v.Bound != "" {
+		val = v.Bound + " " + val
+	}
+	return fmt.Sprintf("%s: %s × %s", name, val, v.RelativeTo)
 }
