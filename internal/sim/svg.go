@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/falconnet/falcon/internal/papers"
 )
 
 // WriteSVG draws a prediction: per flow count, delivered rate against
@@ -89,9 +91,8 @@ func WriteSVG(w io.Writer, p Prediction) error {
 			"cores", "Mdatagrams/s", thr, true)
 		chart(&b, x, 85+ch+20, cw-20, ch-20, fmt.Sprintf("%d flow(s), %d cores: p99 one way", f, most),
 			"offered Mdatagrams/s", "p99 µs", lat, false)
-		ref := paperRef(f)
 		chart(&b, x, 85+2*(ch+20), cw-20, ch-20, fmt.Sprintf("%d flow(s): ratio to vanilla (dashed: paper)", f),
-			"cores", "× vanilla", ratio, true, ref)
+			"cores", "× vanilla", ratio, true, paperRefs(f)...)
 	}
 	for mi, m := range modeNames {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
@@ -116,15 +117,22 @@ type reference struct {
 	label string
 }
 
-// paperRef is what FALCON reported for the rate of UDP flows over the
-// vanilla overlay with packet steering (§6.1, Fig. 13, 16 B, its 100 G
-// testbed with dedicated Falcon cores): one flow neither better nor
-// worse, several up to 63 % more.
-func paperRef(flows int) reference {
-	if flows == 1 {
-		return reference{1, "FALCON Fig. 13: 1 flow, no change"}
+// paperRefs is what FALCON reported for the rate of UDP flows over the
+// vanilla overlay with packet steering (Fig. 13, 16 B, dedicated Falcon
+// cores): one flow neither better nor worse, several up to 63 % more.
+func paperRefs(flows int) []reference {
+	c := papers.Case{Layout: "docker", Mode: "falcon", Workload: "multi-flow", Size: 16, Flows: flows, Baseline: "docker/vanilla", Metric: "pps"}
+	for _, cl := range papers.Comparable(c) {
+		if cl.Figure.Paper != "FALCON" || cl.Figure.Figure != "Fig. 13" {
+			continue
+		}
+		v := cl.Value.Value
+		if flows == 1 {
+			return []reference{{v, "FALCON Fig. 13: 1 flow, no change"}}
+		}
+		return []reference{{v, fmt.Sprintf("FALCON Fig. 13: up to %+.0f %% (multi-flow UDP)", (v-1)*100)}}
 	}
-	return reference{1.63, "FALCON Fig. 13: up to +63 % (multi-flow UDP)"}
+	return nil
 }
 
 func chart(b *strings.Builder, x0, y0, w, h float64, title, xl, yl string, ss []series, logX bool, refs ...reference) {
