@@ -117,10 +117,10 @@ func Run(s Setup, c Costs) (Outcome, error) {
 
 // The limits the kernel puts on queues the model keeps.
 const (
-	wireRing    = 256  // a veth's receive ring (VETH_RING_SIZE): the NIC's
-	maxBacklog  = 1000 // net.core.netdev_max_backlog: a CPU's backlog
-	rcvbuf      = 212992
-	softirqSpan = 2e6 // ns: net_rx_action's time limit before ksoftirqd takes over
+	wireRing    = 256    // a veth's receive ring (VETH_RING_SIZE): the NIC's frames
+	maxBacklog  = 1000   // net.core.netdev_max_backlog: a CPU's backlog
+	rcvbuf      = 212992 // net.core.rmem_default: a socket's receive buffer
+	softirqSpan = 2e6    // ns: net_rx_action's time limit before ksoftirqd takes over
 	sampleEvery = float64(loadavg.DefaultInterval)
 )
 
@@ -176,7 +176,6 @@ type thread struct {
 	hot    bool // an application whose last read left datagrams queued
 	f      *flow
 	vrun   float64
-	next   float64 // a rate-limited sender's next send
 }
 
 type cpu struct {
@@ -504,17 +503,6 @@ func (w *world) startSoft(c *cpu) {
 	}
 	w.busy(c, cost)
 	w.push(event{t: w.now + cost, kind: evCPU, cpu: c})
-}
-
-func (w *world) minV(c *cpu) float64 {
-	m := math.Inf(1)
-	for _, t := range c.threads {
-		m = min(m, t.vrun)
-	}
-	if math.IsInf(m, 1) {
-		return 0
-	}
-	return m
 }
 
 // busy books d ns of work starting now on c, the measured part apart.
