@@ -40,6 +40,7 @@ const (
 	CheckXDP        = "kernel-xdp-native"
 	CheckCPUMapGRO  = "kernel-cpumap-gro"
 	CheckTracefs    = "kernel-tracefs"
+	CheckBPFQdisc   = "kernel-bpf-qdisc" // always ok or info: nothing falcon ships needs it
 )
 
 // Finding is one result of one check on one device (Device "" for the

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/testbed"
 )
@@ -271,5 +273,23 @@ func TestParseRelease(t *testing.T) {
 	k := kernel{major: 5, minor: 7}
 	if !k.atLeast(5, 7) || k.atLeast(5, 8) || !k.atLeast(4, 20) || k.atLeast(6, 0) {
 		t.Error("atLeast is wrong")
+	}
+}
+
+// TestBPFQdiscFinding: the BPF qdisc line is never a problem, on this
+// kernel or any other, and names what it is for.
+func TestBPFQdiscFinding(t *testing.T) {
+	here := bpfQdiscFinding(datapath.BPFQdiscSupported())
+	t.Logf("%s %s: %s", here.Severity, here.Check, here.Message)
+	for _, f := range []Finding{here, bpfQdiscFinding(nil), bpfQdiscFinding(errors.New("this kernel (6.1.0) has no BPF qdisc: CONFIG_NET_SCH_BPF (Linux 6.16+) is off or absent"))} {
+		if f.Check != CheckBPFQdisc || f.Severity.Problem() || !strings.HasPrefix(f.Message, "BPF qdisc (in-order reassembly for mflow)") {
+			t.Errorf("finding %+v: want %s, ok or info, named for what it is", f, CheckBPFQdisc)
+		}
+	}
+	if f := bpfQdiscFinding(nil); f.Severity != OK {
+		t.Errorf("with a BPF qdisc: %s, want ok", f.Severity)
+	}
+	if f := bpfQdiscFinding(errors.New("no")); f.Severity != Info || !strings.Contains(f.Message, "nothing falcon ships needs it") {
+		t.Errorf("without one: %s %q, want info saying nothing needs it", f.Severity, f.Message)
 	}
 }

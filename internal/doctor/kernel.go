@@ -92,6 +92,7 @@ func checkKernel(st *state, k kernel) []Finding {
 	default:
 		add(CheckCPUMapGRO, OK, "cpumap with GRO (6.15+)")
 	}
+	fs = append(fs, bpfQdiscFinding(datapath.BPFQdiscSupported()))
 	if tracefsMounted() {
 		add(CheckTracefs, OK, "tracefs mounted")
 	} else {
@@ -103,6 +104,17 @@ func checkKernel(st *state, k kernel) []Finding {
 		fs = append(fs, checkXDP(d))
 	}
 	return fs
+}
+
+// bpfQdiscFinding reports the BPF qdisc (CONFIG_NET_SCH_BPF, 6.16+), which
+// MFLOW's in-order reassembly would need (docs/DESIGN.md). falcon ships no
+// BPF qdisc, so its absence is information, never a problem.
+func bpfQdiscFinding(err error) Finding {
+	const what = "BPF qdisc (in-order reassembly for mflow)"
+	if err != nil {
+		return Finding{Check: CheckBPFQdisc, Severity: Info, Message: fmt.Sprintf("%s: %v; nothing falcon ships needs it", what, err)}
+	}
+	return Finding{Check: CheckBPFQdisc, Severity: OK, Message: what + " available (CONFIG_NET_SCH_BPF); falcon ships none yet"}
 }
 
 // checkXDP asks the driver what XDP it implements (netdev netlink family,
