@@ -18,6 +18,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "choose.h"
+#include "mflow.h"
 
 /* TC_ACT_UNSPEC (TCX_NEXT) rather than TC_ACT_OK: the packet passes either
  * way, but UNSPEC lets other programs on the device (Cilium, Calico eBPF)
@@ -52,6 +53,16 @@ int falcon_steer(struct __sk_buff *skb)
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
+	if (mflow_elephant(st.cfg, fh, st.fl.proto)) {
+		/* A micro-flow: its next stage runs where this one does, on
+		 * the split CPU that built it (hash 0: no RPS). Unmarked and
+		 * uncounted in the guard's sent: no decision moves it. */
+		st.cnt->c[CNT_MFLOW]++;
+		bpf_set_hash(skb, 0);
+		count_steered(st.cnt, hid, cur);
+		record(fh, KIND_NONE, cur, 0, 0, skb->hash, PASS);
+		return PASS;
+	}
 	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), done_slot(st.hk->role),
 	       st.hk->attached_ns, skb->gso_segs > 1 ? skb->gso_segs : 1, &dc);
 	count(st.cnt, &dc);

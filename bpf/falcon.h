@@ -51,6 +51,7 @@ enum counter {
 	CNT_PASS_NOT_VXLAN, /* NIC hook: not UDP to a configured VXLAN port */
 	CNT_PASS_DISABLED,  /* no CPU set configured or hook inactive */
 	CNT_PASS_PROTO,     /* split hook: inner protocol not split (--split-proto) */
+	CNT_MFLOW,          /* a packet of an elephant split into micro-flows (mflow.h): no per-flow choice */
 	CNT_MAX,
 };
 
@@ -86,6 +87,14 @@ struct config {
 	 * skbs (split.c), ascending; split_n 0 = no splitting. */
 	__u32 split_n;
 	__u32 split_proto; /* inner IP protocol split; 0 = all */
+	/* MFLOW (mflow.h): an elephant's packets go to the split CPUs in
+	 * turns of batch packets; 0 = no micro-flows. A flow is an elephant
+	 * while it brings elephant_bytes or more in MFLOW_WINDOW_NS (0: every
+	 * flow). UDP flows are split only with reorder_udp: UDP has no
+	 * out-of-order queue. */
+	__u32 batch;
+	__u32 elephant_bytes;
+	__u32 reorder_udp;
 	__u32 split_cpus[MAX_CPUS];
 };
 
@@ -114,6 +123,7 @@ struct counters {
 	__u64 bytes;    /* of every overlay packet the hook decided on: the agent's engagement test */
 	__u64 moved;    /* (flow, hook)s that changed their target */
 	__u64 timeouts; /* ... of them after the guard gave up on lost packets */
+	__u64 batches;  /* split hook: micro-flows started (mflow.h) */
 	/* Packets whose next stage was sent to CPU i (< STEER_SLOTS): the
 	 * counter sits in the line the program already touches, where a hash
 	 * map lookup would cost a quarter of the program. Higher CPUs count in
@@ -198,6 +208,15 @@ struct debug {
 	__u32 action;    /* the program's verdict */
 	__u32 cur;       /* the CPU the program ran on */
 	__u64 seq;       /* packets seen with debug on */
+};
+
+/* One flow's micro-flow state at the split hook (mflow.h), by flow hash. */
+struct mflow {
+	__u64 win_start_ns; /* the rate window began */
+	__u64 win_bytes;    /* bytes seen in it */
+	__u64 left;         /* packets left in the current micro-flow */
+	__u32 elephant;     /* the last full window's rate reached the elephant rate */
+	__u32 idx;          /* the current micro-flow's index in the split set */
 };
 
 /* One CPU's cpumap traffic (split.c), indexed by CPU id. The enqueue half

@@ -76,6 +76,16 @@ struct {
 	__type(value, struct done);
 } falcon_done SEC(".maps");
 
+/* Micro-flow state of the flows the split hook saw (mflow.h); the tc
+ * hooks read whether a flow is an elephant. Shared: one flow's frames
+ * arrive on one interrupt CPU at a time. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FLOWLET_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct mflow);
+} falcon_mflow SEC(".maps");
+
 /* The devices the guard counts at, written by the agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -20,6 +20,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "choose.h"
+#include "mflow.h"
 
 /* The id of falcon_cpumap below, set at load: the tracepoints fire for
  * every cpumap on the machine and count only ours. */
@@ -91,10 +92,37 @@ static __always_inline int mark_meta(struct xdp_md *ctx, struct config *cfg)
 	return 1;
 }
 
+/* Sends the frame to dest's cpumap queue, or drops it where the queue
+ * might be full (reserve). */
+static __always_inline int split_to(struct hook_state *st, __u32 hid, __u32 fh, __u32 dest, __u32 cur,
+				    __u32 kind, __u32 hit, __u32 mark)
+{
+	struct split_stats *sst = bpf_map_lookup_elem(&falcon_split_stats, &dest);
+	__u32 action;
+
+	if (sst && !reserve(sst)) {
+		/* Dropped here rather than by the full queue, where no program
+		 * sees which flow lost it: counted done, since it will never
+		 * arrive, so that its flow's guard does not wait for it. */
+		__sync_fetch_and_add(&sst->full, 1);
+		add_done(fh, 1, mark);
+		record(fh, kind, dest, hit, 0, 0, XDP_DROP);
+		return XDP_DROP;
+	}
+	action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
+	if (action != XDP_REDIRECT && sst) {
+		__sync_fetch_and_add(&sst->redirect_fail, 1);
+		__sync_fetch_and_add(&sst->redirected, -1);
+	}
+	count_steered(st->cnt, hid, action == XDP_REDIRECT ? dest : cur);
+	record(fh, kind, dest, hit, 0, 0, action);
+	return action;
+}
+
 SEC("xdp")
 int falcon_split(struct xdp_md *ctx)
 {
-	__u32 hid = hook_id, fh, cur, dest, action = XDP_PASS;
+	__u32 hid = hook_id, fh, cur, started, action = XDP_PASS;
 	struct pkt p = {
 		.ctx = ctx,
 		.data = (void *)(long)ctx->data,
@@ -103,14 +131,29 @@ int falcon_split(struct xdp_md *ctx)
 		.xdp = 1,
 	};
 	struct hook_state st = {};
-	struct split_stats *sst;
 	struct decision dc;
+	struct mflow *mf;
+	__u64 now;
 
 	if (hook_begin(hid, &p, 1, &st, XDP_PASS))
 		return XDP_PASS;
 
 	fh = flow_hash(&st.fl);
 	cur = bpf_get_smp_processor_id();
+	now = bpf_ktime_get_ns();
+	/* An elephant goes in micro-flows, unguarded: reordering between
+	 * them is what MFLOW trades for one flow on several CPUs. Draining,
+	 * every flow goes back inline under its guard. */
+	if (mflow_proto(st.cfg, st.fl.proto) && !st.cfg->drain) {
+		mf = mflow_track(st.cfg, fh, p.len, now);
+		if (mf) {
+			__u32 i = mflow_index(st.cfg, st.ld, &st.s, mf, &started);
+
+			st.cnt->c[CNT_MFLOW]++;
+			st.cnt->batches += started;
+			return split_to(&st, hid, fh, st.cfg->split_cpus[i], cur, KIND_FIRST, 0, 0);
+		}
+	}
 	/* Marked, the packet is guarded exactly from the first one counted, as
 	 * the tc hooks' are. Unmarked (no tc hook on the NIC to carry the
 	 * mark, or no room for metadata), it counts against every arrival of
@@ -125,7 +168,7 @@ int falcon_split(struct xdp_md *ctx)
 		mark = MARK_SPLIT;
 		slot = DONE_SPLIT;
 	}
-	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, bpf_ktime_get_ns(), slot, st.hk->attached_ns, 1, &dc);
+	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, now, slot, st.hk->attached_ns, 1, &dc);
 	count(st.cnt, &dc);
 
 	/* Fallback: the skb is built here, as without falcon. A choice of this
@@ -133,28 +176,10 @@ int falcon_split(struct xdp_md *ctx)
 	 * move between CPUs (TCP sends from the softirq that took an ACK), and
 	 * frames built inline would overtake those still queued for the
 	 * kthread (seen on the testbed as TCP reordering). */
-	dest = cur;
-	if (dc.target != TARGET_FALLBACK) {
-		dest = st.cfg->split_cpus[cpu_idx(dc.target)];
-		sst = bpf_map_lookup_elem(&falcon_split_stats, &dest);
-		if (sst && !reserve(sst)) {
-			/* Dropped here rather than by the full queue, where no
-			 * program sees which flow lost it: counted done, since it
-			 * will never arrive, so that its flow's guard does not
-			 * wait for it. */
-			__sync_fetch_and_add(&sst->full, 1);
-			add_done(fh, 1, mark);
-			record(fh, dc.kind, dest, dc.hit, 0, 0, XDP_DROP);
-			return XDP_DROP;
-		}
-		action = bpf_redirect_map(&falcon_cpumap, dest, XDP_PASS);
-		if (action != XDP_REDIRECT && sst) {
-			__sync_fetch_and_add(&sst->redirect_fail, 1);
-			__sync_fetch_and_add(&sst->redirected, -1);
-		}
-	}
-	count_steered(st.cnt, hid, action == XDP_REDIRECT ? dest : cur);
-	record(fh, dc.kind, dest, dc.hit, 0, 0, action);
+	if (dc.target != TARGET_FALLBACK)
+		return split_to(&st, hid, fh, st.cfg->split_cpus[cpu_idx(dc.target)], cur, dc.kind, dc.hit, mark);
+	count_steered(st.cnt, hid, cur);
+	record(fh, dc.kind, cur, dc.hit, 0, 0, action);
 	return action;
 }
 

@@ -21,6 +21,7 @@ var catalogue = []catalogueEntry{
 	{"vanilla", ModeVanilla, "", "the kernel as it comes: nothing is changed (bench's baseline)"},
 	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load (the default)"},
 	{"falcon+split", ModeFalcon, "split=true", "falcon, and split the NIC stage off the interrupt CPU (XDP + cpumap)"},
+	{"mflow", ModeFalcon, "split=true,batch=256,policy=paper", "MFLOW: split each elephant flow into micro-flows of 256 packets over the split CPUs (TCP; UDP with allow-reorder)"},
 	{"rps", ModeRPS, "", "the Kubernetes RPS/RFS study's RPS: rps_cpus on the host's overlay devices"},
 	{"rps+", ModeRPS, "container-level=true", "RPS, also on the containers' eth0"},
 	{"rfs", ModeRFS, "", "the study's RFS: rps_sock_flow_entries and rps_flow_cnt"},

@@ -24,6 +24,11 @@ func TestParseMode(t *testing.T) {
 			o.Split, o.SplitCPUs, o.SplitProto, o.Interval = true, []int{1}, "udp", 20*time.Millisecond
 		},
 		"rfs+:flow-entries=4096": func(o *Options) { o.Mode, o.ContainerLevel, o.FlowEntries = ModeRFS, true, 4096 },
+		"mflow":                  func(o *Options) { o.Split, o.Batch, o.Policy = true, DefaultBatch, "paper" },
+		"mflow:batch=16,elephant=0,allow-reorder=true": func(o *Options) {
+			o.Split, o.Batch, o.Policy, o.Elephant, o.AllowReorder = true, 16, "paper", 0, true
+		},
+		"mflow:elephant=2.5G": func(o *Options) { o.Split, o.Batch, o.Policy, o.Elephant = true, DefaultBatch, "paper", 2_500_000_000 },
 	} {
 		got, exp := DefaultOptions(), DefaultOptions()
 		exp.Mode = ModeFalcon
@@ -33,8 +38,11 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 	for spec, msg := range map[string]string{
-		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+split, rfs, rfs+, rps, rps+, vanilla`,
-		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, drain-timeout, order, devices, split, split-cpus, split-proto`,
+		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+split, mflow, rfs, rfs+, rps, rps+, vanilla`,
+		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, drain-timeout, order, devices, split, split-cpus, split-proto, batch, elephant, allow-reorder`,
+		"mflow:batch=0":            `mode mflow: batch=0: "0": want 1..1048576 packets (without micro-flows, use mode falcon+split)`,
+		"mflow:elephant=fast":      `want a rate in bit/s such as 500M or 2G`,
+		"mflow:elephant=-1M":       `want a rate in bit/s`,
 		"rps:split=true":           `mode rps: unknown setting "split": want one of devices, container-level, rps-cpus`,
 		"falcon:threshold=101":     "mode falcon: threshold=101: 101: outside 0..100",
 		"falcon:threshold=hot":     `mode falcon: threshold=hot: "hot": want a percentage 0..100`,
@@ -110,5 +118,38 @@ func TestFlags(t *testing.T) {
 	}
 	if o, err := parse(); err != nil || !SameSettings(o, DefaultOptions()) {
 		t.Errorf("no flags: %+v, %v", o, err)
+	}
+}
+
+// TestMflowOptions: micro-flows need the split, UDP needs consent to
+// reordering, and their settings mean nothing elsewhere.
+func TestMflowOptions(t *testing.T) {
+	for spec, msg := range map[string]string{
+		"mflow": "",
+		"mflow:allow-reorder=true,split-proto=udp": "",
+		"mflow:split-proto=udp":                    "--split-proto udp in mode mflow needs --allow-reorder",
+		"mflow:split=false":                        "--batch needs --split",
+		"falcon:allow-reorder=true":                "--allow-reorder needs micro-flows",
+		"falcon+split:elephant=10M":                "--elephant needs micro-flows",
+		"mflow:split-cpus=0,4095":                  "4095",
+	} {
+		o := DefaultOptions()
+		if err := ParseMode(spec, &o); err != nil {
+			t.Fatalf("ParseMode(%q): %v", spec, err)
+		}
+		o.CPUs = []int{0}
+		err := o.validate()
+		if msg == "" && err != nil || msg != "" && (err == nil || !strings.Contains(err.Error(), msg)) {
+			t.Errorf("validate(%q) = %v; want %q", spec, err, msg)
+		}
+	}
+	for v, want := range map[string]uint64{"0": 0, "500M": 500_000_000, "2G": 2_000_000_000, "1.5k": 1500, "100Mbit/s": 100_000_000, "7": 7} {
+		got, err := parseRate(v)
+		if err != nil || got != want {
+			t.Errorf("parseRate(%q) = %d, %v; want %d", v, got, err, want)
+		}
+		if back, err := parseRate(formatRate(got)); err != nil || back != got {
+			t.Errorf("formatRate(%d) = %q does not read back", got, formatRate(got))
+		}
 	}
 }

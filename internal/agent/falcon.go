@@ -99,6 +99,9 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	}
 	cfg.SplitCPUs = slices.Clone(h.Opts.SplitCPUs)
 	cfg.SplitProto = h.Opts.SplitProto
+	cfg.Batch = h.Opts.Batch
+	cfg.ElephantBps = h.Opts.Elephant
+	cfg.ReorderUDP = h.Opts.AllowReorder
 	return cfg
 }
 

@@ -57,6 +57,12 @@ type Options struct {
 	Split      bool   `json:"split,omitempty"`
 	SplitCPUs  []int  `json:"split_cpus,omitempty"`
 	SplitProto string `json:"split_proto,omitempty"`
+	// Batch > 0 splits elephants (flows at Elephant bit/s or more) into
+	// micro-flows of Batch packets over the split CPUs (mode mflow,
+	// mflow.go); AllowReorder lets it split UDP flows too.
+	Batch        int    `json:"batch,omitempty"`
+	Elephant     uint64 `json:"elephant,omitempty"`
+	AllowReorder bool   `json:"allow_reorder,omitempty"`
 
 	// MetricsAddr is where the agent serves Prometheus metrics, HOST:PORT
 	// ("" = nowhere); LogFormat is text (default) or json. They shape the
@@ -86,6 +92,7 @@ func DefaultOptions() Options {
 		Interval:     loadavg.DefaultInterval,
 		GuardTimeout: datapath.DefaultGuardTimeout,
 		DrainTimeout: DefaultDrainTimeout,
+		Elephant:     DefaultElephant,
 	}
 }
 
@@ -169,6 +176,9 @@ func (o *Options) validate() error {
 	if err := o.validateSplit(); err != nil {
 		return err
 	}
+	if err := o.validateMflow(); err != nil {
+		return err
+	}
 	if o.FlowEntries < 0 {
 		return fmt.Errorf("flow entries %d is negative", o.FlowEntries)
 	}
@@ -184,7 +194,8 @@ func sameSettings(a, b Options) bool {
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
 		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
-		a.SplitProto == b.SplitProto && a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
+		a.SplitProto == b.SplitProto && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
+		a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
 }
 
 // Validate checks opts as Start would, without changing anything, and fills

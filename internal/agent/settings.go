@@ -118,6 +118,36 @@ var settings = []setting{
 			}
 			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
+	{name: "batch", impls: []string{ModeFalcon},
+		usage: fmt.Sprintf("mode mflow: packets per micro-flow; an elephant's packets go to the split CPUs in turns of this many (MFLOW's default %d)", DefaultBatch),
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > datapath.MaxBatch {
+				return fmt.Errorf("%q: want 1..%d packets (without micro-flows, use mode falcon+split)", v, datapath.MaxBatch)
+			}
+			o.Batch = n
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Batch == 0 {
+				return ""
+			}
+			return strconv.Itoa(o.Batch)
+		}},
+	{name: "elephant", impls: []string{ModeFalcon},
+		usage: "mode mflow: the rate from which a flow is split into micro-flows, in bit/s with k, M or G, e.g. 500M; 0 splits every flow",
+		set: func(o *Options, v string) error {
+			r, err := parseRate(v)
+			if err != nil {
+				return err
+			}
+			o.Elephant = r
+			return nil
+		},
+		get: func(o *Options) string { return formatRate(o.Elephant) }},
+	boolSetting("allow-reorder", "mode mflow: split UDP flows too; their micro-flows reach the socket out of order, "+
+		"which UDP does not repair (TCP's out-of-order queue does) (true/false)",
+		func(o *Options) *bool { return &o.AllowReorder }, ModeFalcon),
 	{name: "metrics-addr", process: true,
 		usage: "serve Prometheus metrics on HOST:PORT, e.g. 127.0.0.1:9750 (default: off); bound before anything is attached",
 		set:   func(o *Options, v string) error { o.MetricsAddr = v; return nil },

@@ -129,6 +129,20 @@ type SplitReport struct {
 	// PerCPU is each split CPU's cpumap traffic; CPUs without any yet
 	// show zeros.
 	PerCPU map[int]datapath.CPUMapStats `json:"per_cpu"`
+	// Micro is set in mode mflow: elephants split into micro-flows.
+	Micro *MicroReport `json:"micro_flows,omitempty"`
+}
+
+// MicroReport is mode mflow at work: its settings, the micro-flows the
+// split hook started, and the packets sent in them (at the split hook, and
+// left inline by the tc hooks after it).
+type MicroReport struct {
+	Batch         int    `json:"batch"`
+	Elephant      string `json:"elephant"` // bit/s, as --elephant takes it
+	UDP           bool   `json:"udp"`      // UDP flows split too (--allow-reorder): they may reach the socket out of order
+	Started       uint64 `json:"started"`
+	SplitPackets  uint64 `json:"split_packets"`
+	InlinePackets uint64 `json:"inline_packets"`
 }
 
 func splitReport(o Options, c datapath.Counters) *SplitReport {
@@ -145,6 +159,18 @@ func splitReport(o Options, c datapath.Counters) *SplitReport {
 	}
 	for cpu, s := range c.CPUMap {
 		r.PerCPU[cpu] = s
+	}
+	if o.Batch > 0 {
+		m := &MicroReport{Batch: o.Batch, Elephant: formatRate(o.Elephant), UDP: o.AllowReorder}
+		for _, st := range c.Stages {
+			m.Started += st.MicroFlows
+			if st.Hook.Role == datapath.HookSplit {
+				m.SplitPackets += st.Micro
+			} else {
+				m.InlinePackets += st.Micro
+			}
+		}
+		r.Micro = m
 	}
 	return r
 }

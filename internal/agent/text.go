@@ -152,6 +152,14 @@ func writeSplit(w io.Writer, sp *SplitReport) {
 		return
 	}
 	fmt.Fprintf(w, "\nsplit NIC stage (XDP redirects into a cpumap), CPUs %s, inner protocol %s:\n", sp.CPUs, sp.Proto)
+	if m := sp.Micro; m != nil {
+		udp := "UDP flows not split (they keep one CPU)"
+		if m.UDP {
+			udp = "UDP flows split too: their packets may reach the socket out of order"
+		}
+		fmt.Fprintf(w, "  micro-flows of %d packets for flows from %s bit/s (TCP reorders them back; %s): %d started, "+
+			"%d packets split, %d left inline after\n", m.Batch, m.Elephant, udp, m.Started, m.SplitPackets, m.InlinePackets)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE FULL\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")
 	cpus := make([]int, 0, len(sp.PerCPU))

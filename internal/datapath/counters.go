@@ -40,6 +40,10 @@ type Decided struct {
 	FallbackStale           uint64 // part of Fallback: the load data was stale
 	FallbackIdle            uint64 // part of Fallback: adaptive, moving would not pay
 	FlowletHits             uint64 // packets that kept their flow's decision
+	// Micro is the packets of elephants in micro-flows (mode mflow): no
+	// per-flow choice, no guard; MicroFlows counts the micro-flows the
+	// split hook started.
+	Micro, MicroFlows uint64
 	Guard
 }
 
@@ -50,6 +54,8 @@ func (d *Decided) add(o Decided) {
 	d.FallbackStale += o.FallbackStale
 	d.FallbackIdle += o.FallbackIdle
 	d.FlowletHits += o.FlowletHits
+	d.Micro += o.Micro
+	d.MicroFlows += o.MicroFlows
 	d.Guard.add(o.Guard)
 }
 
@@ -244,7 +250,7 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 // so that a hook's per-CPU decisions and its totals cannot drift apart; the
 // slots of packets passed untouched are added to passed by reason.
 func decidedOn(v *falconCounters, passed map[string]uint64) Decided {
-	d := Decided{Guard: Guard{Moved: v.Moved, Timeouts: v.Timeouts}}
+	d := Decided{Guard: Guard{Moved: v.Moved, Timeouts: v.Timeouts}, MicroFlows: v.Batches}
 	for i, n := range v.C {
 		switch i {
 		case cntFirst:
@@ -263,6 +269,8 @@ func decidedOn(v *falconCounters, passed map[string]uint64) Decided {
 			d.FlowletHits = n
 		case cntGuardHold:
 			d.Holds = n
+		case cntMflow:
+			d.Micro = n
 		default:
 			if n > 0 {
 				passed[passReasons[i]] += n

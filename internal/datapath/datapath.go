@@ -8,6 +8,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ const (
 	cntPassNotVXLAN
 	cntPassDisabled
 	cntPassProto
+	cntMflow
 	cntMax
 )
 
@@ -127,6 +129,27 @@ type Config struct {
 	// SplitAll ("" = all), the inner protocol split.
 	SplitCPUs  []int
 	SplitProto string
+	// MFLOW (bpf/mflow.h): Batch > 0 sends an elephant's packets to the
+	// split CPUs in turns of Batch packets; a flow is an elephant while
+	// it brings ElephantBps bit/s or more (0: every flow). UDP flows are
+	// split only with ReorderUDP.
+	Batch       int
+	ElephantBps uint64
+	ReorderUDP  bool
+}
+
+// MaxBatch bounds a micro-flow: MFLOW measured 16 to 1024 packets.
+const MaxBatch = 1 << 20
+
+// MflowWindow is bpf/mflow.h's MFLOW_WINDOW_NS: the elephant rate is
+// measured over windows this long.
+const MflowWindow = 10 * time.Millisecond
+
+// elephantBytes is the elephant rate as bytes per MflowWindow, rounded up
+// so that a rate never counts as more than it is.
+func elephantBytes(bps uint64) uint32 {
+	b := (bps*uint64(MflowWindow/time.Millisecond) + 7999) / 8000
+	return uint32(min(b, math.MaxUint32))
 }
 
 // DefaultVXLANPorts are the VXLAN ports the datapath parses unless told.
@@ -180,6 +203,12 @@ func (c Config) Validate() error {
 	}
 	if err := CheckThreshold(c.Threshold); err != nil {
 		return fmt.Errorf("threshold %w", err)
+	}
+	if c.Batch < 0 || c.Batch > MaxBatch {
+		return fmt.Errorf("batch %d: want 0..%d packets", c.Batch, MaxBatch)
+	}
+	if c.ElephantBps/8*uint64(MflowWindow/time.Millisecond)/1000 >= math.MaxUint32 {
+		return fmt.Errorf("elephant rate %d bit/s is beyond what the datapath counts", c.ElephantBps)
 	}
 	if _, err := policyBPF(c.Policy); err != nil {
 		return err
@@ -284,6 +313,11 @@ func (c Config) toBPF() falconConfig {
 		b.SplitCpus[i] = uint32(cpu)
 	}
 	b.SplitProto, _ = splitProto(c.SplitProto)
+	b.Batch = uint32(c.Batch)
+	b.ElephantBytes = elephantBytes(c.ElephantBps)
+	if c.ReorderUDP {
+		b.ReorderUdp = 1
+	}
 	return b
 }
 
@@ -317,6 +351,9 @@ func configFromBPF(b *falconConfig) Config {
 		c.SplitCPUs = append(c.SplitCPUs, int(b.SplitCpus[i]))
 	}
 	c.SplitProto = protoName(b.SplitProto)
+	c.Batch = int(b.Batch)
+	c.ElephantBps = uint64(b.ElephantBytes) * 8000 / uint64(MflowWindow/time.Millisecond)
+	c.ReorderUDP = b.ReorderUdp != 0
 	return c
 }
 

@@ -34,16 +34,19 @@ type falconConfig struct {
 	Pos            [1024]uint16
 	SplitN         uint32
 	SplitProto     uint32
+	Batch          uint32
+	ElephantBytes  uint32
+	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type falconCounters struct {
 	_        structs.HostLayout
-	C        [14]uint64
+	C        [15]uint64
 	Bytes    uint64
 	Moved    uint64
 	Timeouts uint64
+	Batches  uint64
 	To       [64]uint64
 }
 
@@ -106,6 +109,15 @@ type falconLoad struct {
 	Pct       [1024]uint32
 }
 
+type falconMflow struct {
+	_          structs.HostLayout
+	WinStartNs uint64
+	WinBytes   uint64
+	Left       uint64
+	Elephant   uint32
+	Idx        uint32
+}
+
 type falconStageDev struct {
 	_        structs.HostLayout
 	NetnsIno uint32
@@ -129,6 +141,7 @@ const (
 	falconMapFalconFlowlets = "falcon_flowlets"
 	falconMapFalconHooks    = "falcon_hooks"
 	falconMapFalconLoad     = "falcon_load"
+	falconMapFalconMflow    = "falcon_mflow"
 	falconMapFalconStages   = "falcon_stages"
 	falconMapFalconSteered  = "falcon_steered"
 	falconProgFalconSteer   = "falcon_steer"
@@ -192,6 +205,7 @@ type falconMapSpecs struct {
 	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconMflow    *ebpf.MapSpec `ebpf:"falcon_mflow"`
 	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
@@ -231,6 +245,7 @@ type falconMaps struct {
 	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
+	FalconMflow    *ebpf.Map `ebpf:"falcon_mflow"`
 	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
 }
@@ -244,6 +259,7 @@ func (m *falconMaps) Close() error {
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
+		m.FalconMflow,
 		m.FalconStages,
 		m.FalconSteered,
 	)

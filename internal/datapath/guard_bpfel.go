@@ -34,16 +34,19 @@ type guardConfig struct {
 	Pos            [1024]uint16
 	SplitN         uint32
 	SplitProto     uint32
+	Batch          uint32
+	ElephantBytes  uint32
+	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type guardCounters struct {
 	_        structs.HostLayout
-	C        [14]uint64
+	C        [15]uint64
 	Bytes    uint64
 	Moved    uint64
 	Timeouts uint64
+	Batches  uint64
 	To       [64]uint64
 }
 
@@ -106,6 +109,15 @@ type guardLoad struct {
 	Pct       [1024]uint32
 }
 
+type guardMflow struct {
+	_          structs.HostLayout
+	WinStartNs uint64
+	WinBytes   uint64
+	Left       uint64
+	Elephant   uint32
+	Idx        uint32
+}
+
 type guardPending struct {
 	_     structs.HostLayout
 	Fh    uint32
@@ -137,6 +149,7 @@ const (
 	guardMapFalconFlowlets   = "falcon_flowlets"
 	guardMapFalconHooks      = "falcon_hooks"
 	guardMapFalconLoad       = "falcon_load"
+	guardMapFalconMflow      = "falcon_mflow"
 	guardMapFalconPending    = "falcon_pending"
 	guardMapFalconStages     = "falcon_stages"
 	guardMapFalconSteered    = "falcon_steered"
@@ -205,6 +218,7 @@ type guardMapSpecs struct {
 	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconMflow    *ebpf.MapSpec `ebpf:"falcon_mflow"`
 	FalconPending  *ebpf.MapSpec `ebpf:"falcon_pending"`
 	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
@@ -245,6 +259,7 @@ type guardMaps struct {
 	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
+	FalconMflow    *ebpf.Map `ebpf:"falcon_mflow"`
 	FalconPending  *ebpf.Map `ebpf:"falcon_pending"`
 	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
@@ -259,6 +274,7 @@ func (m *guardMaps) Close() error {
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
+		m.FalconMflow,
 		m.FalconPending,
 		m.FalconStages,
 		m.FalconSteered,

@@ -31,6 +31,7 @@ func (d *Datapath) mapsByName() map[string]*ebpf.Map {
 		"falcon_debug":    d.maps.FalconDebug,
 		"falcon_done":     d.maps.FalconDone,
 		"falcon_stages":   d.maps.FalconStages,
+		"falcon_mflow":    d.maps.FalconMflow,
 	}
 }
 

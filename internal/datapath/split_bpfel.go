@@ -34,16 +34,19 @@ type splitConfig struct {
 	Pos            [1024]uint16
 	SplitN         uint32
 	SplitProto     uint32
+	Batch          uint32
+	ElephantBytes  uint32
+	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type splitCounters struct {
 	_        structs.HostLayout
-	C        [14]uint64
+	C        [15]uint64
 	Bytes    uint64
 	Moved    uint64
 	Timeouts uint64
+	Batches  uint64
 	To       [64]uint64
 }
 
@@ -106,6 +109,15 @@ type splitLoad struct {
 	Pct       [1024]uint32
 }
 
+type splitMflow struct {
+	_          structs.HostLayout
+	WinStartNs uint64
+	WinBytes   uint64
+	Left       uint64
+	Elephant   uint32
+	Idx        uint32
+}
+
 type splitSplitStats struct {
 	_            structs.HostLayout
 	Enqueued     uint64
@@ -147,6 +159,7 @@ const (
 	splitMapFalconFlowlets       = "falcon_flowlets"
 	splitMapFalconHooks          = "falcon_hooks"
 	splitMapFalconLoad           = "falcon_load"
+	splitMapFalconMflow          = "falcon_mflow"
 	splitMapFalconSplitStats     = "falcon_split_stats"
 	splitMapFalconStages         = "falcon_stages"
 	splitMapFalconSteered        = "falcon_steered"
@@ -218,6 +231,7 @@ type splitMapSpecs struct {
 	FalconFlowlets   *ebpf.MapSpec `ebpf:"falcon_flowlets"`
 	FalconHooks      *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconMflow      *ebpf.MapSpec `ebpf:"falcon_mflow"`
 	FalconSplitStats *ebpf.MapSpec `ebpf:"falcon_split_stats"`
 	FalconStages     *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.MapSpec `ebpf:"falcon_steered"`
@@ -261,6 +275,7 @@ type splitMaps struct {
 	FalconFlowlets   *ebpf.Map `ebpf:"falcon_flowlets"`
 	FalconHooks      *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.Map `ebpf:"falcon_load"`
+	FalconMflow      *ebpf.Map `ebpf:"falcon_mflow"`
 	FalconSplitStats *ebpf.Map `ebpf:"falcon_split_stats"`
 	FalconStages     *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.Map `ebpf:"falcon_steered"`
@@ -276,6 +291,7 @@ func (m *splitMaps) Close() error {
 		m.FalconFlowlets,
 		m.FalconHooks,
 		m.FalconLoad,
+		m.FalconMflow,
 		m.FalconSplitStats,
 		m.FalconStages,
 		m.FalconSteered,

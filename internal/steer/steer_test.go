@@ -1,6 +1,7 @@
 package steer
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -186,5 +187,34 @@ func TestGuardLostNeedsQuiet(t *testing.T) {
 	}
 	if s := e.Guard(500, 0, 150, 1, want); s.Held || s.Target != 1 {
 		t.Fatalf("unsure, quiet for 300: %+v, want the move to 1", s)
+	}
+}
+
+// TestMicroTurns: micro-flows of batch packets go round the split set,
+// passing over a CPU at or above the threshold, and all of them when every
+// CPU is busy.
+func TestMicroTurns(t *testing.T) {
+	cpus := []int{2, 5, 7}
+	load := map[int]uint32{2: 10, 5: 90, 7: 10}
+	m := Micro{Idx: 0}
+	var got []int
+	starts := 0
+	for i := 0; i < 12; i++ {
+		idx, started := m.Next(cpus, func(c int) uint32 { return load[c] }, 85, 3)
+		got = append(got, cpus[idx])
+		if started {
+			starts++
+		}
+	}
+	want := []int{7, 7, 7, 2, 2, 2, 7, 7, 7, 2, 2, 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) || starts != 4 {
+		t.Errorf("CPUs %v (%d micro-flows), want %v (4)", got, starts, want)
+	}
+	busy := func(int) uint32 { return 100 }
+	if i := NextBatchIndex(cpus, busy, 85, 2); i != 0 {
+		t.Errorf("all busy: next of 2 is %d, want 0", i)
+	}
+	if Elephant(1250, 10_000_000, 1250, 10_000_000) != true || Elephant(1249, 10_000_000, 1250, 10_000_000) {
+		t.Error("elephant verdict off at the rate")
 	}
 }
