@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// TestMflowLayouts enables mode mflow (batches of 32, elephants from
+// 100 Mbit/s, split CPUs 0 and 1) on the receiving host of each container
+// layout and runs one iperf3 TCP flow at full rate beside one paced at
+// 10 Mbit/s. Then, as the kernel's own tracepoint (net:netif_receive_skb at
+// the NIC, where the cpumap kthread hands over the skbs it built) sees it:
+//   - the elephant's NIC stage ran on both split CPUs, each with a fair
+//     share, in runs of consecutive sequence space whose mean length is the
+//     batch (within a factor of 4: retransmissions and GRO's merges blur it);
+//   - the mouse was not split: its NIC stage ran in runs far longer than
+//     the batch;
+//   - the split program dropped nothing (its cpumap queues never filled);
+//   - disable restores every value and leaves nothing behind.
+//
+// The out-of-order segments TCP repaired and the retransmissions are
+// logged: that is the cost MFLOW trades, measured by the bench (mflow7).
+func TestMflowLayouts(t *testing.T) {
+	needTestbed(t)
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		t.Run(layout, func(t *testing.T) { mflowOn(t, layout) })
+	}
+}
+
+const mflowBatch = 32
+
+func mflowOn(t *testing.T, layout string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := ibed(t, "m"+layout[:3], layout, 1)
+	h2 := tb.Hosts[1]
+	nss := hostSide(h2)
+	before := queueValues(t, nss)
+	warm(t, tb)
+
+	o := testOptions(t, h2.Netns)
+	if err := ParseMode("mflow:split-cpus=0-1,elephant=100M", &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Batch, o.CPUs, o.Threshold = mflowBatch, []int{0, 1}, 100
+	key, err := Key(o.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.Stop()
+		}
+	}()
+	objs := falconObjects(t, nss)
+
+	const elephantPort, mousePort = 5311, 5312
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: nss, Proto: 6, PortMin: elephantPort, PortMax: mousePort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	clients, servers := tb.Endpoints()
+	snmp := func() map[string]map[string]int64 {
+		s, err := procfs.ReadSNMP(servers[0].Netns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s0 := snmp()
+	var wg sync.WaitGroup
+	results := make([]workload.Iperf3Result, 2)
+	errs := make([]error, 2)
+	for i, port := range []int{elephantPort, mousePort} {
+		srv, err := workload.StartIperf3Server(ctx, servers[0].Netns, port, []int{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Stop()
+		rate := "" // full rate
+		if port == mousePort {
+			rate = "10M"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
+				Port: port, Duration: 3 * time.Second, CPUs: []int{0}, Bitrate: rate})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := snmp()
+	r := status(t, o)
+
+	nicStage := h2.Netns + "/" + h2.NIC
+	var elephant, mouse stagetrace.Flow
+	for _, rec := range recs {
+		if rec.Stage() == nicStage && rec.Flow.Dport == elephantPort {
+			elephant = rec.Flow
+		}
+		if rec.Stage() == nicStage && rec.Flow.Dport == mousePort {
+			mouse = rec.Flow
+		}
+	}
+	if !elephant.Src.IsValid() || !mouse.Src.IsValid() {
+		t.Fatalf("the tracer saw no data flow to ports %d and %d at %s: %+v", elephantPort, mousePort, nicStage, recs)
+	}
+	er, mr := stagetrace.RunLengths(recs, elephant, nicStage), stagetrace.RunLengths(recs, mouse, nicStage)
+	t.Logf("elephant %.0f Mbit/s, %d retransmits: NIC stage runs %v; mouse %.1f Mbit/s: %v",
+		results[0].BitsPerSecond/1e6, results[0].Retransmits, er, results[1].BitsPerSecond/1e6, mr)
+	t.Logf("receiver: TCPOFOQueue +%d, TCPOFOMerge +%d; micro-flows %+v",
+		s1["TcpExt"]["TCPOFOQueue"]-s0["TcpExt"]["TCPOFOQueue"], s1["TcpExt"]["TCPOFOMerge"]-s0["TcpExt"]["TCPOFOMerge"], r.Split.Micro)
+
+	all := stagetrace.AllRuns(er)
+	for _, cpu := range []int{0, 1} {
+		if share := float64(er[cpu].DataSegs) / float64(all.DataSegs); share < 0.2 {
+			t.Errorf("the elephant's NIC stage: CPU %d built %.0f %% of its segments, want a fair share of both split CPUs", cpu, 100*share)
+		}
+		if m := er[cpu].MeanLen(); m < mflowBatch/4 || m > mflowBatch*4 {
+			t.Errorf("the elephant's NIC stage on CPU %d: runs of %.1f segments on average, want about the batch, %d", cpu, m, mflowBatch)
+		}
+	}
+	// Split, its runs would be the batch; a mouse moves whole, under the
+	// guard, now and then (a CPU at 100 %).
+	if m := stagetrace.AllRuns(mr); m.MeanLen() < 4*mflowBatch || m.DataSegs < 100 {
+		t.Errorf("the mouse's NIC stage came in %v: split, or it did not run", m)
+	}
+	if r.Split == nil || r.Split.Micro == nil || r.Split.Micro.Started == 0 || r.Split.Micro.SplitPackets == 0 {
+		t.Errorf("status shows no micro-flows: %+v", r.Split)
+	}
+	for cpu, s := range r.Split.PerCPU {
+		if s.QueueFull+s.EnqueueDrops+s.BuildDrops != 0 {
+			t.Errorf("split CPU %d dropped: %+v", cpu, s)
+		}
+	}
+
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameValues(t, "after disable", before, queueValues(t, nss))
+	objs.gone(t)
+	noFilters(t, nss)
+	noTrace(t, tb, o)
+	noPaths(t, filepath.Join(o.pinRoot(), key), filepath.Join(o.stateRoot(), key))
+}
