@@ -66,9 +66,18 @@ struct stage_key {
 	struct flow flow;
 };
 
+// TCP runs: per CPU, a run is a stretch of the flow's payload packets that
+// this CPU handled in a row, each starting at the sequence number where the
+// CPU's previous one ended. jumps counts the runs (a payload packet that
+// starts elsewhere, or the CPU's first); data_segs/jumps is the mean run
+// length in segments. Pure ACKs (no payload) are skipped.
 struct stage_val {
 	__u64 packets; // segments: a GRO super-packet counts as gso_segs
 	__u64 skbs;
+	__u64 data_segs; // segments of TCP packets with payload
+	__u64 jumps;     // TCP payload packets not starting at next_seq
+	__u32 next_seq;  // sequence number after the last TCP payload packet
+	__u32 tcp;       // next_seq is set: a TCP payload packet was seen here
 };
 
 struct seq_val {
@@ -265,6 +274,44 @@ static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4,
 		v->max_seq = seq;
 }
 
+// track_runs follows the TCP sequence space a CPU handles: the TCP header
+// is at l4 and the IP header at l3 of a packet len bytes long from the
+// network header (a GRO super-packet's len covers all its segments).
+static __always_inline void track_runs(struct stage_val *v, const __u8 *buf, __u32 l3, __u32 l4,
+				       __u32 limit, __u32 len, __u8 family, __u32 segs)
+{
+	__u8 th[14];
+	if (load(th, sizeof(th), buf, l4, limit))
+		return;
+	// The IP header's length, when set, bounds the packet: short frames
+	// carry Ethernet padding until ip_rcv trims it. 0 (BIG TCP, jumbograms)
+	// or inconsistent: trust len.
+	__u32 end = len;
+	__u8 b[2];
+	if (family == 4) {
+		if (load(b, sizeof(b), buf, l3 + 2, limit))
+			return;
+		__u32 tot = (__u32)b[0] << 8 | b[1];
+		if (tot && l3 + tot < end)
+			end = l3 + tot;
+	} else {
+		if (load(b, sizeof(b), buf, l3 + 4, limit))
+			return;
+		__u32 pl = (__u32)b[0] << 8 | b[1];
+		if (pl && l3 + 40 + pl < end)
+			end = l3 + 40 + pl;
+	}
+	__u32 hdr = l4 + (th[12] >> 4) * 4;
+	if (end <= hdr)
+		return; // no payload: a pure ACK
+	__u32 seq = (__u32)th[4] << 24 | (__u32)th[5] << 16 | (__u32)th[6] << 8 | th[7];
+	v->data_segs += segs;
+	if (!v->tcp || v->next_seq != seq)
+		v->jumps++;
+	v->tcp = 1;
+	v->next_seq = seq + (end - hdr);
+}
+
 // F reads a kernel field: a plain load where the verifier knows the
 // pointer's BTF type (tp_btf), a probe read otherwise (raw_tp). btf is a
 // constant, so each program keeps only its own branch; the loads are
@@ -308,7 +355,7 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 	key.netns = netns;
 	key.ifindex = F(dev, ifindex);
 
-	__u32 off = 0;
+	__u32 off = 0, l3 = 0;
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
 		__be16 inner;
 		if (load(&inner, 2, buf, 2, limit)) {
@@ -317,6 +364,7 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 		}
 		proto = bpf_ntohs(inner);
 		off = 4;
+		l3 = 4;
 	}
 	if (proto != ETH_P_IP && proto != ETH_P_IPV6) {
 		stat_inc(STAT_NOT_IP);
@@ -339,7 +387,8 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 			return 0;
 		}
 		__builtin_memset(&key.flow, 0, sizeof(key.flow));
-		l4 = parse_l3(&key.flow, buf, eth + ETH_HLEN, limit, bpf_ntohs(et));
+		l3 = eth + ETH_HLEN;
+		l4 = parse_l3(&key.flow, buf, l3, limit, bpf_ntohs(et));
 		if (l4 < 0 || (l4 > 0 && read_ports(&key.flow, buf, l4, limit))) {
 			stat_inc(STAT_TRUNCATED);
 			return 0;
@@ -361,22 +410,23 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 		segs = gs;
 
 	struct stage_val *v = bpf_map_lookup_elem(&stages, &key);
-	if (v) {
-		v->packets += segs;
-		v->skbs++;
-	} else {
-		struct stage_val nv = {.packets = segs, .skbs = 1};
-		if (bpf_map_update_elem(&stages, &key, &nv, BPF_NOEXIST)) {
-			v = bpf_map_lookup_elem(&stages, &key);
-			if (!v) {
-				stat_inc(STAT_MAP_FULL);
-				return 0;
-			}
-			v->packets += segs;
-			v->skbs++;
+	if (!v) {
+		struct stage_val nv;
+		__builtin_memset(&nv, 0, sizeof(nv));
+		// EEXIST: another CPU added the key meanwhile; this CPU's value
+		// is there all the same.
+		bpf_map_update_elem(&stages, &key, &nv, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&stages, &key);
+		if (!v) {
+			stat_inc(STAT_MAP_FULL);
+			return 0;
 		}
 	}
+	v->packets += segs;
+	v->skbs++;
 	stat_inc(STAT_COUNTED);
+	if (l4 > 0 && key.flow.proto == IPPROTO_TCP)
+		track_runs(v, buf, l3, l4, limit, len, key.flow.family, segs);
 
 	if (seq_ifindex && key.ifindex == seq_ifindex && netns == seq_netns && l4 > 0 &&
 	    key.flow.proto == IPPROTO_UDP)

@@ -61,6 +61,63 @@ type Record struct {
 	PerCPU map[int]uint64
 	// SkbsPerCPU counts the skbs themselves (GRO merges several packets).
 	SkbsPerCPU map[int]uint64
+	// TCP only (nil otherwise), by CPU as PerCPU: DataSegsPerCPU counts the
+	// segments of packets with payload (pure ACKs left out), JumpsPerCPU the
+	// runs they came in (see Runs).
+	DataSegsPerCPU map[int]uint64
+	JumpsPerCPU    map[int]uint64
+}
+
+// Runs is how one CPU handled a TCP flow's payload at one stage. A run is
+// a stretch of the flow's payload packets that the CPU handled one after
+// the other, each starting at the sequence number where the CPU's previous
+// one ended: a flow that stays on one CPU makes one run (plus one per
+// retransmission or reordering), a flow split at the NIC into micro-flows
+// of N packets on successive CPUs makes one run per batch on each, of N
+// segments each. A GRO super-packet counts as its segments.
+type Runs struct {
+	DataSegs uint64 // segments with payload
+	Jumps    uint64 // runs: payload packets that did not continue the CPU's last
+}
+
+// MeanLen is the mean run length in segments, 0 without runs.
+func (r Runs) MeanLen() float64 {
+	if r.Jumps == 0 {
+		return 0
+	}
+	return float64(r.DataSegs) / float64(r.Jumps)
+}
+
+func (r Runs) String() string {
+	return fmt.Sprintf("%d segs in %d runs (mean %.1f)", r.DataSegs, r.Jumps, r.MeanLen())
+}
+
+// RunLengths gives, per CPU, the runs of TCP flow f at stage ("netns/dev",
+// as Record.Stage) in records; empty when the flow carried no payload there.
+func RunLengths(records []Record, f Flow, stage string) map[int]Runs {
+	out := map[int]Runs{}
+	for _, r := range records {
+		if r.Flow != f || r.Stage() != stage {
+			continue
+		}
+		for c, n := range r.DataSegsPerCPU {
+			x := out[c]
+			x.DataSegs += n
+			x.Jumps += r.JumpsPerCPU[c]
+			out[c] = x
+		}
+	}
+	return out
+}
+
+// AllRuns sums per-CPU runs.
+func AllRuns(perCPU map[int]Runs) Runs {
+	var t Runs
+	for _, r := range perCPU {
+		t.DataSegs += r.DataSegs
+		t.Jumps += r.Jumps
+	}
+	return t
 }
 
 // Stage names the record's (namespace, device) as "netns/dev". Namespaces

@@ -33,6 +33,13 @@ func (t *Tracer) Snapshot() ([]Record, error) {
 				r.PerCPU[cpu] = v.Packets
 				r.SkbsPerCPU[cpu] = v.Skbs
 			}
+			if v.DataSegs > 0 {
+				if r.DataSegsPerCPU == nil {
+					r.DataSegsPerCPU, r.JumpsPerCPU = map[int]uint64{}, map[int]uint64{}
+				}
+				r.DataSegsPerCPU[cpu] = v.DataSegs
+				r.JumpsPerCPU[cpu] = v.Jumps
+			}
 		}
 		out = append(out, r)
 	}

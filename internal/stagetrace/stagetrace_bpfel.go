@@ -44,9 +44,13 @@ type stagetraceStageKey struct {
 }
 
 type stagetraceStageVal struct {
-	_       structs.HostLayout
-	Packets uint64
-	Skbs    uint64
+	_        structs.HostLayout
+	Packets  uint64
+	Skbs     uint64
+	DataSegs uint64
+	Jumps    uint64
+	NextSeq  uint32
+	Tcp      uint32
 }
 
 // Names of all BPF objects in the ELF.
