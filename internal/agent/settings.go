@@ -119,7 +119,8 @@ var settings = []setting{
 			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
 	{name: "batch", impls: []string{ModeFalcon},
-		usage: fmt.Sprintf("mode mflow: packets per micro-flow; an elephant's packets go to the split CPUs in turns of this many (MFLOW's default %d)", DefaultBatch),
+		usage: fmt.Sprintf("mode mflow: packets per micro-flow; an elephant's packets go to the split CPUs in turns of this many "+
+			"(default none: no micro-flows; mode mflow sets MFLOW's %d)", DefaultBatch),
 		set: func(o *Options, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > datapath.MaxBatch {
@@ -133,6 +134,12 @@ var settings = []setting{
 				return ""
 			}
 			return strconv.Itoa(o.Batch)
+		},
+		check: func(o *Options) error {
+			if o.Batch < 0 || o.Batch > datapath.MaxBatch {
+				return fmt.Errorf("%d: want 1..%d packets", o.Batch, datapath.MaxBatch)
+			}
+			return nil
 		}},
 	{name: "elephant", impls: []string{ModeFalcon},
 		usage: "mode mflow: the rate from which a flow is split into micro-flows, in bit/s with k, M or G, e.g. 500M; 0 splits every flow",
