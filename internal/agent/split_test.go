@@ -217,7 +217,7 @@ func TestSplitBadInput(t *testing.T) {
 		{"mflow udp", func(o *Options) { o.Split, o.Batch, o.SplitProto = true, 64, "udp" }, "needs --allow-reorder"},
 		{"mflow offline split cpu", func(o *Options) { o.Split, o.Batch, o.SplitCPUs = true, 64, []int{4095} }, "CPU 4095 does not exist"},
 		{"batch without split", func(o *Options) { o.Batch = 64 }, "--batch needs --split"},
-		{"batch too large", func(o *Options) { o.Split, o.Batch = true, datapath.MaxBatch + 1 }, "--batch 1048577: want 1..1048576"},
+		{"batch too large", func(o *Options) { o.Split, o.Batch = true, datapath.MaxBatch+1 }, "--batch 1048577: want 1..1048576"},
 		{"allow-reorder alone", func(o *Options) { o.AllowReorder = true }, "--allow-reorder needs micro-flows"},
 	}
 	maps := cpumaps(t)
