@@ -14,10 +14,10 @@ import (
 const DefaultBatch = 256
 
 // DefaultElephant is the rate from which mode mflow splits a flow:
-// 1 Gbit/s. A flow slower than that keeps one CPU per stage busy for
-// well under half its time here (about 1.5 us per 1448-byte segment and
-// stage, measured by the stage tracer on this project's 2-vCPU VM), so
-// spreading it would buy nothing and cost reordering.
+// 1 Gbit/s. At the stage costs measured here (1.0-1.9 us per 1448-byte
+// segment and stage, bench --stage-cost) such a flow takes its three
+// stages about 40 % of one core; a slower one leaves nothing to relieve
+// that reordering would pay for (docs/DESIGN.md, micro-flows).
 const DefaultElephant = 1_000_000_000
 
 // validateMflow checks the micro-flow settings without touching the system.
