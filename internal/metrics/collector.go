@@ -145,5 +145,9 @@ func (e emitter) report(r *agent.Report) {
 			e.emit("falcon_split_built_total", float64(st.Built), c)
 			e.emit("falcon_split_redirect_failures_total", float64(st.RedirectFail), c)
 		}
+		if m := r.Split.Micro; m != nil {
+			e.emit("falcon_micro_flows_total", float64(m.Started))
+			e.emit("falcon_micro_flow_packets_total", float64(m.SplitPackets))
+		}
 	}
 }

@@ -50,6 +50,8 @@ var defs = []def{
 	{"falcon_split_queue_full_drops_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames the split program dropped because a CPU's cpumap queue might have been full (each counted by the ordering guard)."},
 	{"falcon_split_built_total", prometheus.CounterValue, []string{"cpu"}, "--split: frames a CPU's cpumap kthread turned into skbs."},
 	{"falcon_split_redirect_failures_total", prometheus.CounterValue, []string{"cpu"}, "--split: redirects that found no cpumap entry (built on the interrupt CPU)."},
+	{"falcon_micro_flows_total", prometheus.CounterValue, nil, "mode mflow: micro-flows the split program started (batches of an elephant's packets sent to one split CPU)."},
+	{"falcon_micro_flow_packets_total", prometheus.CounterValue, nil, "mode mflow: elephants' packets the split program sent in micro-flows, unguarded (TCP reorders them back)."},
 }
 
 // Names lists the metrics the collector can expose.
