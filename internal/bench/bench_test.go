@@ -141,6 +141,10 @@ func TestBenchHostAndDocker(t *testing.T) {
 		if r.Workload == "tcp" && (run.OutOfOrder == nil || run.Retransmits == nil || run.Counters["rx.Tcp.InSegs"] <= 0) {
 			t.Errorf("%s: TCP counters missing: %+v", what, run.Counters)
 		}
+		if o := run.Reordering; (r.Workload == "tcp") != (o != nil) || o != nil && (o.InSegs != run.Counters["rx.Tcp.InSegs"] || o.InSegs <= 0 ||
+			r.Summary["tcp_retrans"].N != 1) {
+			t.Errorf("%s: reordering %+v, counters %+v", what, o, run.Counters)
+		}
 		if r.Workload == "udp-stress" && (run.Counters["tx.Udp.OutDatagrams"] <= 0 || r.Clients != 3) {
 			t.Errorf("%s: UDP counters %+v, %d clients", what, run.Counters, r.Clients)
 		}

@@ -192,6 +192,8 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--modes", "vanilla,vanilla@"}, "a label after @ is 1..16 of a-z and 0-9"},
 		{[]string{"--modes", "vanilla@A-A"}, "a label after @"},
 		{[]string{"--modes", "warp@aa"}, `unknown mode "warp"`},
+		{[]string{"--modes", "mflow:batch=0"}, `mode mflow: batch=0: "0": want 1..`},
+		{[]string{"--preset", "mflow7", "--modes", "vanilla,mflow:batch=16,elephant=fast"}, `mode mflow: elephant=fast: "fast": want a rate in bit/s`},
 		{[]string{"--containers", "0"}, "--containers"},
 		{[]string{"--preset", "fast"}, `unknown preset "fast"`},
 		{[]string{"--baseline", "docker/turbo"}, "--baseline"},

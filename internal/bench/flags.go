@@ -119,8 +119,33 @@ var presets = map[string]preset{
 		"a static cut of the path (RPS of everything after the NIC's poll onto CPU 1), rps, " +
 		"falcon with either policy and falcon+split, taking turns; 10 rounds of 4 s with stage costs and BPF statistics: " +
 		"odd rounds calibrate, even ones are held out for falcon sim --validate", calibratePreset},
+	"mflow7": {"MFLOW Fig. 7: out-of-order segments against the micro-flow batch size, one iperf3 TCP flow of 64 KiB writes on docker, " +
+		"vanilla and mflow at batch 16 .. 1024 packets with every flow split (elephant=0), taking turns; 3 runs of 5 s. " +
+		"The paper had 100 G NICs and 2 splitting cores beside idle ones; here 2 vCPUs, shared with the sender", fixed(
+		map[string]string{"layouts": "docker", "modes": mflow7Modes(), "workloads": "tcp:64K", "flows": "1",
+			"duration": "5s", "runs": "3", "interleave": "true"})},
+	"mflow8": {"MFLOW Fig. 8 (a): one flow at 16 B .. 64 KiB, UDP (3 sockperf clients into one socket, as the paper) and TCP " +
+		"(one iperf3 flow; the paper: a sockperf pair), native (host) vs docker vanilla, rps, falcon and mflow; 3 runs of 5 s. " +
+		"mflow runs as mflow:allow-reorder=true, so UDP flows are split too, both at the NIC (the paper split UDP before the VXLAN device, " +
+		"TCP at the NIC), at its defaults: batches of 256, flows from 1 Gbit/s (slower ones, the small sizes here, stay whole); " +
+		"64 KiB is 65507 B for both (UDP's limit). The paper had 100 G NICs and 2 splitting cores beside idle ones; here 2 vCPUs", fixed(
+		map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow:allow-reorder=true",
+			"workloads": "udp-stress,tcp", "sizes": paperSizes, "duration": "5s", "runs": "3"})},
 	"scale-kernel": {"the scale preset's UDP cases sent by the kernel sender (--sender kernel) from the first sender CPU: " +
 		"UDP stress 16 B .. 1400 B, 1-16 flows of 64 B", scaleKernelPreset},
+}
+
+// mflowBatches are MFLOW Fig. 7's batch sizes, packets per micro-flow.
+var mflowBatches = []int{16, 32, 64, 128, 256, 512, 1024}
+
+// mflow7Modes is vanilla and mflow at every batch of mflowBatches,
+// splitting every flow.
+func mflow7Modes() string {
+	m := []string{"vanilla"}
+	for _, n := range mflowBatches {
+		m = append(m, fmt.Sprintf("mflow:batch=%d,elephant=0", n))
+	}
+	return strings.Join(m, ",")
 }
 
 // paperSizes are FALCON's message sizes, 16 B .. 64 KiB (65507: the largest

@@ -98,6 +98,24 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 	if e.cfg.Sender == SenderKernel {
 		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
 	}
+	run, err := e.drive(ctx)
+	if err == nil && tcpWorkload(e.cs.Workload) {
+		run.Reordering = tcpReorder(run.Counters)
+	}
+	return run, err
+}
+
+// tcpWorkload says whether a workload's traffic is TCP.
+func tcpWorkload(name string) bool {
+	switch name {
+	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web":
+		return true
+	}
+	return false
+}
+
+// drive runs the workload's driver.
+func (e *env) drive(ctx context.Context) (Run, error) {
 	switch e.cs.Workload {
 	case "udp-stress":
 		return e.udpStress(ctx)
@@ -451,11 +469,15 @@ type sample struct {
 }
 
 // counterKeys are the SNMP and netstat counters kept per run, for the
-// receiving ("rx.") and sending ("tx.") applications' namespaces.
+// receiving ("rx.") and sending ("tx.") applications' namespaces. The
+// TcpExt ones are what reordering cost TCP (TCPReorder says what each
+// counts); a counter this kernel lacks reads 0.
 var counterKeys = map[string][][2]string{
 	"rx": {{"Udp", "InDatagrams"}, {"Udp", "InErrors"}, {"Udp", "RcvbufErrors"}, {"Udp", "NoPorts"},
-		{"Tcp", "InSegs"}, {"Tcp", "InErrs"}, {"TcpExt", "TCPOFOQueue"}, {"TcpExt", "TCPOFODrop"}},
-	"tx": {{"Udp", "OutDatagrams"}, {"Udp", "SndbufErrors"}, {"Tcp", "OutSegs"}, {"Tcp", "RetransSegs"}},
+		{"Tcp", "InSegs"}, {"Tcp", "InErrs"}, {"TcpExt", "TCPOFOQueue"}, {"TcpExt", "TCPOFODrop"}, {"TcpExt", "TCPOFOMerge"}},
+	"tx": {{"Udp", "OutDatagrams"}, {"Udp", "SndbufErrors"}, {"Tcp", "OutSegs"}, {"Tcp", "RetransSegs"},
+		{"TcpExt", "TCPSACKReorder"}, {"TcpExt", "TCPTSReorder"}, {"TcpExt", "TCPDSACKRecv"}, {"TcpExt", "TCPDSACKOfoRecv"},
+		{"TcpExt", "TCPDSACKRecvSegs"}, {"TcpExt", "TCPSpuriousRTOs"}, {"TcpExt", "TCPLostRetransmit"}},
 }
 
 func (e *env) sample(t traffic) (sample, error) {

@@ -72,9 +72,12 @@ type Run struct {
 	Gbps    float64 `json:"gbps"`
 	LossPct float64 `json:"loss_pct"`
 	// OutOfOrder: iperf3's count for UDP, TcpExt TCPOFOQueue for TCP.
-	OutOfOrder  *int64   `json:"out_of_order,omitempty"`
-	Retransmits *int64   `json:"retransmits,omitempty"`
-	Latency     *Latency `json:"latency,omitempty"`
+	OutOfOrder  *int64 `json:"out_of_order,omitempty"`
+	Retransmits *int64 `json:"retransmits,omitempty"`
+	// Reordering is what reordering cost TCP over the window (TCP
+	// workloads; files from before it have none).
+	Reordering *TCPReorder `json:"reordering,omitempty"`
+	Latency    *Latency    `json:"latency,omitempty"`
 	// CPU is what each CPU did during the window: usage in percent
 	// (usr, sys, soft, irq, idle, …) and counts (net_rx softirqs, RES IPIs,
 	// softnet drops, time_squeeze, received_rps).
@@ -95,6 +98,70 @@ type Run struct {
 	Stages []StageCost `json:"stages,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`
+}
+
+// TCPReorder is what reordering cost a TCP run over the window, from the
+// kernel's counters of the receiving ("rx") and sending ("tx") applications'
+// namespaces, in the client-to-server direction (the one the receiving
+// host's modes act on; for the request/response workloads, the requests).
+// Segments are skbs as TCP got them, after GRO.
+type TCPReorder struct {
+	// InSegs is the receiver's Tcp InSegs, what OFOQueue is a share of.
+	InSegs int64 `json:"in_segs"`
+	// OFOQueue (TcpExt TCPOFOQueue) is the segments the receiver put in
+	// its out-of-order queue: arrived after a hole; OFODrop
+	// (TCPOFODrop) those it dropped there for want of receive buffer;
+	// OFOMerge (TCPOFOMerge) those whose data the queue already held, a
+	// retransmission of what was only late.
+	OFOQueue int64 `json:"ofo_queue"`
+	OFODrop  int64 `json:"ofo_drop"`
+	OFOMerge int64 `json:"ofo_merge"`
+	// SACKReorder and TSReorder (TcpExt TCPSACKReorder, TCPTSReorder) are
+	// the times the sender found a segment it thought lost had only been
+	// reordered, by SACK or by timestamps.
+	SACKReorder int64 `json:"sack_reorder"`
+	TSReorder   int64 `json:"ts_reorder"`
+	// DSACKRecv (TcpExt TCPDSACKRecv) is the duplicate SACKs the sender
+	// got for data below the cumulative ACK, DSACKOfoRecv
+	// (TCPDSACKOfoRecv) those for out-of-order data: retransmissions the
+	// receiver had not needed.
+	// DSACKRecvSegs (TCPDSACKRecvSegs; 0 on kernels without it) is the
+	// segments all of them covered.
+	DSACKRecv     int64 `json:"dsack_recv"`
+	DSACKOfoRecv  int64 `json:"dsack_ofo_recv"`
+	DSACKRecvSegs int64 `json:"dsack_recv_segs"`
+	// SpuriousRTOs (TcpExt TCPSpuriousRTOs) is the retransmission
+	// timeouts F-RTO found spurious; LostRetrans (TCPLostRetransmit) the
+	// retransmissions lost again; Retrans (Tcp RetransSegs) every
+	// segment the sender retransmitted.
+	SpuriousRTOs int64 `json:"spurious_rtos"`
+	LostRetrans  int64 `json:"lost_retrans"`
+	Retrans      int64 `json:"retrans"`
+	//
+	// The sender's own reordering estimate (tcp_info's tcpi_reordering,
+	// and tcpi_reord_seen) is not read: iperf3 3.12's JSON carries
+	// neither (its stream objects stop at retransmits, cwnd, rtt and
+	// pmtu), and reading the socket (ss -ti in the sender's namespace)
+	// would give the estimate at one instant, not a count over the window.
+}
+
+// tcpReorder reads a window's counter deltas (counterKeys) into a
+// TCPReorder.
+func tcpReorder(c map[string]int64) *TCPReorder {
+	return &TCPReorder{
+		InSegs:        c["rx.Tcp.InSegs"],
+		OFOQueue:      c["rx.TcpExt.TCPOFOQueue"],
+		OFODrop:       c["rx.TcpExt.TCPOFODrop"],
+		OFOMerge:      c["rx.TcpExt.TCPOFOMerge"],
+		SACKReorder:   c["tx.TcpExt.TCPSACKReorder"],
+		TSReorder:     c["tx.TcpExt.TCPTSReorder"],
+		DSACKRecv:     c["tx.TcpExt.TCPDSACKRecv"],
+		DSACKOfoRecv:  c["tx.TcpExt.TCPDSACKOfoRecv"],
+		DSACKRecvSegs: c["tx.TcpExt.TCPDSACKRecvSegs"],
+		SpuriousRTOs:  c["tx.TcpExt.TCPSpuriousRTOs"],
+		LostRetrans:   c["tx.TcpExt.TCPLostRetransmit"],
+		Retrans:       c["tx.Tcp.RetransSegs"],
+	}
 }
 
 // FalconActivity is falcon's state over a window: the shares of it with

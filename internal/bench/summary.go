@@ -11,7 +11,8 @@ import (
 // Metrics flattens one run into the named values that get summarised.
 // Per-CPU values are "cpuN_usr" … "cpuN_busy" in percent, and "cpuN_net_rx",
 // "cpuN_res", "cpuN_received_rps" per second of window, "cpuN_softnet_dropped"
-// and "cpuN_time_squeeze" as counts.
+// and "cpuN_time_squeeze" as counts. TCP runs add "tcp_ofo_queue",
+// "tcp_retrans", … (Run.Reordering's counts per window) and "tcp_ofo_pct".
 func Metrics(r Run) map[string]float64 {
 	m := map[string]float64{"pps": r.PPS, "gbps": r.Gbps, "loss_pct": r.LossPct}
 	if r.OutOfOrder != nil {
@@ -19,6 +20,16 @@ func Metrics(r Run) map[string]float64 {
 	}
 	if r.Retransmits != nil {
 		m["retransmits"] = float64(*r.Retransmits)
+	}
+	if o := r.Reordering; o != nil {
+		m["tcp_ofo_queue"], m["tcp_ofo_drop"], m["tcp_ofo_merge"] = float64(o.OFOQueue), float64(o.OFODrop), float64(o.OFOMerge)
+		m["tcp_sack_reorder"], m["tcp_ts_reorder"] = float64(o.SACKReorder), float64(o.TSReorder)
+		m["tcp_dsack_recv"], m["tcp_dsack_ofo_recv"], m["tcp_dsack_recv_segs"] = float64(o.DSACKRecv), float64(o.DSACKOfoRecv), float64(o.DSACKRecvSegs)
+		m["tcp_spurious_rtos"], m["tcp_lost_retrans"], m["tcp_retrans"] = float64(o.SpuriousRTOs), float64(o.LostRetrans), float64(o.Retrans)
+		if o.InSegs > 0 {
+			// The share of the segments received that arrived after a hole.
+			m["tcp_ofo_pct"] = 100 * float64(o.OFOQueue) / float64(o.InSegs)
+		}
 	}
 	if l := r.Latency; l != nil {
 		m["lat_avg_us"], m["lat_p50_us"], m["lat_p90_us"] = l.AvgUs, l.P50Us, l.P90Us

@@ -91,6 +91,7 @@ func WriteTable(w io.Writer, f *File) error {
 	}
 	b.WriteString("\n")
 	writePaperClaims(&b, f)
+	writeTCPReordering(&b, f)
 	writeBPFCosts(&b, f)
 	writeFalconActivity(&b, f)
 	m := f.Machine
@@ -215,6 +216,54 @@ func writeBPFCosts(b *strings.Builder, f *File) {
 	}
 	writeSection(b, rows, "BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):",
 		"| layout | mode | workload | size | program | ns per run | ns per packet |\n|---|---|---|---:|---|---:|---:|")
+}
+
+// writeTCPReordering lists what reordering cost each TCP case: the
+// receiver's out-of-order queue against the sender's retransmissions, and
+// the sender's findings (Run.Reordering). Files from before those counters
+// were kept show iperf3's out-of-order and retransmission counts only.
+func writeTCPReordering(b *strings.Builder, f *File) {
+	var rows []string
+	for _, r := range f.Results {
+		s := r.Summary
+		if !tcpWorkload(r.Workload) || len(r.Runs) == 0 {
+			continue
+		}
+		count := func(k string) string {
+			if x, ok := s[k]; ok && x.N > 0 {
+				return fmt.Sprintf("%.0f", x.Mean)
+			}
+			return "—"
+		}
+		var ofo, retrans string
+		switch _, old := s["retransmits"]; {
+		case s["tcp_ofo_queue"].N > 0:
+			ofo, retrans = count("tcp_ofo_queue"), count("tcp_retrans")
+		case old: // iperf3's workloads before Reordering
+			ofo, retrans = count("out_of_order"), count("retransmits")
+		default:
+			continue
+		}
+		pct := "—"
+		if x, ok := s["tcp_ofo_pct"]; ok {
+			pct = fmt.Sprintf("%.2f", x.Mean)
+		}
+		pair := func(a, b string) string {
+			if a == "—" && b == "—" {
+				return "—"
+			}
+			return a + "/" + b
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pair(ofo, retrans), pct, count("tcp_ofo_merge"),
+			pair(count("tcp_sack_reorder"), count("tcp_ts_reorder")), pair(count("tcp_dsack_recv"), count("tcp_dsack_ofo_recv")),
+			count("tcp_spurious_rtos"), count("tcp_lost_retrans")))
+	}
+	writeSection(b, rows, "TCP reordering (kernel counters per window, mean of the runs; ofo/retrans: segments the receiver queued out of order / "+
+		"segments the sender retransmitted; ofo %: out-of-order share of the segments received; merged: out-of-order segments whose data the queue "+
+		"already held; reordering seen: the sender's SACK/timestamp detections; DSACKs: duplicate SACKs the sender got, all/for out-of-order data):",
+		"| layout | mode | workload | size | flows | ofo/retrans | ofo % | merged | reordering seen (SACK/TS) | DSACKs (all/ofo) | spurious RTOs | lost retrans |\n"+
+			"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 }
 
 // writeSection writes a titled table under the results, if it has rows.
