@@ -229,7 +229,8 @@ struct split_stats {
 	__u64 redirect_fail; /* redirects that found no cpumap entry (passed) */
 	__u64 redirected;    /* frames redirected to this CPU's queue, and ... */
 	__u64 full;          /* ... frames the split program dropped instead: its queue might have been full */
-	__u64 pad1[2];
+	__u64 full_inline;   /* micro-flow frames built on the interrupt CPU instead: the queue might have been full */
+	__u64 pad1;
 	__u64 built;         /* frames its kthread turned into skbs */
 	__u64 build_drops;   /* frames its kthread dropped (skb allocation) */
 	__u64 batches;       /* kthread rounds that found frames */

@@ -13,16 +13,17 @@ import (
 )
 
 // TestMflowLayouts enables mode mflow (batches of 32, elephants from
-// 100 Mbit/s, split CPUs 0 and 1) on the receiving host of each container
-// layout and runs one iperf3 TCP flow at full rate beside one paced at
-// 10 Mbit/s. Then, as the kernel's own tracepoint (net:netif_receive_skb at
+// 20 Mbit/s, split CPUs 0 and 1) on the receiving host of each container
+// layout and runs one iperf3 TCP flow at full rate (2-3 Gbit/s here, about
+// 60 Mbit/s in a 6.1 guest under emulation) beside one paced at 2 Mbit/s. Then, as the kernel's own tracepoint (net:netif_receive_skb at
 // the NIC, where the cpumap kthread hands over the skbs it built) sees it:
 //   - the elephant's NIC stage ran on both split CPUs, each with a fair
 //     share, in runs of consecutive sequence space whose mean length is the
 //     batch (within a factor of 4: retransmissions and GRO's merges blur it);
 //   - the mouse was not split: its NIC stage ran in runs far longer than
 //     the batch;
-//   - the split program dropped nothing (its cpumap queues never filled);
+//   - the split program dropped nothing (where a cpumap queue was full,
+//     it built the frame inline, as the kernel does without falcon);
 //   - disable restores every value and leaves nothing behind.
 //
 // The out-of-order segments TCP repaired and the retransmissions are
@@ -46,7 +47,7 @@ func mflowOn(t *testing.T, layout string) {
 	warm(t, tb)
 
 	o := testOptions(t, h2.Netns)
-	if err := ParseMode("mflow:split-cpus=0-1,elephant=100M", &o); err != nil {
+	if err := ParseMode("mflow:split-cpus=0-1,elephant=20M", &o); err != nil {
 		t.Fatal(err)
 	}
 	o.Batch, o.CPUs, o.Threshold = mflowBatch, []int{0, 1}, 100
@@ -92,7 +93,7 @@ func mflowOn(t *testing.T, layout string) {
 		defer srv.Stop()
 		rate := "" // full rate
 		if port == mousePort {
-			rate = "10M"
+			rate = "2M"
 		}
 		wg.Add(1)
 		go func() {
@@ -150,7 +151,10 @@ func mflowOn(t *testing.T, layout string) {
 	if r.Split == nil || r.Split.Micro == nil || r.Split.Micro.Started == 0 || r.Split.Micro.SplitPackets == 0 {
 		t.Errorf("status shows no micro-flows: %+v", r.Split)
 	}
+	// Where a queue was full, a micro-flow's frame is built inline, as
+	// without falcon: nothing is lost that vanilla would deliver.
 	for cpu, s := range r.Split.PerCPU {
+		t.Logf("split CPU %d: %+v", cpu, s)
 		if s.QueueFull+s.EnqueueDrops+s.BuildDrops != 0 {
 			t.Errorf("split CPU %d dropped: %+v", cpu, s)
 		}

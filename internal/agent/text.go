@@ -157,8 +157,13 @@ func writeSplit(w io.Writer, sp *SplitReport) {
 		if m.UDP {
 			udp = "UDP flows split too: their packets may reach the socket out of order"
 		}
+		var full uint64
+		for _, c := range sp.PerCPU {
+			full += c.FullInline
+		}
 		fmt.Fprintf(w, "  micro-flows of %d packets for flows from %s bit/s (TCP reorders them back; %s): %d started, "+
-			"%d packets split, %d left inline after\n", m.Batch, m.Elephant, udp, m.Started, m.SplitPackets, m.InlinePackets)
+			"%d packets split (%d of them built on the interrupt CPU: their queue was full), %d left inline after\n",
+			m.Batch, m.Elephant, udp, m.Started, m.SplitPackets, full, m.InlinePackets)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  CPU\tQUEUED\tQUEUE FULL\tQUEUE DROPS\tSKBS BUILT\tBUILD DROPS\tKTHREAD BATCHES\tKTHREAD SLEEPS\tREDIRECT FAILED")

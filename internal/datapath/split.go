@@ -483,6 +483,7 @@ type CPUMapStats struct {
 	Enqueued     uint64 `json:"enqueued"`        // frames put on its queue
 	EnqueueDrops uint64 `json:"enqueue_drops"`   // frames its full queue refused: dropped
 	QueueFull    uint64 `json:"queue_full"`      // frames split dropped as its queue might have been full (counted by the guard)
+	FullInline   uint64 `json:"full_inline"`     // micro-flow frames built on the interrupt CPU instead (mode mflow)
 	RedirectFail uint64 `json:"redirect_failed"` // redirects that found no entry: built on the interrupt CPU
 	Built        uint64 `json:"built"`           // frames its kthread turned into skbs
 	BuildDrops   uint64 `json:"build_drops"`     // frames its kthread dropped (skb allocation failed)
@@ -496,7 +497,7 @@ func readCPUMapStats(m *ebpf.Map) (map[int]CPUMapStats, error) {
 	var v splitSplitStats
 	it := m.Iterate()
 	for it.Next(&k, &v) {
-		s := CPUMapStats{Enqueued: v.Enqueued, EnqueueDrops: v.EnqueueDrops, QueueFull: v.Full, RedirectFail: v.RedirectFail,
+		s := CPUMapStats{Enqueued: v.Enqueued, EnqueueDrops: v.EnqueueDrops, QueueFull: v.Full, FullInline: v.FullInline, RedirectFail: v.RedirectFail,
 			Built: v.Built, BuildDrops: v.BuildDrops, Batches: v.Batches, Sleeps: v.Sleeps}
 		if s != (CPUMapStats{}) {
 			out[int(k)] = s

@@ -126,7 +126,8 @@ type splitSplitStats struct {
 	RedirectFail uint64
 	Redirected   uint64
 	Full         uint64
-	Pad1         [2]uint64
+	FullInline   uint64
+	Pad1         uint64
 	Built        uint64
 	BuildDrops   uint64
 	Batches      uint64
