@@ -126,10 +126,10 @@ var presets = map[string]preset{
 			"duration": "5s", "runs": "3", "interleave": "true"})},
 	"mflow8": {"MFLOW Fig. 8 (a): one flow at 16 B .. 64 KiB, UDP (3 sockperf clients into one socket, as the paper) and TCP " +
 		"(one iperf3 flow; the paper: a sockperf pair), native (host) vs docker vanilla, rps, falcon and mflow; 3 runs of 5 s. " +
-		"mflow runs as mflow:allow-reorder=true, so UDP flows are split too, both at the NIC (the paper split UDP before the VXLAN device, " +
-		"TCP at the NIC), at its defaults: batches of 256, flows from 1 Gbit/s (slower ones, the small sizes here, stay whole); " +
+		"mflow runs as mflow:allow-reorder=true,elephant=0, so every flow is split as the paper's one flow was, UDP too, both at the NIC " +
+		"(the paper split UDP before the VXLAN device, TCP at the NIC), in batches of 256; " +
 		"64 KiB is 65507 B for both (UDP's limit). The paper had 100 G NICs and 2 splitting cores beside idle ones; here 2 vCPUs", fixed(
-		map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow:allow-reorder=true",
+		map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow:allow-reorder=true,elephant=0",
 			"workloads": "udp-stress,tcp", "sizes": paperSizes, "duration": "5s", "runs": "3"})},
 	"scale-kernel": {"the scale preset's UDP cases sent by the kernel sender (--sender kernel) from the first sender CPU: " +
 		"UDP stress 16 B .. 1400 B, 1-16 flows of 64 B", scaleKernelPreset},

@@ -57,7 +57,7 @@ func TestMflowPresets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(c.Modes, []string{"vanilla", "rps", "falcon", "mflow:allow-reorder=true"}) ||
+	if !reflect.DeepEqual(c.Modes, []string{"vanilla", "rps", "falcon", "mflow:allow-reorder=true,elephant=0"}) ||
 		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Workloads, []string{"udp-stress", "tcp"}) ||
 		!reflect.DeepEqual(c.Sizes, []int{16, 64, 256, 1024, 1400, 4096, 16384, 65507}) || c.Clients != 3 {
 		t.Errorf("mflow8: %+v", c)
@@ -67,10 +67,10 @@ func TestMflowPresets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(plan) != 5 || len(skipped) != 3 || plan[0].Layout != "host" || plan[0].Mode != "vanilla" || len(plan[0].Cases) != 16 ||
-		plan[4].Mode != "mflow:allow-reorder=true" {
+		plan[4].Mode != "mflow:allow-reorder=true,elephant=0" {
 		t.Errorf("mflow8 plan: %d testbeds, skipped %q", len(plan), skipped)
 	}
-	if m, err := agentMode("mflow:allow-reorder=true"); err != nil || !m.o.AllowReorder || m.o.Batch != 256 {
+	if m, err := agentMode("mflow:allow-reorder=true,elephant=0"); err != nil || !m.o.AllowReorder || m.o.Batch != 256 {
 		t.Errorf("mflow8's mflow: %+v, %v", m.o, err)
 	}
 
@@ -81,7 +81,7 @@ func TestMflowPresets(t *testing.T) {
 		t.Errorf("mflow7 cut down: %+v, %v", c, err)
 	}
 	help := PresetHelp()
-	for _, s := range []string{"MFLOW Fig. 7", "MFLOW Fig. 8", "100 G NICs", "mflow:allow-reorder=true", "shared with the sender"} {
+	for _, s := range []string{"MFLOW Fig. 7", "MFLOW Fig. 8", "100 G NICs", "mflow:allow-reorder=true,elephant=0", "shared with the sender"} {
 		if !strings.Contains(help, s) {
 			t.Errorf("preset help does not say %q", s)
 		}
