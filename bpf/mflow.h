@@ -116,6 +116,7 @@ static __always_inline __u32 mflow_index(struct config *cfg, struct load *ld, st
 		*started = 1;
 	}
 	mf->left--;
+	mf->split++;
 	return cpu_idx(mf->idx % s->n);
 }
 

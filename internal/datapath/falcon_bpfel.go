@@ -114,6 +114,7 @@ type falconMflow struct {
 	WinStartNs uint64
 	WinBytes   uint64
 	Left       uint64
+	Split      uint64
 	Elephant   uint32
 	Idx        uint32
 }
