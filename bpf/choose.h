@@ -105,19 +105,20 @@ static __always_inline __u32 load_of(struct load *ld, __u32 cpu)
 
 /* FALCON's Algorithm 1: the first hash choice while its CPU is under the
  * threshold, else the second, unconditionally; inline when the set's
- * average load reaches the threshold. */
+ * average load reaches the threshold (never with always_on). The static
+ * policy keeps the first choice, busy or not. */
 static __always_inline __u32 choose_paper(struct config *cfg, struct load *ld, struct cpuset *s, __u32 fh,
 					  __u32 salt, int *why)
 {
 	__u32 h1, i;
 
-	if (s->avg >= cfg->threshold) {
+	if (!cfg->always_on && s->avg >= cfg->threshold) {
 		*why = CNT_FALLBACK_LOAD;
 		return TARGET_FALLBACK;
 	}
 	h1 = hash32(fh + salt);
 	i = cpu_idx(h1 % s->n);
-	if (load_of(ld, s->cpus[i]) < cfg->threshold) {
+	if (cfg->policy == POLICY_STATIC || load_of(ld, s->cpus[i]) < cfg->threshold) {
 		*why = CNT_FIRST;
 		return i;
 	}
@@ -141,7 +142,7 @@ static __always_inline __u32 choose_adaptive(struct config *cfg, struct load *ld
 		*why = CNT_FALLBACK_IDLE;
 		return TARGET_FALLBACK;
 	}
-	if (s->avg >= cfg->threshold) {
+	if (!cfg->always_on && s->avg >= cfg->threshold) {
 		*why = CNT_FALLBACK_LOAD;
 		return TARGET_FALLBACK;
 	}
@@ -184,7 +185,7 @@ static __always_inline __u32 choose(struct config *cfg, struct load *ld, struct 
 		*why = CNT_FALLBACK_IDLE;
 		return TARGET_FALLBACK;
 	}
-	if (cfg->policy == POLICY_PAPER)
+	if (cfg->policy == POLICY_PAPER || cfg->policy == POLICY_STATIC)
 		return choose_paper(cfg, ld, s, fh, salt, why);
 	return choose_adaptive(cfg, ld, s, fh, salt, cur, prev, why);
 }

@@ -22,6 +22,7 @@ enum role {
 enum policy {
 	POLICY_ADAPTIVE = 0, /* steer only where it relieves a busy CPU, and only while engaged */
 	POLICY_PAPER = 1,    /* FALCON's Algorithm 1, unconditionally */
+	POLICY_STATIC = 2,   /* Algorithm 1 without its second choice (FALCON Fig. 16's "static") */
 };
 
 enum stage_kind {
@@ -74,6 +75,7 @@ struct config {
 	__u32 per_packet;
 	__u32 fallback; /* enum fallback */
 	__u32 policy;   /* enum policy */
+	__u32 always_on; /* never inline for the set's average load (FALCON Fig. 15's "always-on") */
 	__u32 engaged;  /* adaptive: the agent measured that steering pays */
 	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
 	__u32 drain;    /* the agent is stopping: every flow goes inline, under its guard */

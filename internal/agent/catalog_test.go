@@ -23,8 +23,9 @@ func TestParseMode(t *testing.T) {
 		"falcon+split:split-cpus=1,split-proto=udp,interval=20ms": func(o *Options) {
 			o.Split, o.SplitCPUs, o.SplitProto, o.Interval = true, []int{1}, "udp", 20*time.Millisecond
 		},
-		"rfs+:flow-entries=4096": func(o *Options) { o.Mode, o.ContainerLevel, o.FlowEntries = ModeRFS, true, 4096 },
-		"mflow":                  func(o *Options) { o.Split, o.Batch, o.Policy = true, DefaultBatch, "paper" },
+		"rfs+:flow-entries=4096":              func(o *Options) { o.Mode, o.ContainerLevel, o.FlowEntries = ModeRFS, true, 4096 },
+		"falcon:policy=static,always-on=true": func(o *Options) { o.Policy, o.AlwaysOn = "static", true },
+		"mflow":                               func(o *Options) { o.Split, o.Batch, o.Policy = true, DefaultBatch, "paper" },
 		"mflow:batch=16,elephant=0,allow-reorder=true": func(o *Options) {
 			o.Split, o.Batch, o.Policy, o.Elephant, o.AllowReorder = true, 16, "paper", 0, true
 		},
@@ -39,7 +40,7 @@ func TestParseMode(t *testing.T) {
 	}
 	for spec, msg := range map[string]string{
 		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+split, mflow, rfs, rfs+, rps, rps+, vanilla`,
-		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, guard-timeout, drain-timeout, order, devices, split, split-cpus, split-proto, batch, elephant, allow-reorder`,
+		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, always-on, guard-timeout, drain-timeout, order, devices, split, split-cpus, split-proto, batch, elephant, allow-reorder`,
 		"mflow:batch=0":            `mode mflow: batch=0: "0": want 1..1048576 packets (without micro-flows, use mode falcon+split)`,
 		"mflow:elephant=fast":      `want a rate in bit/s such as 500M or 2G`,
 		"mflow:elephant=-1M":       `want a rate in bit/s`,
@@ -48,7 +49,7 @@ func TestParseMode(t *testing.T) {
 		"falcon:threshold=hot":     `mode falcon: threshold=hot: "hot": want a percentage 0..100`,
 		"falcon:interval=20s":      "mode falcon: interval=20s: 20s: want 1ms..10s",
 		"falcon:guard-timeout=-1s": "mode falcon: guard-timeout=-1s: -1s: want 1ms..1m0s",
-		"falcon:policy=greedy":     `mode falcon: policy=greedy: "greedy": want adaptive or paper`,
+		"falcon:policy=greedy":     `mode falcon: policy=greedy: "greedy": want adaptive, paper or static`,
 		"falcon:cpus=3-1":          `mode falcon: cpus=3-1: bad CPU list "3-1"`,
 		"falcon:order=random":      `want guarded or per-packet`,
 		"falcon:split=maybe":       `mode falcon: split=maybe: "maybe": want true or false`,

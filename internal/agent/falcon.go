@@ -80,6 +80,7 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	cfg.CPUs = slices.Clone(h.Opts.CPUs)
 	cfg.Threshold = h.Opts.Threshold
 	cfg.Policy = h.Opts.Policy
+	cfg.AlwaysOn = h.Opts.AlwaysOn
 	cfg.GuardTimeout = h.Opts.GuardTimeout
 	// A decision is no better informed than the load it was made with.
 	cfg.Recheck = h.Opts.Interval
@@ -135,7 +136,7 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	}
 	// The engagement test starts once everything is attached: its
 	// engageIdle counts from here, not from before a slow attach.
-	if m.cfg.Policy != datapath.PolicyPaper {
+	if !datapath.Unconditional(m.cfg.Policy) {
 		m.bg.Add(1)
 		go func() {
 			defer m.bg.Done()

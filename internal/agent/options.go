@@ -29,12 +29,13 @@ const (
 // Options are the settings of one agent. The zero value is not valid; start
 // from DefaultOptions.
 type Options struct {
-	Netns     string        `json:"netns"`     // host namespace; "" = the current one
-	Mode      string        `json:"mode"`      // the implementation: falcon, rps or rfs (catalog.go)
-	CPUs      []int         `json:"cpus"`      // the Falcon CPU set S; nil = all online CPUs
-	Threshold int           `json:"threshold"` // load percent 0..100
-	Interval  time.Duration `json:"interval"`  // load sampling period
-	Policy    string        `json:"policy"`    // datapath.PolicyAdaptive or PolicyPaper
+	Netns     string        `json:"netns"`               // host namespace; "" = the current one
+	Mode      string        `json:"mode"`                // the implementation: falcon, rps or rfs (catalog.go)
+	CPUs      []int         `json:"cpus"`                // the Falcon CPU set S; nil = all online CPUs
+	Threshold int           `json:"threshold"`           // load percent 0..100
+	Interval  time.Duration `json:"interval"`            // load sampling period
+	Policy    string        `json:"policy"`              // datapath.PolicyAdaptive, PolicyPaper or PolicyStatic
+	AlwaysOn  bool          `json:"always_on,omitempty"` // never inline for the set's average load (FALCON Fig. 15)
 	// GuardTimeout: a flow idle this long has no packet left in any queue;
 	// the ordering guard stops waiting for packets lost on the way.
 	GuardTimeout time.Duration `json:"guard_timeout"`
@@ -189,7 +190,7 @@ func (o *Options) validate() error {
 // same thing (an enable that changes nothing is a no-op).
 func sameSettings(a, b Options) bool {
 	return a.Netns == b.Netns && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
-		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.GuardTimeout == b.GuardTimeout &&
+		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.AlwaysOn == b.AlwaysOn && a.GuardTimeout == b.GuardTimeout &&
 		a.DrainTimeout == b.DrainTimeout &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&

@@ -34,16 +34,19 @@ var settings = []setting{
 	durationSetting("interval", "how often CPU load is sampled from /proc/stat",
 		func(o *Options) *time.Duration { return &o.Interval }, time.Millisecond, 10*time.Second),
 	{name: "policy", impls: []string{ModeFalcon},
-		usage: "adaptive: move a stage only off a busy CPU onto one with room, and only while steering is measured to pay; paper: FALCON's Algorithm 1 as published",
+		usage: "adaptive: move a stage only off a busy CPU onto one with room, and only while steering is measured to pay; paper: FALCON's Algorithm 1 as published; " +
+			"static: Algorithm 1 without its second choice, the first hash choice busy or not (FALCON Fig. 16)",
 		set: func(o *Options, v string) error {
 			switch v {
-			case datapath.PolicyAdaptive, datapath.PolicyPaper:
+			case datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic:
 				o.Policy = v
 				return nil
 			}
-			return fmt.Errorf("%q: want %s or %s", v, datapath.PolicyAdaptive, datapath.PolicyPaper)
+			return fmt.Errorf("%q: want %s, %s or %s", v, datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic)
 		},
 		get: func(o *Options) string { return o.Policy }},
+	boolSetting("always-on", "never keep stages inline because the CPU set is busy on average; a CPU's own load still counts (FALCON Fig. 15's always-on; true/false)",
+		func(o *Options) *bool { return &o.AlwaysOn }, ModeFalcon),
 	durationSetting("guard-timeout", "idle time after which the ordering guard stops waiting for a flow's packets lost on the way",
 		func(o *Options) *time.Duration { return &o.GuardTimeout }, time.Millisecond, time.Minute),
 	durationSetting("drain-timeout", "how long disable waits for steered flows to come back inline, each once none of its packets is "+

@@ -149,7 +149,7 @@ func Status(opts Options) (*Report, error) {
 		}
 		return r, nil
 	}
-	r.Steering = !cfg.StoodDown && (cfg.Policy == datapath.PolicyPaper || cfg.Engaged)
+	r.Steering = !cfg.StoodDown && (datapath.Unconditional(cfg.Policy) || cfg.Engaged)
 	r.StoodDown = cfg.StoodDown
 	r.Engagement = st.Engagement
 	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}

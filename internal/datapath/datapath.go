@@ -68,6 +68,7 @@ const (
 
 	policyAdaptive = 0
 	policyPaper    = 1
+	policyStatic   = 2
 )
 
 // Policies: how a hook chooses the next stage's CPU (bpf/choose.h).
@@ -79,7 +80,15 @@ const (
 	// PolicyPaper is FALCON's Algorithm 1 as published: first choice under
 	// the threshold, else the second, whatever it costs.
 	PolicyPaper = "paper"
+	// PolicyStatic is Algorithm 1 without its second choice: the first
+	// hash choice, busy or not (FALCON Fig. 16's "static", against which
+	// the paper measured what two choices buy).
+	PolicyStatic = "static"
 )
+
+// Unconditional reports whether the policy steers whatever steering costs,
+// as the paper's figures ran it: no engagement test, never stood down.
+func Unconditional(policy string) bool { return policy == PolicyPaper || policy == PolicyStatic }
 
 // Fallback spellings for "the next stage stays on the current CPU".
 //
@@ -107,10 +116,13 @@ const (
 type Config struct {
 	CPUs      []int  // the Falcon CPU set S; the next devices' rps_cpus must be exactly S
 	Threshold int    // load percent, 0..100
-	Policy    string // PolicyAdaptive or PolicyPaper; "" = adaptive
-	Engaged   bool   // adaptive: the agent measured that steering pays
-	Draining  bool   // stopping: every flow goes inline, under its guard
-	StoodDown bool   // every program detached: steering did not pay, or nothing to relieve (StandDown)
+	Policy    string // PolicyAdaptive, PolicyPaper or PolicyStatic; "" = adaptive
+	// AlwaysOn: never inline because of the set's average load (FALCON
+	// Fig. 15's "always-on"); a CPU's own load still counts.
+	AlwaysOn  bool
+	Engaged   bool // adaptive: the agent measured that steering pays
+	Draining  bool // stopping: every flow goes inline, under its guard
+	StoodDown bool // every program detached: steering did not pay, or nothing to relieve (StandDown)
 	// Epoch: the last stage counts a hook's mark (bpf/falcon.h MARK_*) only
 	// while the mark's epoch is this one, 1..MaxEpoch; forgetting the flows'
 	// counts moves it on, so marks from before never count. 0: Load's 1.
@@ -247,8 +259,10 @@ func policyBPF(p string) (uint32, error) {
 		return policyAdaptive, nil
 	case PolicyPaper:
 		return policyPaper, nil
+	case PolicyStatic:
+		return policyStatic, nil
 	}
-	return 0, fmt.Errorf("policy %q: want %q or %q", p, PolicyAdaptive, PolicyPaper)
+	return 0, fmt.Errorf("policy %q: want %q, %q or %q", p, PolicyAdaptive, PolicyPaper, PolicyStatic)
 }
 
 func checkSet(cpus []int, what string) error {
@@ -288,6 +302,9 @@ func (c Config) toBPF() falconConfig {
 	b.GuardTimeoutNs = uint64(c.GuardTimeout)
 	b.StaleNs = uint64(c.StaleAfter)
 	b.Policy, _ = policyBPF(c.Policy)
+	if c.AlwaysOn {
+		b.AlwaysOn = 1
+	}
 	if c.Engaged {
 		b.Engaged = 1
 	}
@@ -335,9 +352,13 @@ func configFromBPF(b *falconConfig) Config {
 		PerPacket:    b.PerPacket != 0,
 		Fallback:     FallbackInline,
 	}
-	if b.Policy == policyPaper {
+	switch b.Policy {
+	case policyPaper:
 		c.Policy = PolicyPaper
+	case policyStatic:
+		c.Policy = PolicyStatic
 	}
+	c.AlwaysOn = b.AlwaysOn != 0
 	for i := uint32(0); i < b.N && i < MaxCPUs; i++ {
 		c.CPUs = append(c.CPUs, int(b.Cpus[i]))
 	}

@@ -174,7 +174,7 @@ func TestTwinGuard(t *testing.T) {
 			res := h.run(HookOnOverlay, pkt)
 			cur := int(res.dbg.Cur)
 			want := func(prev int) int {
-				idx, _ := steer.ChooseAdaptiveIndex(fh, salt, cpus, load, uint32(cfg.Threshold), 0, false, true, cur, prev)
+				idx, _ := steer.ChooseAdaptiveIndex(fh, salt, cpus, load, uint32(cfg.Threshold), 0, false, cfg.AlwaysOn, true, cur, prev)
 				return idx
 			}
 			got := -1
@@ -246,7 +246,7 @@ func TestTwinAdaptive(t *testing.T) {
 			sport: uint16(r.Uint32()), dport: uint16(r.Uint32())}
 		res := h.run(role, frame(f, pktOpts{}))
 		salt := uint32(h.hooks[role].NextIfindex)
-		want, kind := steer.ChooseAdaptive(f.hash(), salt, cfg.SortedCPUs(), load, uint32(cfg.Threshold), avg, false, cfg.Engaged, int(res.dbg.Cur), -1)
+		want, kind := steer.ChooseAdaptive(f.hash(), salt, cfg.SortedCPUs(), load, uint32(cfg.Threshold), avg, false, cfg.AlwaysOn, cfg.Engaged, int(res.dbg.Cur), -1)
 		got := int(res.dbg.Target)
 		if kind == steer.Fallback {
 			want = int(res.dbg.Cur)
@@ -286,7 +286,7 @@ func TestGuardFromFirstPacket(t *testing.T) {
 	h.setLoad(load, 0, true)
 	cpus := cfg.SortedCPUs()
 	want := func(prev int) int {
-		idx, _ := steer.ChooseAdaptiveIndex(fh, 9, cpus, load, uint32(cfg.Threshold), 0, false, true, 0, prev)
+		idx, _ := steer.ChooseAdaptiveIndex(fh, 9, cpus, load, uint32(cfg.Threshold), 0, false, cfg.AlwaysOn, true, 0, prev)
 		return idx
 	}
 	target := func(r result) int {

@@ -184,7 +184,7 @@ func (h *harness) checkSteer(name string, r result, role HookRole, fh uint32, lo
 	if r.dbg.Flowhash != fh {
 		h.t.Errorf("%s: flow hash %#x, want %#x", name, r.dbg.Flowhash, fh)
 	}
-	cpu, kind := steer.Choose(fh, uint32(h.hooks[role].NextIfindex), cpus, load, uint32(cfg.Threshold), avg, stale)
+	cpu, kind := steer.ChooseVariant(fh, uint32(h.hooks[role].NextIfindex), cpus, load, uint32(cfg.Threshold), avg, stale, variantOf(cfg))
 	wantHash := uint32(0)
 	if kind == steer.Fallback {
 		cpu = r.cpu
@@ -204,6 +204,11 @@ func (h *harness) checkSteer(name string, r result, role HookRole, fh uint32, lo
 	if r.dbg.SkbHash != r.dbg.SetHash {
 		h.t.Errorf("%s: skb->hash %#x after bpf_set_hash(%#x)", name, r.dbg.SkbHash, r.dbg.SetHash)
 	}
+}
+
+// variantOf is the twin's name for cfg's policy variant.
+func variantOf(cfg Config) steer.Variant {
+	return steer.Variant{Static: cfg.Policy == PolicyStatic, AlwaysOn: cfg.AlwaysOn}
 }
 
 func indexOf(s []int, v int) int {

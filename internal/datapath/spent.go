@@ -59,7 +59,7 @@ func (c *spentClock) upTo(now time.Time) Spent {
 	d := now.Sub(c.since)
 	if !c.state.StoodDown {
 		s.OnPath += d
-		if c.state.Engaged || c.state.Policy == PolicyPaper {
+		if c.state.Engaged || Unconditional(c.state.Policy) {
 			s.Engaged += d
 		}
 	}

@@ -23,6 +23,7 @@ type splitConfig struct {
 	PerPacket      uint32
 	Fallback       uint32
 	Policy         uint32
+	AlwaysOn       uint32
 	Engaged        uint32
 	Ncpus          uint32
 	Drain          uint32
@@ -38,6 +39,7 @@ type splitConfig struct {
 	ElephantBytes  uint32
 	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
+	_              [4]byte
 }
 
 type splitCounters struct {

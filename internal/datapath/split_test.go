@@ -89,8 +89,8 @@ func (h *harness) checkSplit(name string, r result, fh uint32, load []uint32, av
 	if r.dbg.Flowhash != fh {
 		h.t.Errorf("%s: flow hash %#x, want %#x", name, r.dbg.Flowhash, fh)
 	}
-	cpu, kind := steer.Choose(fh, uint32(h.hooks[HookSplit].NextIfindex), cfg.SplitSet(), load,
-		uint32(cfg.Threshold), splitAvg(cfg, load, avg), stale)
+	cpu, kind := steer.ChooseVariant(fh, uint32(h.hooks[HookSplit].NextIfindex), cfg.SplitSet(), load,
+		uint32(cfg.Threshold), splitAvg(cfg, load, avg), stale, variantOf(cfg))
 	if kind == steer.Fallback {
 		cpu = r.cpu
 	}

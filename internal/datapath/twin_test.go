@@ -30,6 +30,10 @@ func randomAddr(r *rand.Rand, v6 bool) netip.Addr {
 func randomConfig(r *rand.Rand) Config {
 	cfg := DefaultConfig()
 	cfg.Policy = PolicyPaper
+	if r.IntN(4) == 0 {
+		cfg.Policy = PolicyStatic
+	}
+	cfg.AlwaysOn = r.IntN(5) == 0
 	n := 1 + r.IntN(16)
 	switch r.IntN(10) {
 	case 0:

@@ -645,15 +645,16 @@ func (w *world) steer(f *flow, h, cur int, set []int) int {
 	// ifindex (any value stands for one; the split's is the NIC's).
 	salt := map[int]uint32{hookSplit: vxlanIfindex - 1, hookNIC: vxlanIfindex, hookOverlay: vxlanIfindex | 1<<30}[h]
 	o := w.s.Mode.Opts
+	v := steer.Variant{Static: o.Policy == datapath.PolicyStatic, AlwaysOn: o.AlwaysOn}
 	want := func(prev int) int {
-		if o.Policy == datapath.PolicyPaper {
-			cpu, kind := steer.Choose(f.hash, salt, set, w.loads, uint32(o.Threshold), w.avg, false)
+		if datapath.Unconditional(o.Policy) {
+			cpu, kind := steer.ChooseVariant(f.hash, salt, set, w.loads, uint32(o.Threshold), w.avg, false, v)
 			if kind == steer.Fallback {
 				return -1
 			}
 			return slices.Index(set, cpu)
 		}
-		i, _ := steer.ChooseAdaptiveIndex(f.hash, salt, set, w.loads, uint32(o.Threshold), w.avg, false, w.engaged, cur, prev)
+		i, _ := steer.ChooseAdaptiveIndex(f.hash, salt, set, w.loads, uint32(o.Threshold), w.avg, false, o.AlwaysOn, w.engaged, cur, prev)
 		return i
 	}
 	var idx int

@@ -5,11 +5,12 @@ package steer
 // the less loaded of the flow's two hash choices, and only when that one
 // is below the threshold; a steered flow stays while its CPU is below the
 // threshold. Nothing moves while engaged is false: the agent has not
-// measured that steering pays. cur is the CPU running the current stage,
+// measured that steering pays; never for the set's average load with
+// alwaysOn. cur is the CPU running the current stage,
 // prev the flow's current target (-1: inline). It returns the CPU for the
 // next stage, or -1 with Fallback. Kind says which hash choice it is.
-func ChooseAdaptive(flowhash, salt uint32, cpus []int, load []uint32, threshold, avg uint32, stale, engaged bool, cur, prev int) (int, Kind) {
-	idx, kind := ChooseAdaptiveIndex(flowhash, salt, cpus, load, threshold, avg, stale, engaged, cur, indexOf(cpus, prev))
+func ChooseAdaptive(flowhash, salt uint32, cpus []int, load []uint32, threshold, avg uint32, stale, alwaysOn, engaged bool, cur, prev int) (int, Kind) {
+	idx, kind := ChooseAdaptiveIndex(flowhash, salt, cpus, load, threshold, avg, stale, alwaysOn, engaged, cur, indexOf(cpus, prev))
 	if idx < 0 {
 		return -1, kind
 	}
@@ -18,9 +19,9 @@ func ChooseAdaptive(flowhash, salt uint32, cpus []int, load []uint32, threshold,
 
 // ChooseAdaptiveIndex is ChooseAdaptive in terms of indexes into S (prev
 // -1: inline).
-func ChooseAdaptiveIndex(flowhash, salt uint32, cpus []int, load []uint32, threshold, avg uint32, stale, engaged bool, cur, prev int) (int, Kind) {
+func ChooseAdaptiveIndex(flowhash, salt uint32, cpus []int, load []uint32, threshold, avg uint32, stale, alwaysOn, engaged bool, cur, prev int) (int, Kind) {
 	n := len(cpus)
-	if stale || !engaged || avg >= threshold || n == 0 {
+	if stale || !engaged || (!alwaysOn && avg >= threshold) || n == 0 {
 		return -1, Fallback
 	}
 	loadOf := func(cpu int) uint32 {

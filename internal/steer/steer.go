@@ -97,8 +97,24 @@ func be32(b []byte) uint32 {
 // average load of S. It returns the CPU for the next stage, or -1 with
 // Fallback when the next stage should stay on the current CPU.
 func Choose(flowhash, nextIfindex uint32, cpus []int, load []uint32, threshold, avg uint32, stale bool) (int, Kind) {
-	if stale || avg >= threshold || len(cpus) == 0 {
+	return ChooseVariant(flowhash, nextIfindex, cpus, load, threshold, avg, stale, Variant{})
+}
+
+// Variant is what FALCON's figures vary in Algorithm 1 (the datapath's
+// policy static and its always-on setting).
+type Variant struct {
+	Static   bool // Fig. 16's static: the first hash choice, busy or not
+	AlwaysOn bool // Fig. 15's always-on: never inline for the set's average load
+}
+
+// ChooseVariant is Choose as variant v runs it (bpf/choose.h,
+// choose_paper).
+func ChooseVariant(flowhash, nextIfindex uint32, cpus []int, load []uint32, threshold, avg uint32, stale bool, v Variant) (int, Kind) {
+	if stale || (!v.AlwaysOn && avg >= threshold) || len(cpus) == 0 {
 		return -1, Fallback
+	}
+	if v.Static {
+		return cpus[Hash32(flowhash+nextIfindex)%uint32(len(cpus))], First
 	}
 	idx, kind := ChooseIndex(flowhash, nextIfindex, len(cpus), func(i int) uint32 {
 		if c := cpus[i]; c >= 0 && c < len(load) {
