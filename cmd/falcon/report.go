@@ -17,12 +17,14 @@ import (
 var reportOut io.Writer = os.Stdout
 
 func init() {
-	register(command{name: "report", summary: "print a results file's (or a falcon sim prediction's) table; draw it as SVG", run: runReport})
+	register(command{name: "report", summary: "print a results file's (or a falcon sim prediction's) table; draw it as SVG, or several files as one HTML page", run: runReport})
 }
 
 func runReport(args []string) error {
-	fs := newFlagSet("report", "[--svg OUT.svg] [--baseline LAYOUT/MODE|auto] FILE")
+	fs := newFlagSet("report", "[--svg OUT.svg] [--html DIR] [--baseline LAYOUT/MODE|auto] FILE...")
 	svg := fs.String("svg", "", "also draw the normalised figures as a bar chart into `OUT.svg`")
+	html := fs.String("html", "", "also write one self-contained page into `DIR`/index.html: per FILE its machine and method, charts "+
+		"(SVG inline; the papers' ratios marked) and tables; nothing loaded from the network; takes several FILEs")
 	baseline := fs.String("baseline", "", "normalise against this instead of what the file records (LAYOUT/MODE or auto)")
 	// The file may come before or after the flags.
 	var files []string
@@ -39,32 +41,68 @@ func runReport(args []string) error {
 		files = append(files, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(files) != 1 {
-		return usagef("want one results file, got %d", len(files))
+	switch {
+	case len(files) == 0 || len(files) > 1 && *html == "":
+		return usagef("want one results file (several with --html), got %d", len(files))
+	case len(files) > 1 && *svg != "":
+		return usagef("--svg draws one file's chart; for several files, --html")
 	}
-	if b, err := os.ReadFile(files[0]); err == nil {
-		if p, ok, err := sim.ReadPrediction(b); ok {
-			if err != nil {
-				return fmt.Errorf("%s: %w", files[0], err)
-			}
-			return reportPrediction(p, *svg, *baseline)
-		}
-	}
-	f, err := bench.ReadFile(files[0])
-	if err != nil {
+	if err := checkHTMLDir(*html); err != nil {
 		return err
 	}
-	if *baseline != "" {
-		b := *baseline
+	var sections []bench.HTMLSection
+	for i, name := range files {
+		if len(files) > 1 {
+			if i > 0 {
+				fmt.Fprintln(reportOut)
+			}
+			fmt.Fprintf(reportOut, "## %s\n\n", name)
+		}
+		sec, err := reportFile(name, *svg, *baseline, *html != "")
+		if err != nil {
+			return err
+		}
+		sections = append(sections, sec)
+	}
+	if *html != "" {
+		return writeReportPage(*html, files, sections)
+	}
+	return nil
+}
+
+// reportFile prints the table of one results or prediction file, draws
+// its chart into svg when one is given, and returns its section of the
+// HTML page when html is set.
+func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error) {
+	if b, err := os.ReadFile(name); err == nil {
+		if p, ok, err := sim.ReadPrediction(b); ok {
+			if err != nil {
+				return bench.HTMLSection{}, fmt.Errorf("%s: %w", name, err)
+			}
+			if err := reportPrediction(p, svg, baseline); err != nil || !html {
+				return bench.HTMLSection{}, err
+			}
+			return p.HTMLSection(name)
+		}
+	}
+	f, err := bench.ReadFile(name)
+	if err != nil {
+		return bench.HTMLSection{}, err
+	}
+	if baseline != "" {
+		b := baseline
 		if b != "auto" && !strings.Contains(b, "/") {
 			b += "/vanilla"
 		}
 		bench.Normalize(f.Results, b)
 	}
-	if err := writeChart("report", *svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
-		return err
+	if err := writeChart("report", svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
+		return bench.HTMLSection{}, err
 	}
-	return bench.WriteTable(reportOut, f)
+	if err := bench.WriteTable(reportOut, f); err != nil || !html {
+		return bench.HTMLSection{}, err
+	}
+	return bench.FileSection(name, f)
 }
 
 // writeChart draws into path, when one is given, and says where: the whole

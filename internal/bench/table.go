@@ -301,28 +301,46 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 func writePaperClaims(b *strings.Builder, f *File) {
 	var rows []string
 	for _, r := range f.Results {
-		seen := map[string]bool{}
-		for _, k := range normalizedMetrics {
-			x, ok := r.Normalized[k]
-			if !ok {
-				continue
-			}
-			c := papers.Case{Layout: r.Layout, Mode: r.Mode, Workload: r.Workload, Size: r.Size, Flows: r.Flows, Baseline: r.Baseline, Metric: k}
-			for _, cl := range papers.Comparable(c) {
-				fig, v := cl.Figure, cl.Value
-				id := fig.Paper + fig.Figure + fig.Quote + v.Said
-				if seen[id] {
-					continue // packets/s and Gbit/s of one UDP case
-				}
-				seen[id] = true
-				rows = append(rows, fmt.Sprintf("- %s/%s %s %s, %d flow(s): measured %s × %s (%s); %s — “%s”\n",
-					r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pm(x, 2, ""), r.Baseline, metricNames[k], claimText(cl), fig.Quote))
-			}
+		for _, pc := range paperClaims(r) {
+			rows = append(rows, fmt.Sprintf("- %s/%s %s %s, %d flow(s): measured %s × %s (%s); %s — “%s”\n",
+				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pm(pc.measured, 2, ""), r.Baseline, metricNames[pc.metric], claimText(pc.Claim), pc.Figure.Quote))
 		}
 	}
 	if len(rows) > 0 {
 		b.WriteString("Reported by the papers for the same test, metric and baseline (their text's numbers and words):\n\n" + strings.Join(rows, "") + "\n")
 	}
+}
+
+// paperClaim is a paper's value comparable to one of a result's ratios.
+type paperClaim struct {
+	metric   string        // the normalised metric it is comparable to
+	measured stats.Summary // our ratio
+	papers.Claim
+}
+
+// paperClaims lists the papers' values comparable to r's ratios, each
+// once (a UDP case's packets/s and Gbit/s are the same ratio): what the
+// table lists and the charts mark.
+func paperClaims(r Result) []paperClaim {
+	var out []paperClaim
+	seen := map[string]bool{}
+	for _, k := range normalizedMetrics {
+		x, ok := r.Normalized[k]
+		if !ok {
+			continue
+		}
+		c := papers.Case{Layout: r.Layout, Mode: r.Mode, Workload: r.Workload, Size: r.Size, Flows: r.Flows, Baseline: r.Baseline, Metric: k}
+		for _, cl := range papers.Comparable(c) {
+			fig, v := cl.Figure, cl.Value
+			id := fig.Paper + fig.Figure + fig.Quote + v.Said
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			out = append(out, paperClaim{k, x, cl})
+		}
+	}
+	return out
 }
 
 var metricNames = map[string]string{"pps": "packets/s", "gbps": "Gbit/s", "lat_avg_us": "average latency",
