@@ -39,6 +39,9 @@ func runBench(args []string) error {
 	if err != nil {
 		return fmt.Errorf("online CPUs: %w", err)
 	}
+	if flags.PaperAll() {
+		return runPaperAll(flags, online, *probe)
+	}
 	cfg, err := flags.Resolve(online)
 	var ce *bench.ConfigError
 	if *probe {
@@ -73,27 +76,8 @@ func runBench(args []string) error {
 	p := bench.NewProgress(os.Stderr, bench.IsTerminal(os.Stderr), cfg.Quiet, bench.CountRuns(plan, cfg), bench.EstimateRun(cfg))
 	defer p.Close()
 
-	// The first signal stops the traffic; Execute then undoes the modes
-	// and removes the testbeds before returning. Later signals must not
-	// kill that cleanup.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	go func() {
-		for n := 0; ; n++ {
-			if _, ok := <-sigs; !ok {
-				return
-			}
-			if n == 0 {
-				p.Note("falcon bench: interrupted: stopping traffic, undoing modes, removing testbeds …")
-				cancel()
-			} else {
-				p.Note("falcon bench: still cleaning up, please wait")
-			}
-		}
-	}()
+	ctx, stop := interruptible(p.Note)
+	defer stop()
 
 	opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p}
 	if cfg.JSON != "" {
@@ -114,6 +98,29 @@ func runBench(args []string) error {
 		return errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// interruptible is a context the first SIGINT, SIGTERM or SIGHUP
+// cancels: that stops the traffic, and Execute then undoes the modes and
+// removes the testbeds before returning. Later signals must not kill that
+// cleanup; note says what is happening.
+func interruptible(note func(format string, a ...any)) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		select {
+		case <-sigs:
+		case <-ctx.Done():
+			return // done, not interrupted
+		}
+		note("falcon bench: interrupted: stopping traffic, undoing modes, removing testbeds …")
+		cancel()
+		for range sigs {
+			note("falcon bench: still cleaning up, please wait")
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel() }
 }
 
 // commandLine is how this run was invoked, shell-quoted where needed.

@@ -71,6 +71,10 @@ type Config struct {
 
 	// IPv6 builds every testbed over IPv6 only (--ipv6).
 	IPv6 bool `json:"ipv6,omitempty"`
+
+	// Quick is a smoke test (--quick): one short run per case, long
+	// sweeps of sizes and flow counts cut to three values.
+	Quick bool `json:"quick,omitempty"`
 }
 
 // Duration is a time.Duration that reads and writes as "4s" in JSON.

@@ -27,7 +27,7 @@ type Flags struct {
 	duration, warmup                  time.Duration
 	runs, clients, rate               int
 	quiet, bpfStats, interleave, ipv6 bool
-	stageCost, calibrate              bool
+	stageCost, calibrate, quick       bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -55,7 +55,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
-	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"); flags given override it")
+	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"; "+PaperAll+" runs every figure's); flags given override it")
 	fs.StringVar(&f.baseline, "baseline", "auto", "what normalisation divides by: LAYOUT/MODE, or auto (host/vanilla of the same workload and size, else vanilla of the same layout)")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
 	fs.BoolVar(&f.interleave, "interleave", false, "alternate the modes run by run on one testbed per layout (each round sets every mode up, "+
@@ -64,6 +64,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	fs.BoolVar(&f.stageCost, "stage-cost", false, "record the NET_RX softirq time, skbs and segments of each receive stage of the receiving host (nic, vxlan, container, …) per CPU "+
 		"and run (BPF on four kernel tracepoints; they add a few BPF runs per packet)")
+	fs.BoolVar(&f.quick, "quick", false, "a smoke test of any preset or flags: one run per case of 1s after 500ms warm-up, "+
+		"and a sweep of more than three sizes or flow counts cut to its smallest, middle and largest (--runs, --duration and --warmup given win)")
 	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon sim: --preset calibrate, "+
 		"and the file records the calibration format")
 	return f
@@ -166,8 +168,11 @@ func PresetNames() []string {
 func PresetHelp() string {
 	var b strings.Builder
 	for _, n := range PresetNames() {
-		fmt.Fprintf(&b, "  %-12s %s\n", n, presets[n].summary)
+		if _, fig := lookupFigure(n); !fig {
+			fmt.Fprintf(&b, "  %-12s %s\n", n, presets[n].summary)
+		}
 	}
+	b.WriteString(figureHelp())
 	return b.String()
 }
 
@@ -181,13 +186,16 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 		f.preset = "calibrate"
 	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if f.preset != "" {
+		if err := checkRunnable(f.preset); err != nil {
+			return Config{}, err
+		}
 		p, ok := presets[f.preset]
 		if !ok {
 			return Config{}, configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
 		}
-		given := map[string]bool{}
-		f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 		values, err := p.flags(online)
 		if err != nil {
 			return Config{}, err
@@ -200,7 +208,12 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 			}
 		}
 	}
-	c := Config{Preset: f.preset, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
+	if f.quick {
+		if err := f.quickDefaults(given); err != nil {
+			return Config{}, err
+		}
+	}
+	c := Config{Preset: f.preset, Quick: f.quick, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
 		StageCost: f.stageCost, Interleave: f.interleave, IPv6: f.ipv6}
 	if f.preset == "calibrate" {
@@ -231,6 +244,9 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	if c.Flows, err = parseInts(f.flows, 1); err != nil {
 		return c, configErrorf("--flows: %v", err)
+	}
+	if c.Quick {
+		c.Sizes, c.Flows = quickCut(c.Sizes), quickCut(c.Flows)
 	}
 	switch {
 	case c.Duration < Duration(time.Second):

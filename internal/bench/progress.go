@@ -26,6 +26,7 @@ type Progress struct {
 	last    time.Time     // when the last run finished
 	perRun  time.Duration // estimate until a run has finished
 	line    string        // what the bar says besides counts
+	label   string        // what every line starts with ("fig10 3/34 ")
 	drawn   bool
 	stop    chan struct{}
 }
@@ -61,6 +62,13 @@ func (p *Progress) tick() {
 	}
 }
 
+// Label starts every progress line with s (paper-all: the figure).
+func (p *Progress) Label(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.label = s
+}
+
 // Stage says what is happening now ("docker/vanilla: testbed up", …).
 func (p *Progress) Stage(format string, a ...any) {
 	p.mu.Lock()
@@ -85,7 +93,7 @@ func (p *Progress) RunDone(summary string) {
 		p.draw()
 		return
 	}
-	fmt.Fprintf(p.w, "[%d/%d] %s\n", p.done, p.total, summary)
+	fmt.Fprintf(p.w, "%s[%d/%d] %s\n", p.label, p.done, p.total, summary)
 }
 
 // Skip removes runs that will not happen (a testbed that failed) from the
@@ -140,7 +148,7 @@ func (p *Progress) draw() {
 		filled = width * p.done / p.total
 	}
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", width-filled)
-	s := fmt.Sprintf("[%s] %d/%d runs  %s  ETA %s", bar, p.done, p.total, p.line, p.eta().Round(time.Second))
+	s := fmt.Sprintf("%s[%s] %d/%d runs  %s  ETA %s", p.label, bar, p.done, p.total, p.line, p.eta().Round(time.Second))
 	fmt.Fprintf(p.w, "\r\033[K%s", s)
 	p.drawn = true
 }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/falconnet/falcon/internal/bench"
+	"github.com/falconnet/falcon/internal/testbed"
+)
+
+// runPaperAll runs every figure's preset in turn (--preset paper-all), each
+// a bench of its own into DIR/PRESET.json (--json DIR), so that falcon
+// report reads each as it reads any results file; a figure that cannot run
+// gets a file with no results and the reason in its notes. Flags given
+// apply to every figure.
+func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
+	if probe {
+		return usagef("--probe checks one bench: name one figure's preset (e.g. --preset fig10 --probe)")
+	}
+	benches, err := flags.ResolvePaperAll(online)
+	if err != nil {
+		var ce *bench.ConfigError
+		if errors.As(err, &ce) {
+			return usagef("%s", ce.Msg)
+		}
+		return err
+	}
+	// The system's own needs (root, ip) are every figure's. Then each
+	// figure is checked before anything runs: one this machine cannot run
+	// (a tool not installed, …) is said at the start, not hours in.
+	if err := testbed.CheckSystem(); err != nil {
+		return err
+	}
+	dir := filepath.Dir(benches[0].File)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var est time.Duration
+	runs, toRun := 0, 0
+	for i := range benches {
+		fb := &benches[i]
+		if fb.Skip != "" {
+			continue
+		}
+		if err := bench.Preflight(fb.Config); err != nil {
+			fb.Skip = fmt.Sprintf("%s %s cannot run on this machine: %v", fb.Paper, fb.Figure, err)
+			continue
+		}
+		plan, _, err := bench.Plan(fb.Config)
+		if err != nil {
+			fb.Skip = fmt.Sprintf("%s %s cannot run on this machine: %v", fb.Paper, fb.Figure, err)
+			continue
+		}
+		n := bench.CountRuns(plan, fb.Config)
+		runs += n
+		toRun++
+		est += time.Duration(n) * bench.EstimateRun(fb.Config)
+	}
+	if toRun == 0 {
+		return errors.New("paper-all: no figure can run on this machine")
+	}
+	note := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+	note("falcon bench: %s: %d figures, %d to run (%d runs, about %s besides building testbeds), %d not runnable here; results in %s",
+		bench.PaperAll, len(benches), toRun, runs, est.Round(time.Minute), len(benches)-toRun, dir)
+	ctx, stop := interruptible(note)
+	defer stop()
+
+	var errs []error
+	var summary []string
+	for i, fb := range benches {
+		tag := fmt.Sprintf("%s (%s %s, %d/%d)", fb.Preset, fb.Paper, fb.Figure, i+1, len(benches))
+		if ctx.Err() != nil {
+			summary = append(summary, tag+": not started, interrupted")
+			continue
+		}
+		if fb.Skip != "" {
+			note("falcon bench: %s: not run: %s", tag, fb.Skip)
+			summary = append(summary, tag+": not run: "+fb.Skip)
+			if err := bench.WriteFile(fb.File, bench.NotRunFile(fb, version, commandLine())); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
+			}
+			continue
+		}
+		cfg := fb.Config
+		plan, _, _ := bench.Plan(cfg)
+		p := bench.NewProgress(os.Stderr, bench.IsTerminal(os.Stderr), cfg.Quiet, bench.CountRuns(plan, cfg), bench.EstimateRun(cfg))
+		p.Label(fmt.Sprintf("%s %d/%d ", fb.Preset, i+1, len(benches)))
+		p.Note("falcon bench: %s: %d runs, about %s", tag, bench.CountRuns(plan, cfg),
+			(time.Duration(bench.CountRuns(plan, cfg)) * bench.EstimateRun(cfg)).Round(time.Second))
+		start := time.Now()
+		opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p,
+			Checkpoint: func(f *bench.File) error { return bench.WriteFile(fb.File, f) }}
+		f, runErr := bench.Execute(ctx, cfg, opts)
+		p.Close()
+		took := time.Since(start).Round(time.Second)
+		if runErr != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, runErr))
+		}
+		if f == nil {
+			summary = append(summary, fmt.Sprintf("%s: failed after %s: %v", tag, took, runErr))
+			continue
+		}
+		if err := bench.WriteFile(fb.File, f); err != nil {
+			errs = append(errs, fmt.Errorf("%s: write results: %w", fb.Preset, err))
+		}
+		state := "ran"
+		if runErr != nil {
+			state = "ran with failures"
+		}
+		summary = append(summary, fmt.Sprintf("%s: %s in %s, %s", tag, state, took, fb.File))
+		fmt.Printf("\n## %s: %s %s\n\n", fb.Preset, fb.Paper, fb.Figure)
+		if err := bench.WriteTable(os.Stdout, f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	note("\nfalcon bench: %s:", bench.PaperAll)
+	for _, s := range summary {
+		note("  %s", s)
+	}
+	note("(re-render each with 'falcon report FILE')")
+	return errors.Join(errs...)
+}
