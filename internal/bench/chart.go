@@ -146,14 +146,15 @@ func whisker(s *strings.Builder, cx, ylo, yhi float64) {
 }
 
 // drawMarks draws what papers reported at x: a red diamond at the value,
-// a red bar over a range, the claim as its tooltip.
-func drawMarks(s *strings.Builder, a yScale, cx float64, marks []paperMark) {
+// filled with the colour of the bar or line it stands beside, a red bar
+// over a range, the claim as its tooltip.
+func drawMarks(s *strings.Builder, a yScale, cx float64, fill string, marks []paperMark) {
 	for _, m := range marks {
 		if m.hi > m.lo {
 			fmt.Fprintf(s, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", cx, cx, a.y(m.lo), a.y(m.hi), paperRed)
 		}
-		fmt.Fprintf(s, `<path d="M%.1f %.1fl6 6l-6 6l-6 -6z" fill="white" stroke="%s" stroke-width="2"><title>%s</title></path>`+"\n",
-			cx, a.y(m.lo)-6, paperRed, esc(m.label))
+		fmt.Fprintf(s, `<path d="M%.1f %.1fl6 6l-6 6l-6 -6z" fill="%s" stroke="%s" stroke-width="2"><title>%s</title></path>`+"\n",
+			cx, a.y(m.lo)-6, fill, paperRed, esc(m.label))
 	}
 }
 
@@ -211,7 +212,7 @@ func (c barChart) svg() string {
 		legend = append(legend, legendEntry{name: cfg, color: color[cfg]})
 	}
 	if marked {
-		legend = append(legend, legendEntry{name: "a paper's ratio", mark: true})
+		legend = append(legend, legendEntry{name: "a paper's ratio (filled in the case's colour)", mark: true})
 	}
 	width := math.Max(640, math.Max(left+plotW+right, left+legendWidth(legend)+right))
 	height := top + plotH + bottom
@@ -242,7 +243,7 @@ func (c barChart) svg() string {
 				whisker(&s, x+barW/2, y(math.Max(lo, 0)), y(hi))
 			}
 			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", x+barW/2, y(hi)-4, valueFmt(m))
-			drawMarks(&s, a, x+barW, b.marks)
+			drawMarks(&s, a, x+barW, color[b.config], b.marks)
 			x += barW + barGap
 		}
 		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text><text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n",
@@ -272,7 +273,8 @@ type hLine struct {
 }
 
 // lineChart draws series over categories xs, evenly spaced left to right
-// (the papers' sizes, flow counts and batch sizes are powers of two).
+// (the papers' sizes, flow counts and batch sizes are powers of two); the
+// values are written beside the points of up to two series.
 type lineChart struct {
 	title, sub, xLabel string
 	xs                 []string
@@ -313,7 +315,7 @@ func (c lineChart) svg() string {
 		ymax = math.Max(ymax, math.Max(h.value, h.hi)*1.1)
 	}
 	if marked {
-		legend = append(legend, legendEntry{name: "a paper's ratio", mark: true})
+		legend = append(legend, legendEntry{name: "a paper's ratio (filled in the case's colour)", mark: true})
 	}
 	width := math.Max(640, math.Max(left+plotW, left+math.Max(legendWidth(legend), 6.5*float64(len(c.sub))))+right)
 	height := top + plotH + bottom
@@ -321,6 +323,9 @@ func (c lineChart) svg() string {
 	a.tick = c.tick
 	y := a.y
 	xAt := func(i int) float64 { return left + stepX*float64(i+1) }
+	// Two lines' values can be written beside their points; more would
+	// cover each other (each point's tooltip has its value).
+	labels := len(c.series) <= 2
 
 	var s strings.Builder
 	svgOpen(&s, width, height)
@@ -371,8 +376,10 @@ func (c lineChart) svg() string {
 				tip = fmt.Sprintf("%s at %s: %s", sr.name, c.xs[i], pm(p, 3, ""))
 			}
 			fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", cx, y(p.Mean), sr.color, esc(tip))
-			fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", cx, y(p.Mean)-8, valueFmt(p.Mean))
-			drawMarks(&s, a, cx+8, sr.marks[i])
+			if labels {
+				fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", cx, y(p.Mean)-8, valueFmt(p.Mean))
+			}
+			drawMarks(&s, a, cx+8, sr.color, sr.marks[i])
 		}
 	}
 	svgClose(&s, left, height, c.foot)
@@ -385,7 +392,7 @@ type stackPart struct{ name, color string }
 // stackBar is one stacked bar: a value per part, and the total's 95 %
 // interval as its whisker.
 type stackBar struct {
-	name  string
+	name  string // under the bar: keep it short
 	parts []float64
 	total stats.Summary
 }
@@ -402,7 +409,7 @@ type stackChart struct {
 	parts      []stackPart
 	groups     []stackGroup
 	ymax       float64
-	yLabel     string
+	barName    string // what a bar is, before its name in the tooltip: "CPU"
 	foot       string
 }
 
@@ -420,7 +427,7 @@ func (c stackChart) svg() string {
 	for _, p := range c.parts {
 		legend = append(legend, legendEntry{name: p.name, color: p.color})
 	}
-	width := math.Max(640, math.Max(left+plotW+right, math.Max(left+legendWidth(legend), left+6.5*float64(len(c.sub)))+right))
+	width := math.Max(420, math.Max(left+plotW+right, math.Max(left+legendWidth(legend), left+6.5*float64(len(c.sub)))+right))
 	height := top + plotH + bottom
 	a := newYScale(top, plotH, c.ymax)
 	y := a.y
@@ -429,7 +436,6 @@ func (c stackChart) svg() string {
 	svgHeading(&s, left, c.title, c.sub)
 	svgLegend(&s, left, legend)
 	a.grid(&s, left, plotW)
-	fmt.Fprintf(&s, `<text x="8" y="%.0f" fill="#555">%s</text>`+"\n", top-6, esc(c.yLabel))
 	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, left, top, top+plotH)
 	gx := left + groupGap
 	for _, g := range c.groups {
@@ -447,8 +453,8 @@ func (c stackChart) svg() string {
 				base += v
 			}
 			// The whole bar carries the tooltip: the parts are too thin to point at.
-			fmt.Fprintf(&s, `<rect x="%.1f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"><title>%s %s %s: %s; total %s</title></rect>`+"\n",
-				x, top, barW, plotH, esc(g.label), esc(g.sub), esc(b.name), esc(strings.Join(tip, ", ")), esc(pm(b.total, 0, "")))
+			fmt.Fprintf(&s, `<rect x="%.1f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"><title>%s %s, %s %s: %s; total %s</title></rect>`+"\n",
+				x, top, barW, plotH, esc(g.label), esc(g.sub), esc(c.barName), esc(b.name), esc(strings.Join(tip, ", ")), esc(pm(b.total, 0, "")))
 			if lo, hi := b.total.Interval(); hi > lo {
 				whisker(&s, x+barW/2, y(math.Max(lo, 0)), y(math.Min(hi, a.ymax)))
 			}

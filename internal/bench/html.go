@@ -615,7 +615,7 @@ func cpuCharts(f *File) []Chart {
 				if !ok {
 					continue
 				}
-				b := stackBar{name: fmt.Sprintf("CPU %d", c), total: busy}
+				b := stackBar{name: fmt.Sprint(c), total: busy}
 				sum := 0.0
 				for _, k := range []string{"usr", "sys", "soft", "irq"} {
 					v := r.Summary[p+k].Mean
@@ -635,8 +635,8 @@ func cpuCharts(f *File) []Chart {
 			if len(groups) > cpuGroupsPerChart {
 				title += fmt.Sprintf(" (%d/%d)", n/cpuGroupsPerChart+1, (len(groups)+cpuGroupsPerChart-1)/cpuGroupsPerChart)
 			}
-			c := stackChart{title: title, parts: cpuParts, groups: part, ymax: 100, yLabel: "% of the window",
-				sub:  "each CPU's usr, sys, softirq and irq time over the window, mean of the runs; whisker: busy time's 95 % CI",
+			c := stackChart{title: title, parts: cpuParts, groups: part, ymax: 100, barName: "CPU",
+				sub:  "% of the window per CPU (bars numbered), mean of the runs; whisker: busy, 95 % CI",
 				foot: footLine(f) + fmt.Sprintf("; senders on CPU %s, receivers on CPU %s", cpuset.Format(f.Config.SenderCPUs), cpuset.Format(f.Config.ReceiverCPUs))}
 			out = append(out, Chart{Title: title, SVG: c.svg()})
 		}
@@ -695,9 +695,13 @@ func WriteHTML(w io.Writer, title string, sections []HTMLSection) error {
 			}
 			b.WriteString("</table>\n")
 		}
-		for _, c := range s.Charts {
-			fmt.Fprintf(&b, "<figure class=\"chart %s\">\n%s<figcaption>%s</figcaption>\n</figure>\n",
-				esc(c.Kind), scalableSVG(strings.TrimSpace(c.SVG))+"\n", esc(c.Title))
+		if len(s.Charts) > 0 {
+			b.WriteString("<div class=\"charts\">\n")
+			for _, c := range s.Charts {
+				fmt.Fprintf(&b, "<figure class=\"chart %s\">\n%s<figcaption>%s</figcaption>\n</figure>\n",
+					esc(c.Kind), scalableSVG(strings.TrimSpace(c.SVG))+"\n", esc(c.Title))
+			}
+			b.WriteString("</div>\n")
 		}
 		if s.Body != "" {
 			b.WriteString("<div class=\"body\">\n" + markdownHTML(s.Body) + "</div>\n")
@@ -727,7 +731,8 @@ table.facts th { text-align: left; white-space: nowrap; }
 .body { overflow-x: auto; }
 .body p, .body li { font-size: 0.85em; }
 .body p.failed, .body p.note { color: #8a3b00; }
-figure { margin: 1em 0; overflow-x: auto; }
+.charts { display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; align-items: flex-start; }
+figure { margin: 0.5em 0; overflow-x: auto; max-width: 100%; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #444; }
 pre { font-size: 0.75em; overflow-x: auto; background: #fafafa; padding: 0.5em; }
