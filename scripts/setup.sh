@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what falcon's benchmark and tests need (memcached and memcaslap: the bench's
 # memcached workload; nginx and wrk: its web workload; tmux: falcon top's terminal
-# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld) on
+# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld; chromium:
+# the headless browser falcon report --html's page is checked in) on
 # Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -9,7 +10,7 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc; do
+for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc chromium:chromium; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
