@@ -59,6 +59,23 @@ func ibed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 	return tb
 }
 
+// startAgent starts an agent with o; it is stopped when the test ends
+// unless the test stopped it with stop, whose error the test checks.
+func startAgent(ctx context.Context, t *testing.T, o Options) (a *Agent, stop func() error) {
+	t.Helper()
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			a.Stop()
+		}
+	})
+	return a, func() error { stopped = true; return a.Stop() }
+}
+
 // hostSide lists a host's namespace and its containers' namespaces.
 func hostSide(h testbed.Host) []string {
 	nss := []string{h.Netns}

@@ -57,16 +57,7 @@ func mflowOn(t *testing.T, layout string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := Start(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			a.Stop()
-		}
-	}()
+	_, stop := startAgent(ctx, t, o)
 	objs := falconObjects(t, nss)
 
 	const elephantPort, mousePort = 5311, 5312
@@ -179,8 +170,7 @@ func mflowOn(t *testing.T, layout string) {
 		}
 	}
 
-	stopped = true
-	if err := a.Stop(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameValues(t, "after disable", before, queueValues(t, nss))
