@@ -384,14 +384,14 @@ func sweepCharts(f *File) []Chart {
 		}
 		c.xLabel, c.foot = sw.xLabel, footLine(f)
 		ratio, abs := c, c
-		ratio.title = fmt.Sprintf("%s: %s relative to the baseline, over %s", sw.workload, metricNames[h], sw.xLabel)
+		ratio.title = fmt.Sprintf("%s: %s relative to the baseline, over %s", sw.workload, metricName(h), sw.xLabel)
 		ratio.sub = "mean ± 95 % CI; dashed: the baseline (= 1); red: a paper's ratio for the same test"
 		if f.Config.Interleave {
 			ratio.sub = "geometric mean of the paired ratios, 95 % interval; dashed: the baseline (= 1); red: a paper's ratio for the same test"
 		}
 		ratio.floor, ratio.hlines = 1.2, []hLine{{name: "baseline", value: 1, tip: "the baseline"}}
 		ratio.valueFmt = func(v float64) string { return fmt.Sprintf("%.2f", v) }
-		abs.title = fmt.Sprintf("%s: %s over %s", sw.workload, metricNames[h], sw.xLabel)
+		abs.title = fmt.Sprintf("%s: %s over %s", sw.workload, metricName(h), sw.xLabel)
 		abs.sub = "mean ± 95 % CI (Student t) over the runs"
 		abs.valueFmt, abs.tick = func(v float64) string { return siShort(roundSig(v, 3)) }, siShort
 		metrics := []string{h}
@@ -459,6 +459,14 @@ func sweepCharts(f *File) []Chart {
 		}
 	}
 	return out
+}
+
+// metricName is a metric's name in a chart's title: the table's, or its key.
+func metricName(k string) string {
+	if n, ok := metricNames[k]; ok {
+		return n
+	}
+	return k
 }
 
 func sweepDimFormat(axis string, x int) string {
