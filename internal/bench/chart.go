@@ -176,6 +176,7 @@ type barChart struct {
 	valueFmt   func(float64) string
 	tick       func(float64) string
 	foot       string
+	minWidth   float64 // 640 when 0 (a standalone chart's)
 }
 
 func (c barChart) svg() string {
@@ -214,7 +215,7 @@ func (c barChart) svg() string {
 	if marked {
 		legend = append(legend, legendEntry{name: "a paper's ratio (filled in the case's colour)", mark: true})
 	}
-	width := math.Max(640, math.Max(left+plotW+right, left+legendWidth(legend)+right))
+	width := math.Max(orDefault(c.minWidth, 640), math.Max(left+plotW+right, left+legendWidth(legend)+right))
 	height := top + plotH + bottom
 	y := a.y
 
@@ -283,6 +284,7 @@ type lineChart struct {
 	floor              float64
 	valueFmt, tick     func(float64) string
 	foot               string
+	minWidth           float64 // 640 when 0 (a standalone chart's)
 }
 
 func (c lineChart) svg() string {
@@ -317,7 +319,7 @@ func (c lineChart) svg() string {
 	if marked {
 		legend = append(legend, legendEntry{name: "a paper's ratio (filled in the case's colour)", mark: true})
 	}
-	width := math.Max(640, math.Max(left+plotW, left+math.Max(legendWidth(legend), 6.5*float64(len(c.sub))))+right)
+	width := math.Max(orDefault(c.minWidth, 640), math.Max(left+plotW, left+math.Max(legendWidth(legend), 6.5*float64(len(c.sub))))+right)
 	height := top + plotH + bottom
 	a := newYScale(top, plotH, ymax)
 	a.tick = c.tick
@@ -468,6 +470,13 @@ func (c stackChart) svg() string {
 	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, left+plotW, y(0), y(0))
 	svgClose(&s, left, height, c.foot)
 	return s.String()
+}
+
+func orDefault(v, def float64) float64 {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 // siShort writes a tick or value with an SI prefix: 250k, 1.2M.

@@ -382,7 +382,7 @@ func sweepCharts(f *File) []Chart {
 			xi[x] = i
 			c.xs = append(c.xs, sweepDimFormat(sw.axis, x))
 		}
-		c.xLabel, c.foot = sw.xLabel, footLine(f)
+		c.xLabel, c.foot, c.minWidth = sw.xLabel, footLine(f), pageMinWidth
 		ratio, abs := c, c
 		ratio.title = fmt.Sprintf("%s: %s relative to the baseline, over %s", sw.workload, metricName(h), sw.xLabel)
 		ratio.sub = "mean ± 95 % CI; dashed: the baseline (= 1); red: a paper's ratio for the same test"
@@ -496,11 +496,16 @@ func barCharts(f *File) []Chart {
 		}
 	}
 	c := headlineBars(f, rest, true)
+	c.minWidth = pageMinWidth
 	if len(c.groups) == 0 {
 		return nil
 	}
 	return []Chart{{Title: "Headline metric relative to the baseline", SVG: c.svg()}}
 }
+
+// pageMinWidth is the narrowest a chart on the page is drawn: two narrow
+// ones fit side by side.
+const pageMinWidth = 480
 
 // latencyMetrics are the latency percentiles a run may record, as the
 // latency chart names them.
@@ -536,7 +541,7 @@ func latencyCharts(f *File) []Chart {
 			vary[d.name] = len(v) > 1
 		}
 		c := barChart{title: fmt.Sprintf("%s: latency percentiles (µs)", w),
-			how: "mean ± 95 % CI (Student t) over the runs; " + latencyWhat(w), foot: footLine(f), floor: 1,
+			how: "mean ± 95 % CI (Student t) over the runs; " + latencyWhat(w), foot: footLine(f), floor: 1, minWidth: pageMinWidth,
 			valueFmt: func(v float64) string { return trimFloat(roundSig(v, 3)) }}
 		groups := map[string]*barGroup{}
 		for _, lm := range latencyMetrics {
@@ -663,7 +668,7 @@ func WriteHTML(w io.Writer, title string, sections []HTMLSection) error {
 	b.WriteString("<p class=\"how\">Bars and points are means over the runs with their 95 % confidence intervals as whiskers " +
 		"(Student t; for files whose modes took turns, geometric means of each run's ratio to the baseline's run of the same round). " +
 		"Ratios are to the baseline each table names (= 1, dashed); for latency below 1 is faster. " +
-		"Red diamonds are the ratios the papers report for the same test, metric and baseline (internal/papers, quoted under each table): " +
+		"Diamonds edged in red, filled in the colour of the case they stand beside, are the ratios the papers report for the same test, metric and baseline (internal/papers, quoted under each table): " +
 		"absolute numbers from their 10–100 Gbit/s testbeds and these are not comparable, ratios are. Hover a bar or point for its numbers.</p>\n")
 	ids := map[string]bool{}
 	for i := range sections {
