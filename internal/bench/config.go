@@ -32,6 +32,11 @@ type Config struct {
 	SenderCPUs   []int    `json:"sender_cpus"`
 	ReceiverCPUs []int    `json:"receiver_cpus"`
 	Rate         int      `json:"rate"` // latency-load messages/s
+	// Rates are the rates workloads' rates (--rates), HotspotRate
+	// hotspot's light rate (--hotspot-rate); each is kept only where a
+	// workload runs at it.
+	Rates       []string `json:"rates,omitempty"`
+	HotspotRate string   `json:"hotspot_rate,omitempty"`
 	// Sender is what sends: the tools' clients (SenderTools), or the
 	// kernel sender on the sending host's wire (SenderKernel).
 	Sender     string `json:"sender,omitempty"`

@@ -110,8 +110,7 @@ var figureTable = []figurePreset{
 		differs: "the text gives neither the workload nor the thresholds plotted"},
 	{name: "fig16", paper: "FALCON", figure: "Fig. 16",
 		what:  "a hotspot: one flow turns heavy mid-run, throughput over time, UDP and TCP, docker, falcon's two-choice balancing against static first choice",
-		flags: map[string]string{"layouts": "docker", "modes": "falcon,falcon:policy=static", "workloads": "hotspot"},
-		needs: "the hotspot workload and the static policy (falcon:policy=static)"},
+		flags: map[string]string{"layouts": "docker", "modes": "falcon,falcon:policy=static", "workloads": "hotspot"}},
 	{name: "fig17", paper: "FALCON", figure: "Fig. 17", base: "web",
 		what:    "web serving stood in for: nginx serving a static file of 1 KiB and 64 KiB to wrk --latency over 200 connections, host vs docker, vanilla and falcon",
 		differs: "the paper ran CloudSuite's web serving (Elgg on nginx, PHP, MySQL, memcached; 200 users), which cannot be installed here"},
@@ -120,8 +119,7 @@ var figureTable = []figurePreset{
 		differs: "the paper drove CloudSuite's data caching with the Twitter dataset, here memcaslap's own mix of 9 gets to 1 set"},
 	{name: "fig19", paper: "FALCON", figure: "Fig. 19",
 		what:  "total CPU and softirqs of one UDP flow of 16 B at fixed packet rates (400 Kpps and others), host vs docker, vanilla and falcon",
-		flags: map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "rates:16"},
-		needs: "UDP at fixed rates swept over --rates (the rates workload)"},
+		flags: map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "rates:16"}},
 
 	{name: "mflow4", paper: "MFLOW", figure: "Fig. 4",
 		what: "one flow of 64 KiB: UDP stress at 65507 B and one iperf3 TCP flow of 64 KiB writes, host vs docker, vanilla, rps, falcon and " +
@@ -131,9 +129,9 @@ var figureTable = []figurePreset{
 	{name: "mflow7", paper: "MFLOW", figure: "Fig. 7"}, // defined with the presets, in flags.go
 	{name: "mflow8", paper: "MFLOW", figure: "Fig. 8"},
 	{name: "mflow9", paper: "MFLOW", figure: "Fig. 9",
-		what:  "latency of one TCP flow of 64 KiB overloaded (each case at its highest rate without drops), host vs docker, vanilla, rps, falcon and mflow",
-		flags: map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow", "workloads": "overload-latency-tcp:64K"},
-		needs: "the overload-latency workload (latency at the highest rate without drops)"},
+		what:    "latency of one TCP flow of 64 KiB overloaded (each case at its highest rate without drops), host vs docker, vanilla, rps, falcon and mflow",
+		flags:   map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow", "workloads": "overload-latency-tcp:65507"},
+		differs: "64 KiB is 65507 B, sockperf's largest message"},
 	{name: "mflow10", paper: "MFLOW", figure: "Fig. 10",
 		what: "1, 5, 10 and 20 TCP flows of 16 B, 4 KiB and 64 KiB writes, host vs docker, vanilla, rps, falcon and mflow",
 		flags: map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow", "workloads": "multi-flow-tcp",

@@ -292,11 +292,11 @@ func TestPaperAll(t *testing.T) {
 	// A figure that cannot run leaves a results file saying why.
 	var fb FigureBench
 	for _, b := range benches {
-		if b.Preset == "fig16" {
+		if b.Preset == "k8s3" {
 			fb = b
 		}
 	}
-	path := filepath.Join(dir, "fig16.json")
+	path := filepath.Join(dir, "k8s3.json")
 	if err := WriteFile(path, NotRunFile(fb, "test", "falcon bench --preset paper-all")); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestPaperAll(t *testing.T) {
 	if err := WriteTable(&out, back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Config.Preset != "fig16" || !strings.Contains(out.String(), "not run: FALCON Fig. 16 needs") {
+	if back.Config.Preset != "k8s3" || !strings.Contains(out.String(), "not run: K8s RPS/RFS Fig. 3 is the study's setup drawn as a diagram") {
 		t.Errorf("not-run file: preset %q, table:\n%s", back.Config.Preset, out.String())
 	}
 	if p, fig, ok := FigureOf("fig16"); !ok || p != "FALCON" || fig != "Fig. 16" {

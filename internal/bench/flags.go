@@ -21,6 +21,7 @@ type Flags struct {
 	layouts, modes, workloads, sizes  string
 	flows, senderCPUs, receiverCPUs   string
 	nicCPU, falconCPUs                string
+	rates, hotspotRate                string
 	preset, baseline, json            string
 	sender                            string
 	containers                        string
@@ -53,6 +54,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
 		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+")")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
+	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
+		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
+	fs.StringVar(&f.hotspotRate, "hotspot-rate", "20Kpps", "the rate of each hotspot flow while light (as --rates: 20Kpps, 200M)")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
 	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"; "+PaperAll+" runs every figure's); flags given override it")
@@ -306,6 +310,9 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 			return c, configErrorf("--baseline %q: want auto or LAYOUT/MODE, e.g. host/vanilla", c.Baseline)
 		}
 		c.Baseline = l + "/" + m
+	}
+	if err := f.resolveRates(&c); err != nil {
+		return c, err
 	}
 	// Expanding the matrix checks every workload entry and size.
 	if _, _, err := Plan(c); err != nil {

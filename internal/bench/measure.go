@@ -108,7 +108,7 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 // tcpWorkload says whether a workload's traffic is TCP.
 func tcpWorkload(name string) bool {
 	switch name {
-	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web":
+	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp":
 		return true
 	}
 	return false
@@ -127,6 +127,12 @@ func (e *env) drive(ctx context.Context) (Run, error) {
 		return e.memcached(ctx)
 	case "web":
 		return e.web(ctx)
+	case "overload-latency", "overload-latency-tcp":
+		return e.overloadLatency(ctx)
+	case "rates", "rates-tcp":
+		return e.rates(ctx)
+	case "hotspot":
+		return e.hotspot(ctx)
 	}
 	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
 }

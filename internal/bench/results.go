@@ -39,6 +39,9 @@ type Result struct {
 	Flows    int    `json:"flows"`
 	Clients  int    `json:"clients,omitempty"` // udp-stress senders
 	Rate     int    `json:"rate,omitempty"`    // latency-load messages/s
+	// Offered is the rate each flow's sender was held to: the rates
+	// workloads' case rate, hotspot's light rate.
+	Offered *Offered `json:"offered,omitempty"`
 	// Testbed is the name of the testbed the case ran on (a new one per
 	// layout × mode); Endpoints are who sent to whom, pinned where:
 	// "fb-…-h1 10.10.0.1 (CPU 0) -> fb-…-h2 10.10.0.2 (CPU 1)", one per
@@ -98,6 +101,10 @@ type Run struct {
 	Stages []StageCost `json:"stages,omitempty"`
 	// Tool is every client's parsed result as the tool reported it.
 	Tool []json.RawMessage `json:"tool,omitempty"`
+	// Overload is how overload-latency found the rate it measured at.
+	Overload *OverloadSearch `json:"overload,omitempty"`
+	// Hotspot is hotspot's time series of each flow's received rate.
+	Hotspot *HotspotRun `json:"hotspot,omitempty"`
 }
 
 // TCPReorder is what reordering cost a TCP run over the window, from the

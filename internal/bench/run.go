@@ -196,6 +196,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			case "latency-load":
 				res.Rate = r.cfg.Rate
 			}
+			describeCase(&res, cs, r.cfg)
 			results = append(results, res)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 func TestSessionsInterleaveAndRotate(t *testing.T) {
 	cases := func(mode string) []Case {
-		return []Case{{"docker", mode, "udp", 1000, 1}, {"docker", mode, "tcp", 128 << 10, 1}}
+		return []Case{{"docker", mode, "udp", 1000, 1, ""}, {"docker", mode, "tcp", 128 << 10, 1, ""}}
 	}
 	plan := []TestbedPlan{
 		{Layout: "docker", Mode: "vanilla", Containers: 1, Cases: cases("vanilla")},

@@ -64,6 +64,7 @@ func Metrics(r Run) map[string]float64 {
 		m[p+"net_rx"], m[p+"res"], m[p+"received_rps"] = perS(w.NetRX), perS(w.RES), perS(w.ReceivedRPS)
 		m[p+"softnet_dropped"], m[p+"time_squeeze"] = float64(w.SoftnetDropped), float64(w.TimeSqueeze)
 	}
+	workloadMetrics(r, m)
 	return m
 }
 
@@ -83,8 +84,9 @@ func (r *Result) Summarize() {
 }
 
 // normalizedMetrics are divided by the baseline's: throughput up is better,
-// latency down is better (a ratio below 1 is then a gain).
-var normalizedMetrics = []string{"pps", "gbps", "lat_avg_us", "lat_p50_us", "lat_p99_us"}
+// latency and the CPU all CPUs spent (cpu_total_busy, what the rates
+// workloads are judged by) down are better (a ratio below 1 is then a gain).
+var normalizedMetrics = []string{"pps", "gbps", "lat_avg_us", "lat_p50_us", "lat_p99_us", "cpu_total_busy"}
 
 // Normalize sets Baseline and Normalized of every result. baseline is
 // "auto" or "layout/mode". auto takes host/vanilla of the same workload,
@@ -95,10 +97,11 @@ func Normalize(results []Result, baseline string) {
 	type key struct {
 		layout, mode, workload string
 		size, flows            int
+		rate                   string
 	}
 	idx := map[key]int{}
 	for i, r := range results {
-		idx[key{r.Layout, r.Mode, r.Workload, r.Size, r.Flows}] = i
+		idx[key{r.Layout, r.Mode, r.Workload, r.Size, r.Flows, offeredSpec(r)}] = i
 	}
 	for i := range results {
 		r := &results[i]
@@ -111,7 +114,7 @@ func Normalize(results []Result, baseline string) {
 		}
 		for _, c := range cands {
 			l, m := splitConfig(c)
-			j, ok := idx[key{l, m, r.Workload, r.Size, r.Flows}]
+			j, ok := idx[key{l, m, r.Workload, r.Size, r.Flows, offeredSpec(*r)}]
 			if !ok || len(results[j].Runs) == 0 {
 				continue
 			}

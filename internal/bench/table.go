@@ -31,7 +31,7 @@ func headline(workload string) string {
 }
 
 // headlineNote marks a figure that is not packets/s.
-var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us": " (p99)"}
+var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us": " (p99)", "cpu_total_busy": " (total CPU)"}
 
 // WriteTable writes the Markdown table of a results file, and under it the
 // machine, the method and anything that went wrong. It depends only on the
@@ -84,7 +84,7 @@ func WriteTable(w io.Writer, f *File) error {
 			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, perCPU("soft"), perCPU("idle"))
+			r.Layout, r.Mode, workloadLabel(r), FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, perCPU("soft"), perCPU("idle"))
 		for _, e := range r.Errors {
 			problems = append(problems, fmt.Sprintf("%s/%s %s %s: %s", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e))
 		}
@@ -94,6 +94,9 @@ func WriteTable(w io.Writer, f *File) error {
 	writeTCPReordering(&b, f)
 	writeBPFCosts(&b, f)
 	writeFalconActivity(&b, f)
+	writeOverload(&b, f)
+	writeRates(&b, f)
+	writeHotspot(&b, f)
 	m := f.Machine
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
 	c := f.Config

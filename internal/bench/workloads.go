@@ -42,6 +42,15 @@ var workloadKinds = []workloadKind{
 		tool: "memcached", client: "memcaslap", maxSize: 512 << 10, flows: true, maxFlows: 1024 / memcachedConns, headline: "pps"},
 	{name: "web", summary: "wrk --latency against nginx serving one static file of the size (standing in for CloudSuite's web serving); --flows connections",
 		tool: "nginx", client: "wrk", maxSize: MaxSize, flows: true, maxFlows: workload.MaxWrkConnections, headline: "pps"},
+	{name: "overload-latency", summary: "the highest sockperf UDP rate without drops (a search of short steps), then sockperf under-load there: " +
+		"latency when overloaded (FALCON Fig. 12 c)", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "overload-latency-tcp", summary: "as overload-latency over TCP: the highest rate sockperf reaches with no retransmissions, then the latency there (FALCON Fig. 12 d)",
+		tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "rates", summary: "one iperf3 UDP flow held to each --rates rate (-b): delivered rate, loss, CPU usr/sys/softirq/irq per CPU and in total (FALCON Fig. 19)",
+		tool: "iperf3", maxSize: MaxUDPSize, headline: "cpu_total_busy"},
+	{name: "rates-tcp", summary: "one iperf3 TCP flow held to each --rates rate, as rates", tool: "iperf3", maxSize: MaxSize, headline: "cpu_total_busy"},
+	{name: "hotspot", summary: "--flows iperf3 UDP flows at --hotspot-rate, flow 0 turning flat out half-way on the same 5-tuple; " +
+		"each flow's received rate every 0.1 s (FALCON Fig. 16)", tool: "iperf3", maxSize: MaxUDPSize, flows: true},
 }
 
 func lookupWorkload(name string) (workloadKind, bool) {
@@ -100,12 +109,16 @@ func workloadSizes(entry string, sizes []int) (workloadKind, []int, error) {
 type Case struct {
 	Layout, Mode, Workload string
 	Size, Flows            int
+	Rate                   string // the rates workloads' rate (a --rates entry)
 }
 
 func (c Case) String() string {
 	s := fmt.Sprintf("%s/%s %s %s", c.Layout, c.Mode, c.Workload, FormatSize(c.Size))
 	if c.Flows > 1 {
 		s += fmt.Sprintf(" ×%d", c.Flows)
+	}
+	if c.Rate != "" {
+		s += " at " + c.Rate
 	}
 	return s
 }
@@ -154,13 +167,22 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 					if w.maxFlows > 0 && n > w.maxFlows {
 						return nil, nil, configErrorf("workload %s: --flows %d is more than %d", w.name, n, w.maxFlows)
 					}
+					if w.name == "hotspot" && n < 2 {
+						return nil, nil, configErrorf("workload hotspot: --flows %d: a hotspot needs 2 flows or more (flow 0 turns heavy beside the others)", n)
+					}
 				}
 				for _, size := range sizes {
+					rates, err := caseRates(c, w, size)
+					if err != nil {
+						return nil, nil, &ConfigError{Msg: err.Error()}
+					}
 					for _, f := range flows {
-						k := Case{layout, mode, w.name, size, f}
-						if !seen[k] {
-							seen[k] = true
-							tp.Cases = append(tp.Cases, k)
+						for _, rate := range rates {
+							k := Case{layout, mode, w.name, size, f, rate}
+							if !seen[k] {
+								seen[k] = true
+								tp.Cases = append(tp.Cases, k)
+							}
 						}
 					}
 				}
