@@ -119,7 +119,9 @@ func TestSetupErrors(t *testing.T) {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if _, err := ParseMode("mflow"); err == nil {
-		t.Error("unknown mode accepted")
+	for _, spec := range []string{"mflow9", "mflow", "falcon+split:batch=64"} {
+		if _, err := ParseMode(spec); err == nil {
+			t.Errorf("mode %s accepted: the model has no micro-flows", spec)
+		}
 	}
 }

@@ -25,7 +25,14 @@ func ParseMode(spec string) (Mode, error) {
 		return Mode{Spec: spec, Opts: o}, nil
 	}
 	if err := agent.ParseMode(spec, &o); err != nil {
-		return Mode{}, fmt.Errorf("%v (the model runs vanilla and every mode of: %s)", err, strings.Join(agent.ModeNames(), ", "))
+		return Mode{}, fmt.Errorf("%v (the model runs vanilla and every mode of: %s but mflow)", err, strings.Join(agent.ModeNames(), ", "))
+	}
+	// Micro-flows reorder TCP, whose reaction (out-of-order queue,
+	// retransmissions, the congestion window) is what they cost: the model
+	// has no TCP, so it does not pretend to predict them.
+	if o.Batch > 0 {
+		return Mode{}, fmt.Errorf("mode %s: the model has no micro-flows (it has no TCP, whose reaction to their reordering is their cost); "+
+			"measure them with falcon bench --preset mflow7", spec)
 	}
 	return Mode{Spec: spec, Opts: o}, nil
 }
