@@ -54,10 +54,12 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			fb.Skip = fmt.Sprintf("%s %s cannot run on this machine: %v", fb.Paper, fb.Figure, err)
 			continue
 		}
-		n := bench.CountRuns(plan, fb.Config)
-		runs += n
 		toRun++
-		est += time.Duration(n) * bench.EstimateRun(fb.Config)
+		if fb.SameAs == "" {
+			n := bench.CountRuns(plan, fb.Config)
+			runs += n
+			est += time.Duration(n) * bench.EstimateRun(fb.Config)
+		}
 	}
 	if toRun == 0 {
 		return errors.New("paper-all: no figure can run on this machine")
@@ -70,6 +72,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 
 	var errs []error
 	var summary []string
+	ran := map[string]*bench.File{} // by preset
 	for i, fb := range benches {
 		tag := fmt.Sprintf("%s (%s %s, %d/%d)", fb.Preset, fb.Paper, fb.Figure, i+1, len(benches))
 		if ctx.Err() != nil {
@@ -80,6 +83,14 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			note("falcon bench: %s: not run: %s", tag, fb.Skip)
 			summary = append(summary, tag+": not run: "+fb.Skip)
 			if err := bench.WriteFile(fb.File, bench.NotRunFile(fb, version, commandLine())); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
+			}
+			continue
+		}
+		if of := ran[fb.SameAs]; of != nil {
+			note("falcon bench: %s: the same bench as %s, its results shared", tag, fb.SameAs)
+			summary = append(summary, fmt.Sprintf("%s: the same bench as %s, %s", tag, fb.SameAs, fb.File))
+			if err := bench.WriteFile(fb.File, bench.SharedFile(fb, of)); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
 			}
 			continue
@@ -106,6 +117,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		if err := bench.WriteFile(fb.File, f); err != nil {
 			errs = append(errs, fmt.Errorf("%s: write results: %w", fb.Preset, err))
 		}
+		ran[fb.Preset] = f
 		state := "ran"
 		if runErr != nil {
 			state = "ran with failures"

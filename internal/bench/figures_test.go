@@ -130,6 +130,22 @@ func TestFigurePresetsResolve(t *testing.T) {
 	}
 }
 
+// TestFigurePresetRefusal: what a preset that cannot run says.
+func TestFigurePresetRefusal(t *testing.T) {
+	r := figurePreset{name: "figX", paper: "FALCON", figure: "Fig. 99", what: "w", needs: "the x workload"}
+	if got, want := r.refusal(), "FALCON Fig. 99 needs the x workload, not built yet"; got != want {
+		t.Errorf("refusal %q, want %q", got, want)
+	}
+	if s := r.summary(); !strings.HasPrefix(s, "(does not run) FALCON Fig. 99 needs the x workload") {
+		t.Errorf("summary %q", s)
+	}
+	_, err := resolve(t, seqN(2), "--preset", "k8s3")
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "--preset k8s3: K8s RPS/RFS Fig. 3 is the study's setup drawn as a diagram") {
+		t.Errorf("k8s3: %v", err)
+	}
+}
+
 // TestFigurePresetsNeedsStillMissing: a preset that refuses for want of
 // something holds the setup it will run; once that setup resolves, what it
 // needs has been built and its needs line should go.
@@ -170,6 +186,12 @@ func TestQuick(t *testing.T) {
 		if got := quickCut(l); !reflect.DeepEqual(got, l) {
 			t.Errorf("quickCut(%v) = %v", l, got)
 		}
+	}
+	if got := quickCutOrdered([]string{"1G", "100M", "2G", "500M"}); !reflect.DeepEqual(got, []string{"1G", "2G", "500M"}) {
+		t.Errorf("quickCutOrdered: %v", got)
+	}
+	if c, err := resolve(t, seqN(2), "--preset", "fig19", "--quick"); err != nil || !reflect.DeepEqual(c.Rates, []string{"25Kpps", "100Kpps", "400Kpps"}) {
+		t.Errorf("fig19 --quick: rates %v, %v", c.Rates, err)
 	}
 	var total time.Duration
 	for _, name := range PresetNames() {
@@ -265,12 +287,34 @@ func TestPaperAll(t *testing.T) {
 			}
 		}
 	}
-	// The one preset's values do not leak into the next figure's.
+	// The one preset's values do not leak into the next figure's; a
+	// figure whose bench is an earlier one's shares its runs.
 	benches, _ := parse("--preset", PaperAll, "--json", dir).ResolvePaperAll(seqN(2))
+	same := map[string]string{}
 	for _, fb := range benches {
 		if fb.Preset == "fig11" && (fb.Config.Runs != 5 || !reflect.DeepEqual(fb.Config.Sizes, []int{16, 1400})) {
 			t.Errorf("fig11 after others: %+v", fb.Config)
 		}
+		if fb.SameAs != "" {
+			same[fb.Preset] = fb.SameAs
+		}
+	}
+	if want := map[string]string{"hotcloud8": "hotcloud7", "hotcloud10": "hotcloud9", "k8s5": "k8s4"}; !reflect.DeepEqual(same, want) {
+		t.Errorf("shared benches %v, want %v", same, want)
+	}
+	var h7, h8 FigureBench
+	for _, fb := range benches {
+		switch fb.Preset {
+		case "hotcloud7":
+			h7 = fb
+		case "hotcloud8":
+			h8 = fb
+		}
+	}
+	run := &File{Format: Format, Config: h7.Config, Notes: []string{"x"}, Results: []Result{{Layout: "host"}}}
+	if sf := SharedFile(h8, run); sf.Config.Preset != "hotcloud8" || sf.Config.JSON != h8.File || len(sf.Results) != 1 ||
+		!strings.Contains(sf.Notes[0], "the same bench as hotcloud7") || run.Config.Preset != "hotcloud7" || len(run.Notes) != 1 {
+		t.Errorf("shared file %+v (of %+v)", sf, run)
 	}
 	for _, c := range []struct {
 		args []string

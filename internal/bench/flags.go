@@ -314,6 +314,9 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	if err := f.resolveRates(&c); err != nil {
 		return c, err
 	}
+	if c.Quick {
+		c.Rates = quickCutOrdered(c.Rates)
+	}
 	// Expanding the matrix checks every workload entry and size.
 	if _, _, err := Plan(c); err != nil {
 		return c, err
