@@ -17,9 +17,9 @@ import (
 // that with real namespaces and veths, so that an agent following the
 // overlay sees what it would see on a node (the churn drill).
 
-// maxSlot bounds the address slots of a host: calico's /26 block has 62
-// addresses for containers, docker's half of a /24 has 64.
-const maxSlot = 62
+// maxSlot bounds the address slots of a host: docker's share of its /24
+// has dockerSlots; calico's /25 block and flannel's /24 have more.
+const maxSlot = dockerSlots - 1
 
 // AddContainer makes one more container on host hi (0: h1, 1: h2) of
 // testbed name, wired as Up wires the layout's containers, and records it

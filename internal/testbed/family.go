@@ -7,8 +7,11 @@ import (
 
 // ipPlan is the address plan of one IP version. IPv6 mirrors the IPv4
 // plan's numbers in unique local addresses (fd00::/8), with the prefix
-// lengths each system uses: a host's subnet is a /64, Calico's block a
-// /122 (its default for IPv6 pools), one address a /128.
+// lengths each system uses: a host's subnet is a /64, one address a /128.
+// Calico's blocks are one size larger than its defaults (/26 and /122),
+// /25 and /121, so that MaxContainers fit one block per host (Calico's
+// blockSize setting does the same; by default it would add a second
+// block).
 type ipPlan struct {
 	v6                    bool
 	one, subnet, block    int    // prefix lengths: one address, a host's subnet, a Calico block
@@ -19,12 +22,12 @@ type ipPlan struct {
 }
 
 var (
-	plan4 = ipPlan{one: 32, subnet: 24, block: 26, family: "-4", calicoGW: "169.254.1.1",
+	plan4 = ipPlan{one: 32, subnet: 24, block: 25, family: "-4", calicoGW: "169.254.1.1",
 		forward: "net.ipv4.ip_forward", flannelDev: "flannel.1", calicoDev: "vxlan.calico"}
 	// Calico's IPv6 gateway is the link-local address the host end's MAC
 	// (ee:ee:ee:ee:ee:ee) gives it, so no proxy is needed; Flannel and
 	// Calico name their IPv6 VXLAN devices apart from the IPv4 ones.
-	plan6 = ipPlan{v6: true, one: 128, subnet: 64, block: 122, family: "-6", calicoGW: "fe80::ecee:eeff:feee:eeee",
+	plan6 = ipPlan{v6: true, one: 128, subnet: 64, block: 121, family: "-6", calicoGW: "fe80::ecee:eeff:feee:eeee",
 		forward: "net.ipv6.conf.all.forwarding", flannelDev: "flannel-v6.1", calicoDev: "vxlan-v6.calico"}
 )
 

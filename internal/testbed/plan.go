@@ -88,12 +88,15 @@ func plan(s Spec) *Testbed {
 	return t
 }
 
+// dockerSlots is each host's share of Docker's one /24 subnet.
+const dockerSlots = 100
+
 // containerAddr is the address of slot i of host hi's containers.
 func (t *Testbed) containerAddr(hi, i int) string {
 	ips := t.ips()
 	switch t.Layout {
 	case "docker":
-		return ips.docker(2 + hi*64 + i)
+		return ips.docker(2 + hi*dockerSlots + i)
 	case "flannel":
 		return ips.flannel(hi, 2+i) // 1 is cni0
 	case "flannel-daemon":
