@@ -382,6 +382,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	srvs = nil
 	run := Run{Started: started, WindowS: after.at.Sub(before.at).Seconds(), Tool: raw,
 		CPU: procfs.Window(before.cpu, after.cpu), Counters: map[string]int64{}}
+	run.BusyPct = cpuBusy(before.cpu, after.cpu, run.WindowS)
 	for k, v := range after.counters {
 		run.Counters[k] = v - before.counters[k]
 	}

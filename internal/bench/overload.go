@@ -117,7 +117,7 @@ func (e *env) overloadLatency(ctx context.Context) (Run, error) {
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
 	run, results, err := e.window(ctx, t)
 	if err != nil {
-		return run, err
+		return run, fmt.Errorf("at the rate found, %.0f messages/s (steps: %s): %w", search.RatePPS, stepsLine(search.Steps), err)
 	}
 	r := results[0].(workload.SockperfResult)
 	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
@@ -167,6 +167,9 @@ func searchRate(step func(target float64) (OverloadStep, error), tcp bool) (Over
 	flat, err := run(0)
 	if err != nil {
 		return s, err
+	}
+	if flat.SentPPS < minRatePPS {
+		return s, fmt.Errorf("flat out sockperf sent %.0f messages/s (%d datagrams or segments in the step), too few to search under", flat.SentPPS, flat.Sent)
 	}
 	if flat.Pass && !tcp {
 		s.RatePPS, s.SenderLimited = flat.SentPPS, true
@@ -248,7 +251,7 @@ func stepsLine(steps []OverloadStep) string {
 		} else {
 			s += "flat out"
 		}
-		s += fmt.Sprintf(" %.2f%% lost", st.LossPct)
+		s += fmt.Sprintf(" sent %.0f/s, %.2f%% lost", st.SentPPS, st.LossPct)
 	}
 	return s
 }
@@ -334,8 +337,10 @@ func writeOverload(b *strings.Builder, f *File) {
 			pm(s["lat_p99_us"], 1, ""), pm(s["loss_pct"], 2, ""), note))
 	}
 	writeSection(b, rows, fmt.Sprintf("Latency when overloaded (FALCON Fig. 12 c, d): the highest rate without drops (no more than %g %% "+
-		"of the datagrams lost, or of TCP's segments retransmitted, in a step of %s; bisection from the rate the receiver took flat out), "+
-		"then sockperf under-load there for the window; latency one-way (half the round trip):", overloadMaxLossPct, overloadStep),
+		"of the datagrams lost, or of TCP's segments retransmitted, in a sockperf step of %s: one flat out, then from the rate the receiver "+
+		"took of it up while steps pass and by bisection from the first that fails, to within %g %%; no higher than the sender made flat out), "+
+		"then sockperf under-load there for the window; latency one-way (half the round trip); every step is in the results file:",
+		overloadMaxLossPct, overloadStep, 100*overloadPrecision),
 		"| layout | mode | workload | size | rate found (messages/s) | steps | p50 µs | p99 µs | loss % in the window | |\n"+
 			"|---|---|---|---:|---:|---:|---:|---:|---:|---|")
 }

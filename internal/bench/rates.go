@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/workload"
 )
 
@@ -282,7 +283,10 @@ func (e *env) rates(ctx context.Context) (Run, error) {
 // cpuTotals adds the machine's CPU time summed over its CPUs to a run's
 // metrics, in percent of one CPU (200 is two CPUs busy throughout), as
 // FALCON's Fig. 19 (a) plots total CPU usage, and the NET_RX softirqs
-// raised per second on all CPUs, its Fig. 19 (b).
+// raised per second on all CPUs, its Fig. 19 (b). cpu_total_busy is by
+// the clock (Run.BusyPct, cpuBusy) where the run has it, cpuN_busy_clock
+// each CPU's; the usr/sys/soft/irq totals are the kernel's tick samples
+// (cpu_total_sampled_busy their sum).
 func cpuTotals(r Run, m map[string]float64) {
 	if len(r.CPU) == 0 {
 		return
@@ -293,7 +297,16 @@ func cpuTotals(r Run, m map[string]float64) {
 		usr, sys, soft, irq, busy = usr+w.Usage.Usr, sys+w.Usage.Sys, soft+w.Usage.Soft, irq+w.Usage.IRQ, busy+w.Usage.Busy()
 		netRX += w.NetRX
 	}
-	m["cpu_total_usr"], m["cpu_total_sys"], m["cpu_total_soft"], m["cpu_total_irq"], m["cpu_total_busy"] = usr, sys, soft, irq, busy
+	m["cpu_total_usr"], m["cpu_total_sys"], m["cpu_total_soft"], m["cpu_total_irq"] = usr, sys, soft, irq
+	m["cpu_total_sampled_busy"], m["cpu_total_busy"] = busy, busy
+	if len(r.BusyPct) > 0 {
+		clock := 0.0
+		for cpu, b := range r.BusyPct {
+			m[fmt.Sprintf("cpu%d_busy_clock", cpu)] = b
+			clock += b
+		}
+		m["cpu_total_busy"] = clock
+	}
 	if r.WindowS > 0 {
 		m["net_rx_per_s"] = float64(netRX) / r.WindowS
 	}
@@ -339,14 +352,48 @@ func writeRates(b *strings.Builder, f *File) {
 		if o := r.Offered; o != nil {
 			off = fmt.Sprintf("%s (%s bit/s, %s/s)", o.Spec, pmSI(statsOf(o.BitsPerSecond)), pmSI(statsOf(o.PacketsPerSecond)))
 		}
-		split := fmt.Sprintf("%.0f/%.0f/%.0f/%.0f", s["cpu_total_usr"].Mean, s["cpu_total_sys"].Mean, s["cpu_total_soft"].Mean, s["cpu_total_irq"].Mean)
+		split := fmt.Sprintf("%.0f/%.0f/%.0f/%.0f of %.0f", s["cpu_total_usr"].Mean, s["cpu_total_sys"].Mean, s["cpu_total_soft"].Mean,
+			s["cpu_total_irq"].Mean, s["cpu_total_sampled_busy"].Mean)
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
 			FormatSize(r.Size), off, pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, ""),
 			pm(s["cpu_total_busy"], 0, ""), split, pmSI(s["net_rx_per_s"])))
 	}
 	writeSection(b, rows, "Fixed rates (the rates workloads, FALCON Fig. 19): each flow held to the offered rate by iperf3 (-b); delivered: "+
 		"what the receiving application got; CPU: all CPUs' time over the window summed, in % of one CPU (the sending container's CPU "+
-		"included: at a fixed rate its work is the same in every mode), busy and usr/sys/softirq/irq; NET_RX: softirqs raised per second on all CPUs:",
-		"| layout | mode | workload | size | offered | delivered packets/s | delivered Gbit/s | loss % | CPU busy % | usr/sys/soft/irq % | NET_RX/s |\n"+
+		"included: at a fixed rate its work is the same in every mode); busy by the clock (all but the idle loop's time, which NO_HZ kernels "+
+		"keep exactly); usr/sys/soft/irq as the kernel samples them at each tick, of their own busy total (without IRQ_TIME_ACCOUNTING "+
+		"they alias with a paced sender's timer: read them as shares, not times); NET_RX: softirqs raised per second on all CPUs:",
+		"| layout | mode | workload | size | offered | delivered packets/s | delivered Gbit/s | loss % | CPU busy % | sampled usr/sys/soft/irq % | NET_RX/s |\n"+
 			"|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
+}
+
+// userHZ is the unit of /proc/stat's times (USER_HZ), 100 on every Linux
+// architecture.
+const userHZ = 100
+
+// cpuBusy is each CPU's busy share of a window of windowS seconds by the
+// clock: 100 − idle − iowait. Without IRQ_TIME_ACCOUNTING (not set on this
+// machine's kernel, nor on most distributions') the kernel charges user,
+// system, softirq and irq time a whole tick at a time to whatever the CPU
+// was doing when the tick came, so CPU's split aliases with a paced
+// sender's timer: iperf3 sending 50K datagrams/s in bursts every
+// millisecond read 0-1 % busy at HZ 250. On a NO_HZ kernel (CONFIG_NO_HZ_IDLE,
+// the default) idle and iowait are kept from the idle loop's own entry and
+// exit times instead, so their complement is exact to /proc/stat's 10 ms;
+// on other kernels it is as sampled as the rest. nil when the window is
+// empty.
+func cpuBusy(before, after procfs.Snapshot, windowS float64) map[int]float64 {
+	if windowS <= 0 {
+		return nil
+	}
+	out := map[int]float64{}
+	for cpu, a := range after.Stat.CPU {
+		b, ok := before.Stat.CPU[cpu]
+		if !ok || a.Idle < b.Idle || a.IOWait < b.IOWait {
+			continue
+		}
+		idle := float64(a.Idle-b.Idle+a.IOWait-b.IOWait) / userHZ
+		out[cpu] = min(max(100*(1-idle/windowS), 0), 100)
+	}
+	return out
 }

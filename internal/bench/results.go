@@ -85,6 +85,9 @@ type Run struct {
 	// (usr, sys, soft, irq, idle, …) and counts (net_rx softirqs, RES IPIs,
 	// softnet drops, time_squeeze, received_rps).
 	CPU map[int]procfs.CPUWindow `json:"cpu"`
+	// BusyPct is each CPU's busy share of the window by the clock (cpuBusy):
+	// exact where CPU's split, sampled at each tick, is not.
+	BusyPct map[int]float64 `json:"busy_pct,omitempty"`
 	// Counters are SNMP/netstat deltas over the window, keyed
 	// "rx.Udp.InDatagrams", "tx.Udp.OutDatagrams", …; the Udp ones count
 	// IPv4 and IPv6 (snmp6's Udp6) together.
