@@ -44,6 +44,9 @@ func headlineBars(f *File, results []Result, marks bool) barChart {
 		if r.Flows > 1 {
 			sub += fmt.Sprintf(" ×%d", r.Flows)
 		}
+		if rateWorkload(r.Workload) && r.Offered != nil {
+			sub += " at " + r.Offered.Spec
+		}
 		sub += headlineNote[headline(r.Workload)]
 		key := r.Workload + " " + sub
 		g := byLabel[key]

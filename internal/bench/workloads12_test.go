@@ -41,6 +41,14 @@ func TestRecordedWorkloads(t *testing.T) {
 		if !strings.Contains(b.String(), c.section) {
 			t.Errorf("%s: no %q section in the table:\n%s", c.file, c.section, b.String())
 		}
+		// The chart tells the rates apart.
+		var svg bytes.Buffer
+		if err := WriteSVG(&svg, f); err != nil {
+			t.Fatal(err)
+		}
+		if c.workload == "rates" && (!strings.Contains(svg.String(), "16 B at 50Kpps (total CPU)") || !strings.Contains(b.String(), "| rates at 200Kpps |")) {
+			t.Errorf("%s: the rates are not told apart:\n%s", c.file, b.String())
+		}
 		for _, r := range f.Results {
 			if r.Workload != c.workload || len(r.Runs) != 1 || len(r.Errors) > 0 {
 				t.Errorf("%s: %s/%s %s: %d runs, errors %q", c.file, r.Layout, r.Mode, r.Workload, len(r.Runs), r.Errors)
