@@ -180,6 +180,9 @@ func caseRates(c Config, w workloadKind, size int) ([]string, error) {
 	if !rateWorkload(w.name) {
 		return []string{""}, nil
 	}
+	if len(c.Rates) == 0 {
+		return nil, fmt.Errorf("workload %s: no --rates to run at", w.name)
+	}
 	for _, spec := range c.Rates {
 		if _, err := checkRate(spec, "--rates", size, w.name == "rates-tcp"); err != nil {
 			return nil, fmt.Errorf("workload %s: %v", w.name, err)
