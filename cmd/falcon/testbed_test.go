@@ -59,7 +59,7 @@ func TestTestbedBadInput(t *testing.T) {
 		{[]string{"up", "--layout", "docker"}, 2, "required"},
 		{[]string{"up", "--layout", "docker", "--name", "Bad_Name"}, 2, "lower-case"},
 		{[]string{"up", "--layout", "docker", "--name", name, "--containers", "0"}, 2, "at least 1"},
-		{[]string{"up", "--layout", "docker", "--name", name, "--containers", "1000"}, 2, "1..32"},
+		{[]string{"up", "--layout", "docker", "--name", name, "--containers", "1000"}, 2, "1..80"},
 		{[]string{"up", "--layout", "docker", "--name", name, "extra"}, 2, "unexpected"},
 		{[]string{"down"}, 2, "--name N or --all"},
 		{[]string{"down", "--name", name, "--all"}, 2, "--name N or --all"},

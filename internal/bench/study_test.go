@@ -67,8 +67,8 @@ func TestContainersFlag(t *testing.T) {
 	if c, err := resolve(t, []int{0, 1}, "--containers", "4"); err != nil || c.Containers != 4 || c.ContainersPerFlow {
 		t.Errorf("--containers 4: %v, %+v", err, c)
 	}
-	for _, bad := range [][]string{{"--containers", "0"}, {"--containers", "33"}, {"--containers", "some"},
-		{"--containers", "flows", "--flows", "1,64"}} {
+	for _, bad := range [][]string{{"--containers", "0"}, {"--containers", "81"}, {"--containers", "some"},
+		{"--containers", "flows", "--flows", "1,96"}} {
 		_, err := resolve(t, []int{0, 1}, bad...)
 		if _, ok := err.(*ConfigError); !ok || !strings.Contains(err.Error(), "--containers") {
 			t.Errorf("%q: %v, want a --containers config error", bad, err)

@@ -144,7 +144,7 @@ func TestEndpoints(t *testing.T) {
 		{"host", []Endpoint{{"fb-e-h1", "10.10.0.1"}}, []Endpoint{{"fb-e-h2", "10.10.0.2"}}, true},
 		{"vxlan", []Endpoint{{"fb-e-h1", "10.20.0.1"}}, []Endpoint{{"fb-e-h2", "10.20.0.2"}}, true},
 		{"docker", []Endpoint{{"fb-e-h1-c0", "10.0.1.2"}, {"fb-e-h1-c1", "10.0.1.3"}},
-			[]Endpoint{{"fb-e-h2-c0", "10.0.1.66"}, {"fb-e-h2-c1", "10.0.1.67"}}, false},
+			[]Endpoint{{"fb-e-h2-c0", "10.0.1.102"}, {"fb-e-h2-c1", "10.0.1.103"}}, false},
 		{"flannel", []Endpoint{{"fb-e-h1-c0", "10.244.0.2"}, {"fb-e-h1-c1", "10.244.0.3"}},
 			[]Endpoint{{"fb-e-h2-c0", "10.244.1.2"}, {"fb-e-h2-c1", "10.244.1.3"}}, false},
 		{"calico", []Endpoint{{"fb-e-h1-c0", "192.168.1.1"}, {"fb-e-h1-c1", "192.168.1.2"}},
