@@ -19,9 +19,10 @@ import (
 // layout and runs one iperf3 TCP flow at full rate (2-3 Gbit/s here, about
 // 60 Mbit/s in a 6.1 guest under emulation) beside one paced at 2 Mbit/s. Then, as the kernel's own tracepoint (net:netif_receive_skb at
 // the NIC, where the cpumap kthread hands over the skbs it built) sees it:
-//   - the elephant's NIC stage ran on both split CPUs, each with a fair
-//     share, in runs of consecutive sequence space whose mean length is the
-//     batch (within a factor of 4: retransmissions and GRO's merges blur it);
+//   - the elephant's NIC stage ran on both split CPUs (each at least 5 %:
+//     a CPU at the threshold is passed over), in runs of consecutive
+//     sequence space whose mean length is the batch (within a factor of 4:
+//     retransmissions, GRO's merges and passed-over CPUs blur it);
 //   - the mouse was not split (the split program's state of the flow: no
 //     packet in a micro-flow);
 //   - the split program dropped nothing (where a cpumap queue was full,
@@ -134,8 +135,10 @@ func mflowOn(t *testing.T, layout string) {
 
 	all := stagetrace.AllRuns(er)
 	for _, cpu := range []int{0, 1} {
-		if share := float64(er[cpu].DataSegs) / float64(all.DataSegs); share < 0.2 {
-			t.Errorf("the elephant's NIC stage: CPU %d built %.0f %% of its segments, want a fair share of both split CPUs", cpu, 100*share)
+		// Not an even share: a CPU at the threshold (100 %: the sender's,
+		// at times) is passed over for the next micro-flow (seen: 16 %).
+		if share := float64(er[cpu].DataSegs) / float64(all.DataSegs); share < 0.05 {
+			t.Errorf("the elephant's NIC stage: CPU %d built %.0f %% of its segments, want a share of both split CPUs", cpu, 100*share)
 		}
 		if m := er[cpu].MeanLen(); m < mflowBatch/4 || m > mflowBatch*4 {
 			t.Errorf("the elephant's NIC stage on CPU %d: runs of %.1f segments on average, want about the batch, %d", cpu, m, mflowBatch)
