@@ -114,6 +114,10 @@ func interruptible(note func(format string, a ...any)) (context.Context, func())
 		case <-ctx.Done():
 			return // done, not interrupted
 		}
+		// Whoever sent the signal may have closed our output too (run.sh's
+		// tee, an ssh session): a write to a broken pipe must not kill the
+		// cleanup, which Go's default SIGPIPE on stdout and stderr would.
+		signal.Ignore(syscall.SIGPIPE)
 		note("falcon bench: interrupted: stopping traffic, undoing modes, removing testbeds …")
 		cancel()
 		for range sigs {

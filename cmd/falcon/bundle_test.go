@@ -12,12 +12,13 @@ import (
 )
 
 // TestBundleQuick builds the benchmark bundle and runs its run.sh --quick
-// in a mount namespace where the host's iperf3, sockperf, ethtool, memcached, memcaslap, nginx and wrk are
-// unusable (an empty, non-executable file is bind-mounted over each), as
+// in a mount namespace where the host's iperf3, sockperf, ethtool, memcached, memcaslap, nginx, wrk, ip
+// and bridge are unusable (an empty, non-executable file is bind-mounted over each), as
 // on a machine that has none: the run must use the bundle's own copies.
 // It needs root, Debian's packaging tools, and the .debs: cached in
 // .cache/bundle-debs or downloadable (package lists present); without
-// them it skips. About a minute on 2 CPUs.
+// them it skips. Then it stops a second run with TERM mid-run: nothing may
+// stay behind. About a minute and a half on 2 CPUs.
 func TestBundleQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
@@ -69,24 +70,26 @@ func TestBundleQuick(t *testing.T) {
 	}
 	var script strings.Builder
 	script.WriteString("set -e\n")
-	for _, tool := range []string{"iperf3", "sockperf", "ethtool", "memcached", "memcaslap", "nginx", "wrk"} {
+	for _, tool := range []string{"iperf3", "sockperf", "ethtool", "memcached", "memcaslap", "nginx", "wrk", "ip", "bridge"} {
 		if p, err := exec.LookPath(tool); err == nil {
 			if p, err = filepath.EvalSymlinks(p); err == nil {
 				script.WriteString("mount --bind " + empty + " " + p + "\n")
 			}
 		}
 		// Proof that the host's copy, if any, cannot run in here.
-		script.WriteString("if " + tool + " --version >/dev/null 2>&1; then echo HOST-" + tool + "-RUNS; exit 3; fi\n")
+		script.WriteString("if " + tool + " -V >/dev/null 2>&1 || " + tool + " --version >/dev/null 2>&1; then echo HOST-" + tool + "-RUNS; exit 3; fi\n")
 	}
-	script.WriteString("cd " + work + " && exec ./falcon-bench/run.sh --quick --out results\n")
+	hidden := script.String()
 	// A private mount namespace: the bind mounts vanish with it, and 'ip
 	// netns exec' (which the bench runs the tools through) inherits them.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script.String())
-	out, err := cmd.CombinedOutput()
+	inside := func(s string) *exec.Cmd {
+		return exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", hidden+s)
+	}
+	out, err := inside("cd " + work + " && exec ./falcon-bench/run.sh --quick --out results\n").CombinedOutput()
 	if err != nil {
 		t.Fatalf("run.sh --quick: %v\n%s", err, out)
 	}
-	for _, want := range []string{"bundle: iperf 3", "bundle: sockperf", "bundle: ethtool", "run.sh: done"} {
+	for _, want := range []string{"bundle: iperf 3", "bundle: sockperf", "bundle: ethtool", "bundle: ip utility", "run.sh: done"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -126,6 +129,33 @@ func TestBundleQuick(t *testing.T) {
 			t.Errorf("%s %s: %d runs, errors %v", r.Mode, r.Workload, len(r.Runs), r.Errors)
 		}
 	}
+
+	// Stopped mid-run as a job scheduler or a lease would stop it: timeout
+	// sends TERM to run.sh, falcon and tee at once. Found on a borrowed
+	// 16-CPU machine: tee died first, falcon's next note hit the broken
+	// pipe, and its testbeds stayed behind.
+	before := netnsList(t)
+	out, err = inside("cd " + work + " && exec timeout -k 60 -s TERM 15 ./falcon-bench/run.sh --quick --out stopped\n").CombinedOutput()
+	if err == nil {
+		t.Fatalf("run.sh under a 15 s timeout finished: the test no longer stops it mid-run\n%s", out)
+	}
+	if after := netnsList(t); after != before {
+		t.Errorf("namespaces before the stopped run:\n%s\nafter:\n%s\nrun.sh:\n%s", before, after, out)
+	}
+	log, err := os.ReadFile(filepath.Join(work, "stopped", "bench.log"))
+	if err != nil || !strings.Contains(string(log), "interrupted") {
+		t.Errorf("bench.log of the stopped run (%v) does not say falcon was interrupted:\n%s\nrun.sh:\n%s", err, log, out)
+	}
+}
+
+// netnsList is the host's named network namespaces.
+func netnsList(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 func firstLines(b []byte) string {

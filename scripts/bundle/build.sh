@@ -23,7 +23,7 @@ out=${BUNDLE_OUT:-$repo/dist}
 name=falcon-bench
 tarball=$out/$name-linux-amd64.tar.gz
 # Each tool as PACKAGE or PACKAGE:BINARY where they differ.
-tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap nginx wrk)
+tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap nginx wrk iproute2:ip iproute2:bridge)
 
 die() { echo "bundle: $*" >&2; exit 1; }
 for c in apt-get dpkg-deb dpkg tar; do
@@ -94,12 +94,13 @@ stage=$work/$name
 
 # starts TOOL: the bundle's TOOL runs. --version exits 0 for most; sockperf's
 # only on some versions, wrk's prints its usage after the version (status 1),
-# and nginx takes -v: those must at least print their name.
+# nginx takes -v and iproute2's ip and bridge -V: those must at least print their name.
 starts() {
 	local out
 	case $1 in
 	sockperf | wrk) out=$("$stage/tools/$1" --version 2>&1 || true) ;;
 	nginx) out=$("$stage/tools/nginx" -v 2>&1 || true) ;;
+	ip | bridge) out=$("$stage/tools/$1" -V 2>&1 || true) ;;
 	*) "$stage/tools/$1" --version >/dev/null 2>&1; return ;;
 	esac
 	grep -qi "$1" <<<"$out"
@@ -129,7 +130,9 @@ for pt in "${tools[@]}"; do
 	t=${pt#*:}
 	bin=
 	for d in usr/bin usr/sbin sbin bin; do
-		[ ! -f "$root/$d/$t" ] || { bin=$root/$d/$t; break; }
+		# Not a link: iproute2's /sbin/ip points at /bin/ip, an absolute
+		# link that would resolve on the building host.
+		[ ! -f "$root/$d/$t" ] || [ -L "$root/$d/$t" ] || { bin=$root/$d/$t; break; }
 	done
 	[ -n "$bin" ] || die "package ${pt%%:*} has no binary $t"
 	cp "$bin" "$stage/libexec/$t"

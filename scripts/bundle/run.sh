@@ -14,7 +14,8 @@
 #
 # Everything comes from this folder and the kernel: iperf3, sockperf,
 # memcached, memcaslap, nginx, wrk and ethtool are Debian's, with their own libraries and loader
-# (tools/), so no package registry or network is needed; ip and taskset are the system's.
+# (tools/), iproute2's ip and bridge too, so no package registry or network is
+# needed; taskset is the system's.
 # First `falcon bench --probe` checks that the kernel and the system have
 # what the run needs and stops, changing nothing, with a list of what is
 # missing. Then the benchmark runs and its results go to one folder,
@@ -26,6 +27,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # The bundle's tools, never the host's (internal/toolpath).
 FALCON_TOOLS_DIR=$here/tools
 export FALCON_TOOLS_DIR
+# ip and bridge too, which falcon runs by name: a minimal host (a cloud
+# image without iproute2) has none.
+PATH=$here/tools:$PATH
+export PATH
 
 usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; }
 preset=scale
@@ -88,17 +93,18 @@ cp "$here/VERSIONS" "$out/VERSIONS" 2>/dev/null
 
 echo
 echo "== 2/2 falcon bench --preset $preset $* (progress also in $out/bench.log)"
-# Ctrl-C reaches falcon, which stops the traffic and removes its testbeds;
-# tee -i keeps the log (and falcon's stderr) open until it has, and this
-# script goes on to save what was measured.
-trap 'echo "run.sh: interrupted: falcon is removing its testbeds" >&2' INT TERM
+# Ctrl-C or a TERM (timeout, a job scheduler) reaches falcon, which stops
+# the traffic and removes its testbeds; tee ignores both so that the log
+# (and falcon's stderr) stays open until it has, and this script goes on to
+# save what was measured.
+trap 'echo "run.sh: interrupted: falcon is removing its testbeds" >&2' INT TERM HUP
 {
 	"$here/falcon" bench --preset "$preset" --json "$out/results.json" "$@" 2>&1 >"$out/report.md"
 	echo $? >"$out/.status"
-} | tee -i "$out/bench.log"
+} | (trap '' INT TERM HUP && exec tee "$out/bench.log")
 status=$(cat "$out/.status" 2>/dev/null || echo 1)
 rm -f "$out/.status"
-trap - INT TERM
+trap - INT TERM HUP
 
 if [ -s "$out/results.json" ]; then
 	"$here/falcon" report "$out/results.json" --svg "$out/chart.svg" >/dev/null 2>>"$out/bench.log" ||
