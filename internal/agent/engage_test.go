@@ -1,6 +1,9 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Steering pays only when every window with it beats every window
 // without it by the margin: a tie that the sums would call a win is not.
@@ -20,5 +23,48 @@ func TestPays(t *testing.T) {
 		if got := pays(c.steering, c.off); got != c.want {
 			t.Errorf("pays(%v, %v) = %v, want %v", c.steering, c.off, got, c.want)
 		}
+	}
+}
+
+// TestRetest: stood down after a verdict against steering, falcon tests the
+// same busy spell again after engagePeriod, then twice as long each time up
+// to retestMax; a calm spell or a verdict for steering starts afresh.
+func TestRetest(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var r retest
+	if r.due(t0) {
+		t.Fatal("due before any verdict or calm")
+	}
+	r.calm()
+	if !r.due(t0) {
+		t.Fatal("a new spell after calm is not tested at once")
+	}
+	now := t0
+	var waits []time.Duration
+	for range 8 {
+		r.against(now)
+		if r.due(now.Add(r.wait - time.Millisecond)) {
+			t.Fatalf("due %v before its wait of %v", time.Millisecond, r.wait)
+		}
+		if !r.due(now.Add(r.wait)) {
+			t.Fatalf("not due after its wait of %v", r.wait)
+		}
+		waits = append(waits, r.wait)
+		now = now.Add(r.wait)
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 320, 320, 320}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("waits %v, want %v s", waits, want)
+		}
+	}
+	r.steered()
+	r.against(now)
+	if r.wait != engagePeriod {
+		t.Errorf("after a verdict for steering the next wait is %v, want %v", r.wait, engagePeriod)
+	}
+	r.calm()
+	if !r.due(now) || r.wait != 0 {
+		t.Errorf("calm: due %v, wait %v", r.due(now), r.wait)
 	}
 }
