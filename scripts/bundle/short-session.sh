@@ -7,19 +7,25 @@
 #
 #   short-session.sh BUNDLE.tar.gz OUTDIR [SECONDS [PARTS]]
 #
-# PARTS: which parts run, e.g. "p2 p3" (default all). Each part's folder is
-# packed into OUTDIR/NAME.tgz as it ends (a device lease returns few files).
+# PARTS: which parts run, e.g. "p2 p3" (default "p4 p5 p6"). Each part's
+# folder is packed into OUTDIR/NAME.tgz as it ends (a device lease returns
+# at most 8 files).
 #
 # OUTDIR gets machine.txt (what the machine is) and one run.sh results
-# folder per part, packed: p1-tools.tgz (host vs docker, vanilla, falcon,
-# falcon+split; sockperf UDP stress 16 B and 1400 B, iperf3 TCP),
-# p2-kernel.tgz (the same modes with the kernel sender at 64 B and 1400 B),
-# p3-flows.tgz (8 UDP flows and UDP ping-pong, vanilla and falcon).
+# folder per part, packed. The first lease (results/scale-16cpu-kvm) ran
+# p1-tools (host vs docker, vanilla, falcon, falcon+split; sockperf UDP
+# stress 16 B and 1400 B, iperf3 TCP), p2-kernel (the same modes with the
+# kernel sender at 64 B and 1400 B) and p3-flows (8 UDP flows and UDP
+# ping-pong, vanilla and falcon). The next asks what that one left open:
+# p4-policy (kernel sender, 64 B and 1400 B, 5 rounds with stage costs:
+# falcon's adaptive policy against the paper's, which never stands down),
+# p5-tools (sockperf UDP stress 16 B and iperf3 TCP, the same modes) and
+# p6-flows (8 UDP flows and ping-pong, the same modes).
 set -u
 bundle=$1
 out=$2
 budget=${3:-450}
-parts=${4:-p1 p2 p3}
+parts=${4:-p4 p5 p6}
 start=$SECONDS
 mkdir -p "$out"
 {
@@ -72,6 +78,12 @@ part p1-tools 200 -- --layouts host,docker --modes vanilla,falcon,falcon+split \
 part p2-kernel 130 --kernel-sender -- --layouts docker --modes vanilla,falcon,falcon+split \
 	--workloads udp-stress:64,udp-stress:1400 $common
 part p3-flows 130 -- --layouts docker --modes vanilla,falcon \
+	--workloads multi-flow:16,latency:16 --flows 8 $common
+policy="--modes vanilla,falcon,falcon:policy=paper,falcon+split:policy=paper"
+part p4-policy 170 --kernel-sender -- --layouts docker $policy \
+	--workloads udp-stress:64,udp-stress:1400 --runs 5 --duration 2s --interleave --stage-cost
+part p5-tools 120 -- --layouts docker $policy --workloads udp-stress:16,tcp:128K $common
+part p6-flows 120 -- --layouts docker --modes vanilla,falcon,falcon:policy=paper \
 	--workloads multi-flow:16,latency:16 --flows 8 $common
 echo "== done after $((SECONDS - start)) s; load $(cat /proc/loadavg)"
 PATH=$b/tools:$PATH ip netns list | sed 's/^/left netns: /'
