@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -178,6 +179,7 @@ func udpReceived(run *Run, sent int64) {
 func (e *env) iperf3(ctx context.Context) (Run, error) {
 	udp := e.cs.Workload == "udp" || e.cs.Workload == "multi-flow"
 	var t traffic
+	var restarts atomic.Int32
 	for i := 0; i < e.cs.Flows; i++ {
 		srv, cl := e.servers[i%len(e.servers)], e.clients[i%len(e.clients)]
 		port, i := e.port(5201, i), i
@@ -187,11 +189,18 @@ func (e *env) iperf3(ctx context.Context) (Run, error) {
 		})
 		opts := workload.Iperf3Opts{Netns: cl.Netns, Addr: srv.Addr, Port: port, UDP: udp, Size: e.cs.Size,
 			Duration: e.clientTime(), CPUs: e.senderCPU(i)}
-		t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunIperf3(ctx, opts) })
+		t.clients = append(t.clients, func(ctx context.Context) (any, error) {
+			return retrySetup(ctx, time.Duration(e.cfg.Warmup), &restarts, func(ctx context.Context) (any, error) {
+				return workload.RunIperf3(ctx, opts)
+			})
+		})
 	}
 	run, results, err := e.window(ctx, t)
 	if err != nil {
 		return run, err
+	}
+	if n := restarts.Load(); n > 0 {
+		run.SetupRetries = int(n)
 	}
 	var bps float64
 	var ooo, retrans int64
@@ -214,6 +223,26 @@ func (e *env) iperf3(ctx context.Context) (Run, error) {
 	}
 	run.OutOfOrder = &ooo
 	return run, nil
+}
+
+// setupAttempts is how often a client whose UDP stream's setup was lost
+// is started in all.
+const setupAttempts = 3
+
+// retrySetup runs a client again when its UDP stream's setup datagram was
+// lost (workload.ErrUDPSetupLost), as long as it failed within the
+// warm-up of its first start: the window opens at the earliest a warm-up
+// after traffic was seen, so the client started again sends through all of
+// it. restarts counts the runs started again.
+func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int32, run func(context.Context) (any, error)) (any, error) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		r, err := run(ctx)
+		if !errors.Is(err, workload.ErrUDPSetupLost) || attempt == setupAttempts || time.Since(start) >= warmup || ctx.Err() != nil {
+			return r, err
+		}
+		restarts.Add(1)
+	}
 }
 
 // latency: one sockperf ping-pong (or under-load at --rate) client and

@@ -77,6 +77,9 @@ type Run struct {
 	// OutOfOrder: iperf3's count for UDP, TcpExt TCPOFOQueue for TCP.
 	OutOfOrder  *int64 `json:"out_of_order,omitempty"`
 	Retransmits *int64 `json:"retransmits,omitempty"`
+	// SetupRetries: iperf3 UDP clients started again because the datagram
+	// that sets up their stream was lost (workload.ErrUDPSetupLost).
+	SetupRetries int `json:"setup_retries,omitempty"`
 	// Reordering is what reordering cost TCP over the window (TCP
 	// workloads; files from before it have none).
 	Reordering *TCPReorder `json:"reordering,omitempty"`

@@ -330,5 +330,9 @@ func runLine(r Run) string {
 	for _, c := range sortedCPUs(r.CPU) {
 		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
 	}
-	return s + ", softirq % " + strings.Join(soft, "/")
+	s += ", softirq % " + strings.Join(soft, "/")
+	if r.SetupRetries > 0 {
+		s += fmt.Sprintf(" (%d UDP client(s) started again: the datagram setting up the stream was lost)", r.SetupRetries)
+	}
+	return s
 }

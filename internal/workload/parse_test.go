@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -80,6 +81,30 @@ func TestParseIperf3Errors(t *testing.T) {
 		if _, err := ParseIperf3([]byte(in)); err == nil {
 			t.Errorf("ParseIperf3(%q): no error", in)
 		}
+	}
+}
+
+// A UDP client whose stream setup was lost (the error as iperf3 3.12
+// reported it on 16 vCPUs, results/scale-16cpu-kvm/p3-flows/bench.log, in
+// the JSON of iperf3-error.json) is ErrUDPSetupLost; the same words from a
+// TCP client, or another failure, are not.
+func TestUDPSetupLost(t *testing.T) {
+	_, err := ParseIperf3(testdata(t, "iperf3-udp-setup-lost.json"))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if got := setupLost(true, err); !errors.Is(got, ErrUDPSetupLost) || !strings.Contains(got.Error(), "Resource temporarily unavailable") {
+		t.Errorf("UDP: %v", got)
+	}
+	if got := setupLost(false, err); errors.Is(got, ErrUDPSetupLost) {
+		t.Errorf("TCP: %v", got)
+	}
+	_, refused := ParseIperf3(testdata(t, "iperf3-error.json"))
+	if got := setupLost(true, refused); errors.Is(got, ErrUDPSetupLost) {
+		t.Errorf("connection refused: %v", got)
+	}
+	if setupLost(true, nil) != nil {
+		t.Error("no error became one")
 	}
 }
 
