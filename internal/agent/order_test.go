@@ -146,44 +146,6 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		}
 	}()
 
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var churnErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		churned := false // the first agent has been restarted or stood down
-		for i := 0; ; i++ {
-			stop, err := burn(1 - i%2)
-			if err != nil {
-				churnErr = err
-				return
-			}
-			select {
-			case <-done:
-				stop()
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
-			stop()
-			// Flows running through an enable or a comeback are guarded
-			// from their first counted packet (the hooks mark what they
-			// count), so each agent may move them at once; the first gets
-			// one full swing of the hog, and more (up to 9 s) until it
-			// has moved a flow, before the first restart. Standing down
-			// and back is cheaper than a restart: every swing.
-			if !churned && i < 30 && !firstMoved(o) {
-				continue
-			}
-			if (i%4 == 3 || standdown) && i >= 2 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
-				churned = true
-				if err := restart(); err != nil {
-					churnErr = err
-					return
-				}
-			}
-		}
-	}()
 	const flows = 16
 	per := orderPackets(t) / (flows * 2) // two container pairs
 	if standdown && os.Getenv("FALCON_ORDER_PACKETS") == "" {
@@ -192,13 +154,30 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		per *= 3
 	}
 	neighBefore := neighStats(t)
-	// A 2 ms pause every 500 rounds (about 1 % of the time) empties the
-	// pipes now and then: a flow that never has nothing in flight can never
-	// move, and the moments it can are the ones the guard must get right.
-	runs := sendPairs(ctx, t, tb, 41240, seqcheck.SendOptions{Flows: flows, PktsPerFlow: per, Size: 64,
-		Pause: 20 * time.Millisecond, PauseEvery: 500})
-	close(done)
-	wg.Wait()
+	churned := false // the first agent has been restarted or stood down
+	var runs map[stagetrace.Flow]flowRun
+	churnErr := swinging(func() {
+		// A 2 ms pause every 500 rounds (about 1 % of the time) empties the
+		// pipes now and then: a flow that never has nothing in flight can never
+		// move, and the moments it can are the ones the guard must get right.
+		runs = sendPairs(ctx, t, tb, 41240, seqcheck.SendOptions{Flows: flows, PktsPerFlow: per, Size: 64,
+			Pause: 20 * time.Millisecond, PauseEvery: 500})
+	}, func(i int) error {
+		// Flows running through an enable or a comeback are guarded
+		// from their first counted packet (the hooks mark what they
+		// count), so each agent may move them at once; the first gets
+		// one full swing of the hog, and more (up to 9 s) until it
+		// has moved a flow, before the first restart. Standing down
+		// and back is cheaper than a restart: every swing.
+		if !churned && i < 30 && !firstMoved(o) {
+			return nil
+		}
+		if (i%4 == 3 || standdown) && i >= 2 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
+			churned = true
+			return restart()
+		}
+		return nil
+	})
 	if churnErr != nil {
 		t.Fatal(churnErr)
 	}

@@ -252,6 +252,42 @@ func loadChanges(ctx context.Context, t *testing.T, fn func()) {
 	}
 }
 
+// swinging runs fn while a busy loop swings between CPU 1 and CPU 0 every
+// 300 ms, calling each(i) after swing i when given; it returns when fn
+// does (or when each fails), with no busy loop left, and the first error
+// of the loop or of each.
+func swinging(fn func(), each func(i int) error) error {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var err error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			var stop func()
+			if stop, err = burn(1 - i%2); err != nil {
+				return
+			}
+			select {
+			case <-done:
+				stop()
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			stop()
+			if each != nil {
+				if err = each(i); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	fn()
+	close(done)
+	wg.Wait()
+	return err
+}
+
 // burn starts a busy loop pinned to cpu and returns what stops it.
 func burn(cpu int) (stop func(), err error) {
 	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
@@ -269,9 +305,25 @@ func burn(cpu int) (stop func(), err error) {
 // of order (TcpExt TCPOFOQueue).
 func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
 	t.Helper()
+	r := tcpFlow(ctx, t, tb, 5301, time.Second, nil, func(run func()) { loadChanges(ctx, t, run) })
+	t.Logf("TCP: %.0f Mbit/s, %d retransmits, TCPOFOQueue +%d", r.BitsPerSecond/1e6, r.Retransmits, r.ofo)
+	return r.ofo
+}
+
+// tcpResult is a tcpFlow's iperf3 result and its receiver's TCPOFOQueue
+// delta.
+type tcpResult struct {
+	workload.Iperf3Result
+	ofo int64
+}
+
+// tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
+// 0) to h2's (its server on srvCPUs), inside around, and counts what the
+// receiver queued out of order.
+func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d time.Duration, srvCPUs []int, around func(run func())) tcpResult {
+	t.Helper()
 	clients, servers := tb.Endpoints()
-	const port = 5301
-	srv, err := workload.StartIperf3Server(ctx, servers[0].Netns, port, nil)
+	srv, err := workload.StartIperf3Server(ctx, servers[0].Netns, port, srvCPUs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,14 +337,12 @@ func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
 	}
 	before := ofo()
 	var res workload.Iperf3Result
-	loadChanges(ctx, t, func() {
+	around(func() {
 		res, err = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
-			Port: port, Duration: time.Second, CPUs: []int{0}})
+			Port: port, Duration: d, CPUs: []int{0}})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := ofo() - before
-	t.Logf("TCP: %.0f Mbit/s, %d retransmits, TCPOFOQueue +%d", res.BitsPerSecond/1e6, res.Retransmits, n)
-	return n
+	return tcpResult{res, ofo() - before}
 }

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// TestTCPOrderThroughSwitches: one iperf3 TCP flow at full rate while
+// falcon (the paper policy at a 60 % threshold, so that it moves the flow
+// whenever a CPU's load crosses it) stands down and comes back every
+// 300 ms and a busy loop swings between the CPUs: the receiver may queue
+// no segment out of order (TcpExt TCPOFOQueue), with and without the NIC
+// stage split. The same run without falcon comes first; only where it
+// queued nothing is falcon held to zero.
+//
+// Split is not held to it yet: through 4 switches in 6 s it queued 1-4
+// segments out of order in each of 5 runs here (2 of them with the
+// wire's veth in NAPI mode, so not only the veth's change between its
+// backlog and its NAPI ring that DESIGN.md describes), pipelining 0 in 3.
+// The case runs and says what it saw (issue 9).
+//
+// The sending host's receive work (the ACKs) is pinned to the sender's
+// CPU, as falcon bench does (keepSenderHostOnSenderCPUs): otherwise the
+// ACKs of a flow whose receive stages moved are processed on the other
+// CPU, the sender transmits from both, and TCP reorders its own packets
+// before they reach falcon. A harness without that pinning (session of
+// 2026-11-27, branch not kept) saw 100-600 segments out of order per run
+// with plain falcon and no switching at all.
+func TestTCPOrderThroughSwitches(t *testing.T) {
+	needTestbed(t)
+	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		name  string
+		split bool
+	}{{"pipelining", false}, {"split", true}} {
+		t.Run(c.name, func(t *testing.T) { tcpThroughSwitches(t, c.split) })
+	}
+}
+
+func tcpThroughSwitches(t *testing.T, split bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tag := "tcpo"
+	if split {
+		tag += "s"
+	}
+	tb := ibed(t, tag, "docker", 2)
+	warm(t, tb)
+	write(t, tb.Hosts[0].Netns, "/sys/class/net/"+tb.Hosts[0].NIC+"/queues/rx-0/rps_cpus", "1")
+
+	const secs = 6
+	vanilla := tcpRun(ctx, t, tb, 5311, secs, nil).ofo
+
+	o := testOptions(t, tb.Hosts[1].Netns)
+	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	if split {
+		o.Split, o.SplitCPUs = true, []int{1}
+	}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m := a.mode.(*falconMode)
+	var downs, ups int
+	r := tcpRun(ctx, t, tb, 5312, secs, func(i int) error {
+		if i%2 == 0 {
+			if m.standDown(a.Host(), "test") {
+				downs++
+			}
+		} else if m.standUp(a.Host(), "test") == nil {
+			ups++
+		}
+		return nil
+	})
+	withFalcon := r.ofo
+	var moved, holds, timeouts uint64
+	if rep := status(t, o); rep.Totals != nil {
+		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
+	}
+	t.Logf("TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits); %d stand-downs, %d comebacks; "+
+		"guard since the last comeback: moved %d, held %d, timeouts %d",
+		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, downs, ups, moved, holds, timeouts)
+	if downs == 0 || ups == 0 {
+		t.Errorf("falcon stood down %d times and came back %d: the run tested no switch", downs, ups)
+	}
+	switch {
+	case vanilla != 0:
+		t.Logf("WITHOUT falcon the receiver itself queued %d segments out of order under this load: falcon not held to 0", vanilla)
+	case withFalcon != 0 && split:
+		t.Logf("KNOWN (issue 9): falcon+split: the receiver queued %d segments out of order through its switches, none without falcon", withFalcon)
+	case withFalcon != 0:
+		t.Errorf("falcon: the receiver queued %d segments out of order through its stand-downs and comebacks, none without falcon", withFalcon)
+	}
+}
+
+// tcpRun runs one iperf3 TCP flow for secs seconds while a busy loop
+// swings between the CPUs (swinging), calling each at every swing.
+func tcpRun(ctx context.Context, t *testing.T, tb *testbed.Testbed, port, secs int, each func(i int) error) tcpResult {
+	t.Helper()
+	var err error
+	r := tcpFlow(ctx, t, tb, port, time.Duration(secs)*time.Second, []int{1}, func(run func()) { err = swinging(run, each) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
