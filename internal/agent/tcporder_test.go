@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"github.com/falconnet/falcon/internal/procfs"
 	"testing"
 	"time"
 
@@ -70,7 +72,23 @@ func tcpThroughSwitches(t *testing.T, split bool) {
 	defer a.Stop()
 	m := a.mode.(*falconMode)
 	var downs, ups int
+	_, servers := tb.Endpoints()
+	ofoNow := func() int64 {
+		s, _ := procfs.ReadSNMP(servers[0].Netns)
+		return s["TcpExt"]["TCPOFOQueue"]
+	}
+	last := ofoNow()
+	var perSwitch []string
 	r := tcpRun(ctx, t, tb, 5312, secs, func(i int) error {
+		n := ofoNow()
+		switch {
+		case i == 0:
+		case i%2 == 1:
+			perSwitch = append(perSwitch, fmt.Sprintf("down +%d", n-last))
+		default:
+			perSwitch = append(perSwitch, fmt.Sprintf("up +%d", n-last))
+		}
+		last = n
 		if i%2 == 0 {
 			if m.standDown(a.Host(), "test") {
 				downs++
@@ -81,6 +99,7 @@ func tcpThroughSwitches(t *testing.T, split bool) {
 		return nil
 	})
 	withFalcon := r.ofo
+	t.Logf("out of order from each switch (stand-down or comeback) to the next: %v", perSwitch)
 	var moved, holds, timeouts uint64
 	if rep := status(t, o); rep.Totals != nil {
 		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
