@@ -99,6 +99,13 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		} else {
 			again.against(time.Now())
 		}
+		if err := h.update(func(s *State) {
+			if s.Engagement != nil {
+				s.Engagement.Again = again.at
+			}
+		}); err != nil {
+			h.Log().Warn("engagement test: save when it tests again, for status", "err", err)
+		}
 		switch {
 		case on && !was:
 			h.Log().Info("steering engaged: the containers received more with it than without falcon")

@@ -53,6 +53,9 @@ type Engagement struct {
 	Steering uint64 `json:"delivered_steering"`
 	Off      uint64 `json:"delivered_off_the_path"`
 	Steer    bool   `json:"steer"`
+	// Again: after a verdict against steering, when the same busy spell
+	// is tested again (engage.go's retest).
+	Again time.Time `json:"test_again,omitzero"`
 }
 
 // Value is one sysfs or procfs value a mode set. Netns is the device's

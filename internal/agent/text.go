@@ -72,15 +72,19 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	}
 	if r.StoodDown {
-		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy\n")
+		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy (after a verdict against steering: until the next test)\n")
 	}
 	if e := r.Engagement; e != nil {
 		verdict := "off the path"
 		if e.Steer {
 			verdict = "steering"
 		}
-		fmt.Fprintf(w, "  engaging   verdicts %d, for steering %d; the last (%s ago): %s, delivered %d steering against %d off the path (%s)\n",
-			e.Tests, e.ForSteering, time.Since(e.Last).Round(100*time.Millisecond), verdict, e.Steering, e.Off, relative(e.Steering, e.Off))
+		again := ""
+		if !e.Steer && !e.Again.IsZero() {
+			again = fmt.Sprintf("; tests the busy spell again in %s", max(time.Until(e.Again), 0).Round(time.Second))
+		}
+		fmt.Fprintf(w, "  engaging   verdicts %d, for steering %d; the last (%s ago): %s, delivered %d steering against %d off the path (%s)%s\n",
+			e.Tests, e.ForSteering, time.Since(e.Last).Round(100*time.Millisecond), verdict, e.Steering, e.Off, relative(e.Steering, e.Off), again)
 	}
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",

@@ -43,6 +43,12 @@ func TestEngagementLine(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("verdicts 3, for steering 1; the last (0s ago): steering, delivered 1030 steering against 1000 off the path (+3.0 %)")) {
 		t.Errorf("status text:\n%s", out.String())
 	}
+	r.Engagement = &Engagement{Tests: 2, Last: time.Now(), Steering: 990, Off: 1000, Again: time.Now().Add(20*time.Second + 300*time.Millisecond)}
+	out.Reset()
+	r.WriteText(&out)
+	if !bytes.Contains(out.Bytes(), []byte("off the path, delivered 990 steering against 1000 off the path (-1.0 %); tests the busy spell again in 20s")) {
+		t.Errorf("status text after a verdict against:\n%s", out.String())
+	}
 	if got := relative(5, 0); got != "no traffic off the path" {
 		t.Errorf("relative(5, 0) = %q", got)
 	}
