@@ -21,9 +21,9 @@ import (
 // queued nothing is falcon held to zero.
 //
 // Split is not held to it yet: through 4 switches in 6 s it queued 1-4
-// segments out of order in each of 5 runs here (2 of them with the
+// segments out of order in each of 13 runs here (5 of them with the
 // wire's veth in NAPI mode, so not only the veth's change between its
-// backlog and its NAPI ring that DESIGN.md describes), pipelining 0 in 3.
+// backlog and its NAPI ring that DESIGN.md describes), pipelining 0 in 5.
 // The case runs and says what it saw (issue 9).
 //
 // The sending host's receive work (the ACKs) is pinned to the sender's
