@@ -18,9 +18,10 @@ import (
 // program and the guard's tracepoint programs, and the packets run
 // exactly as without falcon. At the first busy sample with a CPU of the
 // set to spare it runs the engagement test, whose off windows are this
-// state, and comes back if steering pays; after a verdict against it, it
-// first waits for standUpCalm with no CPU busy, so that the same spell is
-// not tested over and over. Coming back is exact for flows
+// state, and comes back if steering pays; after a verdict against it, a
+// spell that follows standUpCalm with no CPU busy is tested at once, and
+// the same spell again after a wait that doubles each time (retest in
+// engage.go). Coming back is exact for flows
 // that run through it: the hooks count and mark their own packets, so a
 // running flow may move once its marked packets arrived (bpf/choose.h).
 const (
