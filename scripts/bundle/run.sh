@@ -32,7 +32,7 @@ export FALCON_TOOLS_DIR
 PATH=$here/tools:$PATH
 export PATH
 
-usage() { sed -n '2,23s/^# \{0,1\}//p' "$0"; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 preset=scale
 kernel=
 out=
