@@ -29,6 +29,10 @@ type figurePreset struct {
 	// spread puts the receivers on every CPU the senders do not use, on
 	// machines of 4 CPUs or more (FALCON Fig. 14 received on 6 cores).
 	spread bool
+	// placed gives each role CPUs of its own on machines of ScaleMinCPUs
+	// or more (scalePlacement): MFLOW kept application cores apart from
+	// the cores that process packets, the kernel-core set.
+	placed bool
 	// differs is what differs from the paper's setup besides the machine
 	// (figureSetups says that).
 	differs string
@@ -57,13 +61,16 @@ var figureSetups = map[string]string{
 		"here one machine, veth between two namespaces, the sender on the receiver's CPUs (2 vCPUs here)",
 }
 
-const (
-	// hotcloudSizes stand for HotCloud '19's "64 B to 8 KB" (the points
-	// of its plots are not in the text).
-	hotcloudSizes = "64,256,1K,4K,8K"
+// hotcloudSizes stand for HotCloud '19's "64 B to 8 KB" (the points of its
+// plots are not in the text).
+const hotcloudSizes = "64,256,1K,4K,8K"
+
+var (
 	// kernelCores: MFLOW kept 5 cores for the applications and 10 for
-	// packet processing.
-	kernelCores = "MFLOW's 5 application and 10 packet-processing cores (a kernel-core set, issue 12 item 1); the roles share the machine's CPUs"
+	// packet processing (placed).
+	kernelCores = fmt.Sprintf("MFLOW kept 5 application and 10 packet-processing cores; here, on %d CPUs or more, the scale preset's placement "+
+		"(senders, the NIC's core, the applications' cores and the packet-processing set falcon steers to, each apart), "+
+		"on fewer the roles share the CPUs", ScaleMinCPUs)
 )
 
 // figureTable is every figure of the four papers' evaluations (and
@@ -140,15 +147,15 @@ var figureTable = []figurePreset{
 		what: "1, 5, 10 and 20 TCP flows of 16 B, 4 KiB and 64 KiB writes, host vs docker, vanilla, rps, falcon and mflow",
 		flags: map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow", "workloads": "multi-flow-tcp",
 			"sizes": "16,4K,64K", "flows": "1,5,10,20"},
-		lacks: kernelCores},
+		placed: true, differs: kernelCores},
 	{name: "mflow11", paper: "MFLOW", figure: "Fig. 11", base: "web",
 		what:    "web serving stood in for: nginx and wrk --latency over 200 connections, files of 1 KiB and 64 KiB, host vs docker, vanilla, falcon and mflow",
 		flags:   map[string]string{"modes": "vanilla,falcon,mflow"},
 		differs: "the paper ran CloudSuite's web serving (Elgg on nginx, PHP, MySQL, memcached; 200 users), which cannot be installed here"},
 	{name: "mflow12", paper: "MFLOW", figure: "Fig. 12",
-		what:  "per-CPU utilisation under 5, 10 and 20 TCP flows of 64 KiB writes, docker, vanilla, falcon and mflow",
-		flags: map[string]string{"layouts": "docker", "modes": "vanilla,falcon,mflow", "workloads": "multi-flow-tcp:64K", "flows": "5,10,20"},
-		lacks: kernelCores},
+		what:   "per-CPU utilisation under 5, 10 and 20 TCP flows of 64 KiB writes, docker, vanilla, falcon and mflow",
+		flags:  map[string]string{"layouts": "docker", "modes": "vanilla,falcon,mflow", "workloads": "multi-flow-tcp:64K", "flows": "5,10,20"},
+		placed: true, differs: kernelCores},
 	{name: "mflow13", paper: "MFLOW", figure: "Fig. 13", base: "memcached",
 		what:    "memcached (4 threads), 550 B values, 1 and 10 memcaslap clients of 10 connections each, host vs docker, vanilla, falcon and mflow",
 		flags:   map[string]string{"modes": "vanilla,falcon,mflow"},
@@ -287,6 +294,13 @@ func (r *figurePreset) presetFlags(online []int) (map[string]string, error) {
 	}
 	if r.spread && len(online) >= 4 {
 		m["receiver-cpus"] = cpuset.Format(spareCPUs(online))
+	}
+	if r.placed && len(online) >= ScaleMinCPUs {
+		p, err := scalePlacement(online)
+		if err != nil {
+			return nil, err
+		}
+		flagValues(m).with(p.flags())
 	}
 	return m, nil
 }

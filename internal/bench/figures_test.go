@@ -128,6 +128,18 @@ func TestFigurePresetsResolve(t *testing.T) {
 	if c, err = resolve(t, seqN(2), "--preset", "fig14"); err != nil || !reflect.DeepEqual(c.ReceiverCPUs, []int{1}) {
 		t.Errorf("fig14 on 2 CPUs: receivers %v, %v", c.ReceiverCPUs, err)
 	}
+	// MFLOW's application and packet-processing cores: on 16 CPUs the
+	// scale placement, on 2 the roles share the CPUs as every preset's do.
+	for _, name := range []string{"mflow10", "mflow12"} {
+		c, err = resolve(t, seqN(16), "--preset", name)
+		if err != nil || c.NICCPU == nil || *c.NICCPU != 4 || !reflect.DeepEqual(c.SenderCPUs, seqN(4)) ||
+			!reflect.DeepEqual(c.ReceiverCPUs, []int{5, 6, 7, 8, 9}) || !reflect.DeepEqual(c.FalconCPUs, []int{10, 11, 12, 13, 14, 15}) {
+			t.Errorf("%s on 16 CPUs: senders %v, NIC %v, receivers %v, falcon %v, %v", name, c.SenderCPUs, c.NICCPU, c.ReceiverCPUs, c.FalconCPUs, err)
+		}
+		if c, err = resolve(t, seqN(2), "--preset", name); err != nil || c.NICCPU != nil || c.FalconCPUs != nil {
+			t.Errorf("%s on 2 CPUs: NIC %v, falcon %v, %v", name, c.NICCPU, c.FalconCPUs, err)
+		}
+	}
 }
 
 // TestFigurePresetRefusal: what a preset that cannot run says.

@@ -73,7 +73,7 @@ func scalePreset(online []int) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{
+	return flagValues{
 		"layouts":   "host,docker",
 		"modes":     "vanilla,rps,rfs,falcon,falcon+split",
 		"workloads": "udp-stress,multi-flow:16,multi-flow-tcp:4K,tcp:128K,latency:16",
@@ -82,12 +82,28 @@ func scalePreset(online []int) (map[string]string, error) {
 		"duration":  "5s",
 		"runs":      "3",
 		"clients":   strconv.Itoa(len(p.Sender)),
+	}.with(p.flags()), nil
+}
 
+// flags are the placement as bench flags.
+func (p Placement) flags() flagValues {
+	return flagValues{
 		"sender-cpus":   cpuset.Format(p.Sender),
 		"nic-cpu":       strconv.Itoa(p.NIC),
 		"receiver-cpus": cpuset.Format(p.Receiver),
 		"falcon-cpus":   cpuset.Format(p.Falcon),
-	}, nil
+	}
+}
+
+// flagValues are bench flags by name.
+type flagValues map[string]string
+
+// with is m with every value of o set over it.
+func (m flagValues) with(o flagValues) flagValues {
+	for k, v := range o {
+		m[k] = v
+	}
+	return m
 }
 
 // scaleKernelPreset is the scale preset's UDP cases with the kernel sender
