@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"github.com/falconnet/falcon/internal/procfs"
 	"testing"
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/testbed"
 	"github.com/falconnet/falcon/internal/workload"
 )
@@ -73,11 +73,14 @@ func tcpThroughSwitches(t *testing.T, split bool) {
 	m := a.mode.(*falconMode)
 	var downs, ups int
 	_, servers := tb.Endpoints()
-	ofoNow := func() int64 {
-		s, _ := procfs.ReadSNMP(servers[0].Netns)
-		return s["TcpExt"]["TCPOFOQueue"]
+	var last int64
+	ofoNow := func() int64 { // on the swing's goroutine: a failed read keeps the last count
+		if s, err := procfs.ReadSNMP(servers[0].Netns); err == nil {
+			return s["TcpExt"]["TCPOFOQueue"]
+		}
+		return last
 	}
-	last := ofoNow()
+	last = ofoNow()
 	var perSwitch []string
 	r := tcpRun(ctx, t, tb, 5312, secs, func(i int) error {
 		n := ofoNow()
