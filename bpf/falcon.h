@@ -79,6 +79,7 @@ struct config {
 	__u32 engaged;  /* adaptive: the agent measured that steering pays */
 	__u32 ncpus;    /* possible CPUs: the guard sums per-CPU counts below this */
 	__u32 drain;    /* the agent is stopping: every flow goes inline, under its guard */
+	__u32 unmark;   /* drained: the split program stops marking, so that its detach changes no frame's metadata (split.c) */
 	__u32 stood_down; /* every program detached: steering did not pay, or nothing to relieve (for status) */
 	__u32 epoch;      /* 1..MARK_EPOCH: a hook's mark counts only while it is current (guard.c) */
 	__u32 nports;
@@ -220,6 +221,29 @@ struct mflow {
 	__u64 split;        /* packets sent in micro-flows */
 	__u32 elephant;     /* the last full window's rate reached the elephant rate */
 	__u32 idx;          /* the current micro-flow's index in the split set */
+};
+
+/* A split NIC, by device (falcon_split_devs): the hook that splits it, and
+ * how long GRO may still hold a frame after a NAPI poll of it returned,
+ * when the poll finished its work (gro_flush_timeout) and when it ran out
+ * of budget (a jiffy on kernels with HZ >= 1000, which flush only older
+ * frames then; 0 below). */
+struct split_dev {
+	__u32 hook;
+	__u32 pad;
+	__u64 hold_done_ns;
+	__u64 hold_busy_ns;
+};
+
+/* Per CPU and split hook (falcon_gro): whether the split program writes
+ * metadata into the frames it polls there, when it last polled one (once
+ * it polled one since the attach: seen), and the time before which every
+ * frame polled there has left GRO. */
+struct gro_state {
+	__u64 flushed_ns;
+	__u64 last_ns;
+	__u32 meta;
+	__u32 seen;
 };
 
 /* One CPU's cpumap traffic (split.c), indexed by CPU id. The enqueue half

@@ -163,12 +163,37 @@ int falcon_arrive(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
+/* A poll of a split NIC returned: GRO has let go of what the poll brought,
+ * except, on some kernels, what came in the last hold_* ns (falcon_gro's
+ * gate, split.c). The stamp precedes the flush of a poll that ran out of
+ * budget (that flush follows this tracepoint), but on this CPU, where the
+ * split program reads it next, it has happened by then. */
+static __always_inline void gro_flushed(struct napi_struct *napi, int work, int budget)
+{
+	struct net_device *dev = napi->dev;
+	struct stage_dev sd = {};
+	struct split_dev *s;
+	struct gro_state *g;
+
+	if (!dev)
+		return;
+	sd.netns_ino = dev->nd_net.net->ns.inum;
+	sd.ifindex = dev->ifindex;
+	s = bpf_map_lookup_elem(&falcon_split_devs, &sd);
+	if (!s)
+		return;
+	g = bpf_map_lookup_elem(&falcon_gro, &s->hook);
+	if (g)
+		g->flushed_ns = bpf_ktime_get_ns() - (work < budget ? s->hold_done_ns : s->hold_busy_ns);
+}
+
 /* napi_poll(napi, work, budget): fires once the poll has returned, so
  * every skb it delivered has been through the whole stack. */
 SEC("tp_btf/napi_poll")
 int falcon_guard_poll(__u64 *ctx)
 {
 	flush_pending();
+	gro_flushed((struct napi_struct *)ctx[0], (int)ctx[1], (int)ctx[2]);
 	return 0;
 }
 

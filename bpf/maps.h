@@ -94,6 +94,22 @@ struct {
 	__type(value, __u32); /* enum stage_kind */
 } falcon_stages SEC(".maps");
 
+/* The split NICs, by device, for the guard's NAPI poll program (guard.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_HOOKS);
+	__type(key, struct stage_dev);
+	__type(value, struct split_dev);
+} falcon_split_devs SEC(".maps");
+
+/* Per split hook, per CPU: its frames' metadata and GRO (split.c). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_HOOKS);
+	__type(key, __u32);
+	__type(value, struct gro_state);
+} falcon_gro SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

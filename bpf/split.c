@@ -85,8 +85,9 @@ static __always_inline int reserve(struct split_stats *s, int micro)
 /* Writes the split mark of the current epoch into the frame's metadata,
  * where the NIC's tc hook (falcon.c), the first program to see the skb
  * built from it (inline or by the cpumap kthread), moves it into tc_index
- * for the last stage to count. Every frame of a flow carries the same
- * bytes, so GRO, which merges only equal metadata, merges as before. */
+ * for the last stage to count. While the program marks, every frame of a
+ * flow carries the same bytes, so GRO, which merges only equal metadata,
+ * merges as before; gro_gate says when it may start and stop. */
 static __always_inline int mark_meta(struct xdp_md *ctx, struct config *cfg)
 {
 	__u32 *meta;
@@ -98,6 +99,35 @@ static __always_inline int mark_meta(struct xdp_md *ctx, struct config *cfg)
 		return 0;
 	*meta = MARK_SIG | MARK_SPLIT | (cfg->epoch & MARK_EPOCH);
 	return 1;
+}
+
+/* Whether this frame may carry the mark. GRO merges a flow's frames only
+ * while their metadata is equal; a frame that differs from those it holds
+ * starts an entry of its own, and an entry that a segment completes (PSH,
+ * or full) leaves at once while the older one waits for the poll's end.
+ * Where marked and unmarked frames of one flow meet, the flow is reordered:
+ * at an attach (frames polled before it carry nothing), and at a detach
+ * (the frames after it carry nothing). Seen as TCP segments out of order at
+ * falcon's comebacks and stand-downs, 3 us apart on the NIC's CPU. So on
+ * each CPU the program changes between marking and not only once every
+ * frame it polled there has left GRO (gro_flushed in guard.c stamps that),
+ * starting unmarked at the attach (the loader resets this state) and
+ * ending unmarked once the agent asks (cfg->unmark) before a detach. */
+static __always_inline int gro_gate(struct config *cfg, __u32 hid, __u64 now)
+{
+	struct gro_state *g = bpf_map_lookup_elem(&falcon_gro, &hid);
+	__u32 want = !cfg->unmark;
+
+	if (!g)
+		return 0;
+	/* The first frame here since the attach may share its poll with
+	 * frames the kernel built before it, unmarked and in no stamp: only
+	 * a poll that returns after it lets go of them. */
+	if (g->seen && g->meta != want && (__s64)(g->flushed_ns - g->last_ns) > 0)
+		g->meta = want;
+	g->seen = 1;
+	g->last_ns = now;
+	return g->meta;
 }
 
 /* Sends the frame to dest's cpumap queue. Where the queue might be full
@@ -183,9 +213,18 @@ int falcon_split(struct xdp_md *ctx)
 	 * proved wrong under emulation (6.1 guest: 7-8 datagrams each of 8
 	 * flows overtaken at one comeback). */
 	__u32 mark = 0, slot = DONE_ALL;
-	if (st.hk->marks && mark_meta(ctx, st.cfg)) {
-		mark = MARK_SPLIT;
-		slot = DONE_SPLIT;
+	if (st.hk->marks) {
+		if (!gro_gate(st.cfg, hid, now)) {
+			/* As if not attached: unmarked, in no count, built here. */
+			st.cnt->c[CNT_GUARD_HOLD]++;
+			count_steered(st.cnt, hid, cur);
+			record(fh, KIND_NONE, cur, 0, 0, 0, action);
+			return action;
+		}
+		if (mark_meta(ctx, st.cfg)) {
+			mark = MARK_SPLIT;
+			slot = DONE_SPLIT;
+		}
 	}
 	decide(st.cfg, st.ld, &st.s, hid, st.hk->next_ifindex, fh, cur, now, slot, st.hk->attached_ns, 1, &dc);
 	count(st.cnt, &dc);

@@ -434,7 +434,10 @@ func (m *falconMode) containerNetns() []string {
 // is queued behind a hook: one at full rate whose queues never empty
 // cannot. Stop detaches after DrainTimeout anyway, which may let such a
 // flow's next packets overtake queued ones: said loudly, with how many
-// segments were still on their way. Draining stays on: the caller ends it.
+// segments were still on their way. Then the split programs stop marking
+// (datapath.SetUnmarking: a detach must not change a frame's metadata
+// under GRO), within the same limit. Draining stays on: the caller ends
+// it.
 func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 	if err := m.dp.SetDraining(true); err != nil {
 		h.Log().Warn("drain", "err", err)
@@ -448,7 +451,7 @@ func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 			h.Log().Warn("drain", "err", err)
 			return false
 		}
-		if p.Flows == 0 {
+		if p.Flows == 0 && !m.dp.Config().Unmarking {
 			if waited := time.Since(start); waited > time.Second {
 				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
 			}
@@ -456,9 +459,26 @@ func (m *falconMode) drain(h *Host, limit time.Duration) bool {
 				h.Log().Info("drained, but idle flows have segments unaccounted for (lost where no drop is counted, or queued on a CPU stalled for the guard timeout)",
 					"flows", p.IdleFlows, "segments", p.IdleInFlight, "guard_timeout", m.cfg.GuardTimeout)
 			}
-			return true
+			if err := m.dp.SetUnmarking(true); err != nil {
+				h.Log().Warn("drain", "err", err)
+				return false
+			}
+		}
+		if m.dp.Config().Unmarking {
+			done, err := m.dp.Unmarked()
+			if err != nil {
+				h.Log().Warn("drain", "err", err)
+				return false
+			}
+			if done {
+				return true
+			}
 		}
 		now := time.Now()
+		if now.After(deadline) && m.dp.Config().Unmarking {
+			h.Log().Warn("drain: a split program still marks frames that GRO holds; detaching now could reorder their flows", "after", limit)
+			return false
+		}
 		if now.After(deadline) {
 			h.Log().Warn("drain: flows still steered; detaching now would let their next packets overtake queued ones",
 				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", limit)

@@ -311,10 +311,14 @@ func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
 }
 
 // tcpResult is a tcpFlow's iperf3 result and its receiver's TCPOFOQueue
-// delta.
+// and duplicate-segment (D-SACK sent) deltas. A segment queued out of
+// order waits behind a hole: a reordered segment, or one lost on the way.
+// The sender's retransmits fill the holes of losses; a retransmit of a
+// segment that was not lost arrives as a duplicate, which the receiver
+// reports with a D-SACK.
 type tcpResult struct {
 	workload.Iperf3Result
-	ofo int64
+	ofo, dsack int64
 }
 
 // tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
@@ -328,14 +332,15 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	ofo := func() int64 {
+	counts := func() (ofo, dsack int64) {
 		s, err := procfs.ReadSNMP(servers[0].Netns)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return s["TcpExt"]["TCPOFOQueue"]
+		x := s["TcpExt"]
+		return x["TCPOFOQueue"], x["TCPDSACKOldSent"] + x["TCPDSACKOfoSent"]
 	}
-	before := ofo()
+	ofo0, dsack0 := counts()
 	var res workload.Iperf3Result
 	around(func() {
 		res, err = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
@@ -344,5 +349,6 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tcpResult{res, ofo() - before}
+	ofo1, dsack1 := counts()
+	return tcpResult{res, ofo1 - ofo0, dsack1 - dsack0}
 }

@@ -20,11 +20,12 @@ import (
 // stage split. The same run without falcon comes first; only where it
 // queued nothing is falcon held to zero.
 //
-// Split is not held to it yet: through 4 switches in 6 s it queued 1-4
-// segments out of order in each of 13 runs here (5 of them with the
-// wire's veth in NAPI mode, so not only the veth's change between its
-// backlog and its NAPI ring that DESIGN.md describes), pipelining 0 in 5.
-// The case runs and says what it saw (issue 9).
+// Split queued 1-4 segments out of order in each of 13 runs here until its
+// program kept marked and unmarked frames of a flow apart in the NIC's GRO
+// at its attach and detach (bpf/split.c gro_gate). A run whose sender had
+// to retransmit lost segments cannot tell their holes from reordering:
+// it is logged as inconclusive, unless a duplicate arrived (a retransmit
+// of a segment that was only late).
 //
 // The sending host's receive work (the ACKs) is pinned to the sender's
 // CPU, as falcon bench does (keepSenderHostOnSenderCPUs): otherwise the
@@ -107,19 +108,23 @@ func tcpThroughSwitches(t *testing.T, split bool) {
 	if rep := status(t, o); rep.Totals != nil {
 		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
 	}
-	t.Logf("TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits); %d stand-downs, %d comebacks; "+
+	t.Logf("TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits, %d duplicates); %d stand-downs, %d comebacks; "+
 		"guard since the last comeback: moved %d, held %d, timeouts %d",
-		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, downs, ups, moved, holds, timeouts)
+		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, r.dsack, downs, ups, moved, holds, timeouts)
 	if downs == 0 || ups == 0 {
 		t.Errorf("falcon stood down %d times and came back %d: the run tested no switch", downs, ups)
 	}
 	switch {
 	case vanilla != 0:
 		t.Logf("WITHOUT falcon the receiver itself queued %d segments out of order under this load: falcon not held to 0", vanilla)
-	case withFalcon != 0 && split:
-		t.Logf("KNOWN (issue 9): falcon+split: the receiver queued %d segments out of order through its switches, none without falcon", withFalcon)
+	case withFalcon != 0 && r.Retransmits > 0 && r.dsack == 0:
+		// Split drops a guarded frame where its CPU's cpumap queue
+		// might be full (a busy loop shares that CPU with the kthread).
+		t.Logf("INCONCLUSIVE: %d segments out of order behind %d lost and retransmitted ones (no duplicate arrived): holes of losses, which a reorder cannot be told from in this run",
+			withFalcon, r.Retransmits)
 	case withFalcon != 0:
-		t.Errorf("falcon: the receiver queued %d segments out of order through its stand-downs and comebacks, none without falcon", withFalcon)
+		t.Errorf("falcon: the receiver queued %d segments out of order through its stand-downs and comebacks, none without falcon (%d retransmits, %d duplicates)",
+			withFalcon, r.Retransmits, r.dsack)
 	}
 }
 

@@ -119,9 +119,12 @@ type Config struct {
 	Policy    string // PolicyAdaptive, PolicyPaper or PolicyStatic; "" = adaptive
 	// AlwaysOn: never inline because of the set's average load (FALCON
 	// Fig. 15's "always-on"); a CPU's own load still counts.
-	AlwaysOn  bool
-	Engaged   bool // adaptive: the agent measured that steering pays
-	Draining  bool // stopping: every flow goes inline, under its guard
+	AlwaysOn bool
+	Engaged  bool // adaptive: the agent measured that steering pays
+	Draining bool // stopping: every flow goes inline, under its guard
+	// Unmarking: drained, the split programs stop marking before their
+	// detach (SetUnmarking).
+	Unmarking bool
 	StoodDown bool // every program detached: steering did not pay, or nothing to relieve (StandDown)
 	// Epoch: the last stage counts a hook's mark (bpf/falcon.h MARK_*) only
 	// while the mark's epoch is this one, 1..MaxEpoch; forgetting the flows'
@@ -311,6 +314,9 @@ func (c Config) toBPF() falconConfig {
 	if c.Draining {
 		b.Drain = 1
 	}
+	if c.Unmarking {
+		b.Unmark = 1
+	}
 	if c.StoodDown {
 		b.StoodDown = 1
 	}
@@ -344,6 +350,7 @@ func configFromBPF(b *falconConfig) Config {
 		Policy:       PolicyAdaptive,
 		Engaged:      b.Engaged != 0,
 		Draining:     b.Drain != 0,
+		Unmarking:    b.Unmark != 0,
 		StoodDown:    b.StoodDown != 0,
 		Epoch:        int(b.Epoch),
 		Recheck:      time.Duration(b.RecheckNs),
@@ -455,15 +462,15 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 }
 
 // SetConfig replaces the configuration; flowlets whose CPU left the set
-// choose again on their next packet. Engaged, Draining, StoodDown and
-// Epoch are the running state, not configuration: SetConfig keeps the values
-// in force (SetEngaged, SetDraining and StandDown change them; Load takes
-// the first ones).
+// choose again on their next packet. Engaged, Draining, Unmarking,
+// StoodDown and Epoch are the running state, not configuration: SetConfig
+// keeps the values in force (SetEngaged, SetDraining, SetUnmarking and
+// StandDown change them; Load takes the first ones).
 func (d *Datapath) SetConfig(cfg Config) error {
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	cur := d.Config()
-	cfg.Engaged, cfg.Draining, cfg.StoodDown, cfg.Epoch = cur.Engaged, cur.Draining, cur.StoodDown, cur.Epoch
+	cfg.Engaged, cfg.Draining, cfg.Unmarking, cfg.StoodDown, cfg.Epoch = cur.Engaged, cur.Draining, cur.Unmarking, cur.StoodDown, cur.Epoch
 	return d.setConfig(cfg)
 }
 

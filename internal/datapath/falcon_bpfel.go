@@ -27,6 +27,7 @@ type falconConfig struct {
 	Engaged        uint32
 	Ncpus          uint32
 	Drain          uint32
+	Unmark         uint32
 	StoodDown      uint32
 	Epoch          uint32
 	Nports         uint32
@@ -39,7 +40,6 @@ type falconConfig struct {
 	ElephantBytes  uint32
 	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type falconCounters struct {
@@ -89,6 +89,14 @@ type falconFlowletKey struct {
 	Hook     uint32
 }
 
+type falconGroState struct {
+	_         structs.HostLayout
+	FlushedNs uint64
+	LastNs    uint64
+	Meta      uint32
+	Seen      uint32
+}
+
 type falconHook struct {
 	_           structs.HostLayout
 	Ifindex     uint32
@@ -121,6 +129,14 @@ type falconMflow struct {
 	Idx        uint32
 }
 
+type falconSplitDev struct {
+	_          structs.HostLayout
+	Hook       uint32
+	Pad        uint32
+	HoldDoneNs uint64
+	HoldBusyNs uint64
+}
+
 type falconStageDev struct {
 	_        structs.HostLayout
 	NetnsIno uint32
@@ -137,19 +153,21 @@ type falconSteerKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	falconMapFalconConfig   = "falcon_config"
-	falconMapFalconCounters = "falcon_counters"
-	falconMapFalconDebug    = "falcon_debug"
-	falconMapFalconDone     = "falcon_done"
-	falconMapFalconFlowlets = "falcon_flowlets"
-	falconMapFalconHooks    = "falcon_hooks"
-	falconMapFalconLoad     = "falcon_load"
-	falconMapFalconMflow    = "falcon_mflow"
-	falconMapFalconStages   = "falcon_stages"
-	falconMapFalconSteered  = "falcon_steered"
-	falconProgFalconSteer   = "falcon_steer"
-	falconVarDebugOn        = "debug_on"
-	falconVarHookId         = "hook_id"
+	falconMapFalconConfig    = "falcon_config"
+	falconMapFalconCounters  = "falcon_counters"
+	falconMapFalconDebug     = "falcon_debug"
+	falconMapFalconDone      = "falcon_done"
+	falconMapFalconFlowlets  = "falcon_flowlets"
+	falconMapFalconGro       = "falcon_gro"
+	falconMapFalconHooks     = "falcon_hooks"
+	falconMapFalconLoad      = "falcon_load"
+	falconMapFalconMflow     = "falcon_mflow"
+	falconMapFalconSplitDevs = "falcon_split_devs"
+	falconMapFalconStages    = "falcon_stages"
+	falconMapFalconSteered   = "falcon_steered"
+	falconProgFalconSteer    = "falcon_steer"
+	falconVarDebugOn         = "debug_on"
+	falconVarHookId          = "hook_id"
 )
 
 // loadFalcon returns the embedded CollectionSpec for falcon.
@@ -201,16 +219,18 @@ type falconProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type falconMapSpecs struct {
-	FalconConfig   *ebpf.MapSpec `ebpf:"falcon_config"`
-	FalconCounters *ebpf.MapSpec `ebpf:"falcon_counters"`
-	FalconDebug    *ebpf.MapSpec `ebpf:"falcon_debug"`
-	FalconDone     *ebpf.MapSpec `ebpf:"falcon_done"`
-	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
-	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
-	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
-	FalconMflow    *ebpf.MapSpec `ebpf:"falcon_mflow"`
-	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
-	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
+	FalconConfig    *ebpf.MapSpec `ebpf:"falcon_config"`
+	FalconCounters  *ebpf.MapSpec `ebpf:"falcon_counters"`
+	FalconDebug     *ebpf.MapSpec `ebpf:"falcon_debug"`
+	FalconDone      *ebpf.MapSpec `ebpf:"falcon_done"`
+	FalconFlowlets  *ebpf.MapSpec `ebpf:"falcon_flowlets"`
+	FalconGro       *ebpf.MapSpec `ebpf:"falcon_gro"`
+	FalconHooks     *ebpf.MapSpec `ebpf:"falcon_hooks"`
+	FalconLoad      *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconMflow     *ebpf.MapSpec `ebpf:"falcon_mflow"`
+	FalconSplitDevs *ebpf.MapSpec `ebpf:"falcon_split_devs"`
+	FalconStages    *ebpf.MapSpec `ebpf:"falcon_stages"`
+	FalconSteered   *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
 
 // falconVariableSpecs contains global variables before they are loaded into the kernel.
@@ -241,16 +261,18 @@ func (o *falconObjects) Close() error {
 //
 // It can be passed to loadFalconObjects or ebpf.CollectionSpec.LoadAndAssign.
 type falconMaps struct {
-	FalconConfig   *ebpf.Map `ebpf:"falcon_config"`
-	FalconCounters *ebpf.Map `ebpf:"falcon_counters"`
-	FalconDebug    *ebpf.Map `ebpf:"falcon_debug"`
-	FalconDone     *ebpf.Map `ebpf:"falcon_done"`
-	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
-	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
-	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
-	FalconMflow    *ebpf.Map `ebpf:"falcon_mflow"`
-	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
-	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
+	FalconConfig    *ebpf.Map `ebpf:"falcon_config"`
+	FalconCounters  *ebpf.Map `ebpf:"falcon_counters"`
+	FalconDebug     *ebpf.Map `ebpf:"falcon_debug"`
+	FalconDone      *ebpf.Map `ebpf:"falcon_done"`
+	FalconFlowlets  *ebpf.Map `ebpf:"falcon_flowlets"`
+	FalconGro       *ebpf.Map `ebpf:"falcon_gro"`
+	FalconHooks     *ebpf.Map `ebpf:"falcon_hooks"`
+	FalconLoad      *ebpf.Map `ebpf:"falcon_load"`
+	FalconMflow     *ebpf.Map `ebpf:"falcon_mflow"`
+	FalconSplitDevs *ebpf.Map `ebpf:"falcon_split_devs"`
+	FalconStages    *ebpf.Map `ebpf:"falcon_stages"`
+	FalconSteered   *ebpf.Map `ebpf:"falcon_steered"`
 }
 
 func (m *falconMaps) Close() error {
@@ -260,9 +282,11 @@ func (m *falconMaps) Close() error {
 		m.FalconDebug,
 		m.FalconDone,
 		m.FalconFlowlets,
+		m.FalconGro,
 		m.FalconHooks,
 		m.FalconLoad,
 		m.FalconMflow,
+		m.FalconSplitDevs,
 		m.FalconStages,
 		m.FalconSteered,
 	)

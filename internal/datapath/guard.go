@@ -276,7 +276,7 @@ func monotonicNow() uint64 {
 // still steered would let their next packets overtake the ones queued at
 // the old targets.
 func (d *Datapath) SetDraining(on bool) error {
-	return d.setState(func(c *Config) { c.Draining = on })
+	return d.setState(func(c *Config) { c.Draining, c.Unmarking = on, on && c.Unmarking })
 }
 
 // Pending is what stands between a drain and a detach that reorders

@@ -27,6 +27,7 @@ type guardConfig struct {
 	Engaged        uint32
 	Ncpus          uint32
 	Drain          uint32
+	Unmark         uint32
 	StoodDown      uint32
 	Epoch          uint32
 	Nports         uint32
@@ -39,7 +40,6 @@ type guardConfig struct {
 	ElephantBytes  uint32
 	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type guardCounters struct {
@@ -89,6 +89,14 @@ type guardFlowletKey struct {
 	Hook     uint32
 }
 
+type guardGroState struct {
+	_         structs.HostLayout
+	FlushedNs uint64
+	LastNs    uint64
+	Meta      uint32
+	Seen      uint32
+}
+
 type guardHook struct {
 	_           structs.HostLayout
 	Ifindex     uint32
@@ -129,6 +137,14 @@ type guardPending struct {
 	Epoch uint32
 }
 
+type guardSplitDev struct {
+	_          structs.HostLayout
+	Hook       uint32
+	Pad        uint32
+	HoldDoneNs uint64
+	HoldBusyNs uint64
+}
+
 type guardStageDev struct {
 	_        structs.HostLayout
 	NetnsIno uint32
@@ -150,10 +166,12 @@ const (
 	guardMapFalconDebug      = "falcon_debug"
 	guardMapFalconDone       = "falcon_done"
 	guardMapFalconFlowlets   = "falcon_flowlets"
+	guardMapFalconGro        = "falcon_gro"
 	guardMapFalconHooks      = "falcon_hooks"
 	guardMapFalconLoad       = "falcon_load"
 	guardMapFalconMflow      = "falcon_mflow"
 	guardMapFalconPending    = "falcon_pending"
+	guardMapFalconSplitDevs  = "falcon_split_devs"
 	guardMapFalconStages     = "falcon_stages"
 	guardMapFalconSteered    = "falcon_steered"
 	guardProgFalconArrive    = "falcon_arrive"
@@ -214,17 +232,19 @@ type guardProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardMapSpecs struct {
-	FalconConfig   *ebpf.MapSpec `ebpf:"falcon_config"`
-	FalconCounters *ebpf.MapSpec `ebpf:"falcon_counters"`
-	FalconDebug    *ebpf.MapSpec `ebpf:"falcon_debug"`
-	FalconDone     *ebpf.MapSpec `ebpf:"falcon_done"`
-	FalconFlowlets *ebpf.MapSpec `ebpf:"falcon_flowlets"`
-	FalconHooks    *ebpf.MapSpec `ebpf:"falcon_hooks"`
-	FalconLoad     *ebpf.MapSpec `ebpf:"falcon_load"`
-	FalconMflow    *ebpf.MapSpec `ebpf:"falcon_mflow"`
-	FalconPending  *ebpf.MapSpec `ebpf:"falcon_pending"`
-	FalconStages   *ebpf.MapSpec `ebpf:"falcon_stages"`
-	FalconSteered  *ebpf.MapSpec `ebpf:"falcon_steered"`
+	FalconConfig    *ebpf.MapSpec `ebpf:"falcon_config"`
+	FalconCounters  *ebpf.MapSpec `ebpf:"falcon_counters"`
+	FalconDebug     *ebpf.MapSpec `ebpf:"falcon_debug"`
+	FalconDone      *ebpf.MapSpec `ebpf:"falcon_done"`
+	FalconFlowlets  *ebpf.MapSpec `ebpf:"falcon_flowlets"`
+	FalconGro       *ebpf.MapSpec `ebpf:"falcon_gro"`
+	FalconHooks     *ebpf.MapSpec `ebpf:"falcon_hooks"`
+	FalconLoad      *ebpf.MapSpec `ebpf:"falcon_load"`
+	FalconMflow     *ebpf.MapSpec `ebpf:"falcon_mflow"`
+	FalconPending   *ebpf.MapSpec `ebpf:"falcon_pending"`
+	FalconSplitDevs *ebpf.MapSpec `ebpf:"falcon_split_devs"`
+	FalconStages    *ebpf.MapSpec `ebpf:"falcon_stages"`
+	FalconSteered   *ebpf.MapSpec `ebpf:"falcon_steered"`
 }
 
 // guardVariableSpecs contains global variables before they are loaded into the kernel.
@@ -255,17 +275,19 @@ func (o *guardObjects) Close() error {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardMaps struct {
-	FalconConfig   *ebpf.Map `ebpf:"falcon_config"`
-	FalconCounters *ebpf.Map `ebpf:"falcon_counters"`
-	FalconDebug    *ebpf.Map `ebpf:"falcon_debug"`
-	FalconDone     *ebpf.Map `ebpf:"falcon_done"`
-	FalconFlowlets *ebpf.Map `ebpf:"falcon_flowlets"`
-	FalconHooks    *ebpf.Map `ebpf:"falcon_hooks"`
-	FalconLoad     *ebpf.Map `ebpf:"falcon_load"`
-	FalconMflow    *ebpf.Map `ebpf:"falcon_mflow"`
-	FalconPending  *ebpf.Map `ebpf:"falcon_pending"`
-	FalconStages   *ebpf.Map `ebpf:"falcon_stages"`
-	FalconSteered  *ebpf.Map `ebpf:"falcon_steered"`
+	FalconConfig    *ebpf.Map `ebpf:"falcon_config"`
+	FalconCounters  *ebpf.Map `ebpf:"falcon_counters"`
+	FalconDebug     *ebpf.Map `ebpf:"falcon_debug"`
+	FalconDone      *ebpf.Map `ebpf:"falcon_done"`
+	FalconFlowlets  *ebpf.Map `ebpf:"falcon_flowlets"`
+	FalconGro       *ebpf.Map `ebpf:"falcon_gro"`
+	FalconHooks     *ebpf.Map `ebpf:"falcon_hooks"`
+	FalconLoad      *ebpf.Map `ebpf:"falcon_load"`
+	FalconMflow     *ebpf.Map `ebpf:"falcon_mflow"`
+	FalconPending   *ebpf.Map `ebpf:"falcon_pending"`
+	FalconSplitDevs *ebpf.Map `ebpf:"falcon_split_devs"`
+	FalconStages    *ebpf.Map `ebpf:"falcon_stages"`
+	FalconSteered   *ebpf.Map `ebpf:"falcon_steered"`
 }
 
 func (m *guardMaps) Close() error {
@@ -275,10 +297,12 @@ func (m *guardMaps) Close() error {
 		m.FalconDebug,
 		m.FalconDone,
 		m.FalconFlowlets,
+		m.FalconGro,
 		m.FalconHooks,
 		m.FalconLoad,
 		m.FalconMflow,
 		m.FalconPending,
+		m.FalconSplitDevs,
 		m.FalconStages,
 		m.FalconSteered,
 	)

@@ -22,16 +22,18 @@ const pinPrefix = "falcon_"
 
 func (d *Datapath) mapsByName() map[string]*ebpf.Map {
 	return map[string]*ebpf.Map{
-		"falcon_config":   d.maps.FalconConfig,
-		"falcon_load":     d.maps.FalconLoad,
-		"falcon_hooks":    d.maps.FalconHooks,
-		"falcon_counters": d.maps.FalconCounters,
-		"falcon_steered":  d.maps.FalconSteered,
-		"falcon_flowlets": d.maps.FalconFlowlets,
-		"falcon_debug":    d.maps.FalconDebug,
-		"falcon_done":     d.maps.FalconDone,
-		"falcon_stages":   d.maps.FalconStages,
-		"falcon_mflow":    d.maps.FalconMflow,
+		"falcon_config":     d.maps.FalconConfig,
+		"falcon_load":       d.maps.FalconLoad,
+		"falcon_hooks":      d.maps.FalconHooks,
+		"falcon_counters":   d.maps.FalconCounters,
+		"falcon_steered":    d.maps.FalconSteered,
+		"falcon_flowlets":   d.maps.FalconFlowlets,
+		"falcon_debug":      d.maps.FalconDebug,
+		"falcon_done":       d.maps.FalconDone,
+		"falcon_stages":     d.maps.FalconStages,
+		"falcon_mflow":      d.maps.FalconMflow,
+		"falcon_split_devs": d.maps.FalconSplitDevs,
+		"falcon_gro":        d.maps.FalconGro,
 	}
 }
 

@@ -323,7 +323,13 @@ func (d *Datapath) splitProgram(id uint32) (*ebpf.Program, error) {
 func (d *Datapath) attachXDP(a *attachment) error {
 	return d.attachWith(a, "split", d.splitProgram, func(l netlink.Link) error {
 		name := l.Attrs().Name
-		var err error
+		hold, err := groHoldDone(a.hook.Netns, name)
+		if err != nil {
+			return err
+		}
+		if err := d.registerSplitNIC(a.id, a.hook, hold); err != nil {
+			return err
+		}
 		a.link, err = link.AttachXDP(link.XDPOptions{Program: a.prog, Interface: a.hook.Ifindex, Flags: link.XDPDriverMode})
 		switch {
 		case err == nil:
@@ -375,7 +381,7 @@ func (d *Datapath) detachSplit(k hookKey) error {
 	if a.link != nil {
 		errs = append(errs, closeLink(a.link))
 	}
-	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close())
+	errs = append(errs, d.writeHook(a.id, a.hook, false), a.prog.Close(), d.unregisterSplitNIC(a.hook))
 	d.ids[a.id] = false
 	if len(d.splits) == 0 && d.split != nil {
 		errs = append(errs, d.split.close())

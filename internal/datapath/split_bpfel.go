@@ -27,6 +27,7 @@ type splitConfig struct {
 	Engaged        uint32
 	Ncpus          uint32
 	Drain          uint32
+	Unmark         uint32
 	StoodDown      uint32
 	Epoch          uint32
 	Nports         uint32
@@ -39,7 +40,6 @@ type splitConfig struct {
 	ElephantBytes  uint32
 	ReorderUdp     uint32
 	SplitCpus      [1024]uint32
-	_              [4]byte
 }
 
 type splitCounters struct {
@@ -89,6 +89,14 @@ type splitFlowletKey struct {
 	Hook     uint32
 }
 
+type splitGroState struct {
+	_         structs.HostLayout
+	FlushedNs uint64
+	LastNs    uint64
+	Meta      uint32
+	Seen      uint32
+}
+
 type splitHook struct {
 	_           structs.HostLayout
 	Ifindex     uint32
@@ -119,6 +127,14 @@ type splitMflow struct {
 	Split      uint64
 	Elephant   uint32
 	Idx        uint32
+}
+
+type splitSplitDev struct {
+	_          structs.HostLayout
+	Hook       uint32
+	Pad        uint32
+	HoldDoneNs uint64
+	HoldBusyNs uint64
 }
 
 type splitSplitStats struct {
@@ -161,9 +177,11 @@ const (
 	splitMapFalconDebug          = "falcon_debug"
 	splitMapFalconDone           = "falcon_done"
 	splitMapFalconFlowlets       = "falcon_flowlets"
+	splitMapFalconGro            = "falcon_gro"
 	splitMapFalconHooks          = "falcon_hooks"
 	splitMapFalconLoad           = "falcon_load"
 	splitMapFalconMflow          = "falcon_mflow"
+	splitMapFalconSplitDevs      = "falcon_split_devs"
 	splitMapFalconSplitStats     = "falcon_split_stats"
 	splitMapFalconStages         = "falcon_stages"
 	splitMapFalconSteered        = "falcon_steered"
@@ -233,9 +251,11 @@ type splitMapSpecs struct {
 	FalconDebug      *ebpf.MapSpec `ebpf:"falcon_debug"`
 	FalconDone       *ebpf.MapSpec `ebpf:"falcon_done"`
 	FalconFlowlets   *ebpf.MapSpec `ebpf:"falcon_flowlets"`
+	FalconGro        *ebpf.MapSpec `ebpf:"falcon_gro"`
 	FalconHooks      *ebpf.MapSpec `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.MapSpec `ebpf:"falcon_load"`
 	FalconMflow      *ebpf.MapSpec `ebpf:"falcon_mflow"`
+	FalconSplitDevs  *ebpf.MapSpec `ebpf:"falcon_split_devs"`
 	FalconSplitStats *ebpf.MapSpec `ebpf:"falcon_split_stats"`
 	FalconStages     *ebpf.MapSpec `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.MapSpec `ebpf:"falcon_steered"`
@@ -277,9 +297,11 @@ type splitMaps struct {
 	FalconDebug      *ebpf.Map `ebpf:"falcon_debug"`
 	FalconDone       *ebpf.Map `ebpf:"falcon_done"`
 	FalconFlowlets   *ebpf.Map `ebpf:"falcon_flowlets"`
+	FalconGro        *ebpf.Map `ebpf:"falcon_gro"`
 	FalconHooks      *ebpf.Map `ebpf:"falcon_hooks"`
 	FalconLoad       *ebpf.Map `ebpf:"falcon_load"`
 	FalconMflow      *ebpf.Map `ebpf:"falcon_mflow"`
+	FalconSplitDevs  *ebpf.Map `ebpf:"falcon_split_devs"`
 	FalconSplitStats *ebpf.Map `ebpf:"falcon_split_stats"`
 	FalconStages     *ebpf.Map `ebpf:"falcon_stages"`
 	FalconSteered    *ebpf.Map `ebpf:"falcon_steered"`
@@ -293,9 +315,11 @@ func (m *splitMaps) Close() error {
 		m.FalconDebug,
 		m.FalconDone,
 		m.FalconFlowlets,
+		m.FalconGro,
 		m.FalconHooks,
 		m.FalconLoad,
 		m.FalconMflow,
+		m.FalconSplitDevs,
 		m.FalconSplitStats,
 		m.FalconStages,
 		m.FalconSteered,
