@@ -156,8 +156,10 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	if sp.SteeredTo[0]+sp.SteeredTo[1] < 4*300 || (sp.Decisions.Fallback == 0 && sp.SteeredTo[1] < 4*300) || sp.SteeredTo[1] == 0 {
 		t.Errorf("split stage sent %v, want all %d packets to CPU 1 but those of fallen-back flows", sp.SteeredTo, 4*300)
 	}
-	if cs.Built+cs.BuildDrops+cs.EnqueueDrops != sp.SteeredTo[1] {
-		t.Errorf("cpumap CPU 1: %+v, but %d packets were redirected to it", cs, sp.SteeredTo[1])
+	// Held frames were built where they were polled: on CPU 1, counted
+	// as sent there but not redirected (the GRO gate, bpf/split.c).
+	if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > sp.SteeredTo[1] || got+sp.Decisions.GuardHolds < sp.SteeredTo[1] {
+		t.Errorf("cpumap CPU 1: %+v, but %d packets were sent to it, %d of all held", cs, sp.SteeredTo[1], sp.Decisions.GuardHolds)
 	}
 
 	stopped = true

@@ -12,10 +12,10 @@ import (
 	"github.com/falconnet/falcon/internal/workload"
 )
 
-// TestTCPOrderThroughSwitches: one iperf3 TCP flow at full rate while
-// falcon (the paper policy at a 60 % threshold, so that it moves the flow
-// whenever a CPU's load crosses it) stands down and comes back every
-// 300 ms and a busy loop swings between the CPUs: the receiver may queue
+// TestTCPOrderThroughSwitches: on each layout, one iperf3 TCP flow at full
+// rate while falcon (the paper policy at a 60 % threshold, so that it
+// moves the flow whenever a CPU's load crosses it) stands down and comes
+// back every 300 ms and a busy loop swings between the CPUs: the receiver may queue
 // no segment out of order (TcpExt TCPOFOQueue), with and without the NIC
 // stage split. The same run without falcon comes first; only where it
 // queued nothing is falcon held to zero.
@@ -39,22 +39,25 @@ func TestTCPOrderThroughSwitches(t *testing.T) {
 	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
 		t.Skip(err)
 	}
-	for _, c := range []struct {
-		name  string
-		split bool
-	}{{"pipelining", false}, {"split", true}} {
-		t.Run(c.name, func(t *testing.T) { tcpThroughSwitches(t, c.split) })
+	for _, layout := range []string{"docker", "flannel", "calico"} {
+		for _, split := range []bool{false, true} {
+			name := layout + "/pipelining"
+			if split {
+				name = layout + "/split"
+			}
+			t.Run(name, func(t *testing.T) { tcpThroughSwitches(t, layout, split) })
+		}
 	}
 }
 
-func tcpThroughSwitches(t *testing.T, split bool) {
+func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tag := "tcpo"
+	tag := "to" + layout[:1]
 	if split {
 		tag += "s"
 	}
-	tb := ibed(t, tag, "docker", 2)
+	tb := ibed(t, tag, layout, 2)
 	warm(t, tb)
 	write(t, tb.Hosts[0].Netns, "/sys/class/net/"+tb.Hosts[0].NIC+"/queues/rx-0/rps_cpus", "1")
 

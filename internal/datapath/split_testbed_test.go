@@ -251,12 +251,19 @@ func TestSplitOnTestbed(t *testing.T) {
 		redirected := after.SteeredTo[1] - before.SteeredTo[1]
 		cs := c.CPUMap[1]
 		t.Logf("split: ran on %v, redirected to CPU 1: %d; cpumap CPU 1: %+v", after.RanOn, redirected, cs)
-		if redirected < 8*500 {
-			t.Errorf("%d packets redirected to CPU 1, want at least the %d sent", redirected, 8*500)
+		// Frames the split program polls on a CPU before a poll there
+		// returned after its first one pass unmarked and uncounted (the
+		// GRO gate, split.c): at most one poll's worth.
+		held := after.Holds - before.Holds
+		if redirected+held < 8*500 || held > 64 {
+			t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d sent with at most 64 held",
+				redirected, held, 8*500)
 		}
 		// Every redirected frame is dropped at the full queue or reaches
 		// the kthread, which builds it or drops it.
-		if cs.Built+cs.BuildDrops+cs.EnqueueDrops != after.SteeredTo[1] || cs.Batches == 0 {
+		// (less frames the gate held on CPU 1: built there, counted as
+		// sent there)
+		if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > after.SteeredTo[1] || got+after.Holds < after.SteeredTo[1] || cs.Batches == 0 {
 			t.Errorf("cpumap CPU 1: kthread built %d + dropped %d in %d batches, queue dropped %d, but the program redirected %d",
 				cs.Built, cs.BuildDrops, cs.Batches, cs.EnqueueDrops, after.SteeredTo[1])
 		}
