@@ -357,6 +357,76 @@ func TestSplitOnTestbed(t *testing.T) {
 		}
 	})
 
+	// Unmarking before a detach: on the CPU that polls the NIC the split
+	// program stops marking once GRO let go of what it marked there, and
+	// passes the rest unmarked, in no count (a hold each); when the drain
+	// ends it marks again after the first poll. A detach then changes no
+	// frame's metadata under GRO (bpf/split.c gro_gate).
+	t.Run("unmark", func(t *testing.T) {
+		dst := netip.MustParseAddr(sv.Addr)
+		send := func(port uint16) (held uint64) {
+			t.Helper()
+			r, err := seqcheck.Listen(sv.Netns, dst, port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			before := splitStage(t, d).Holds
+			if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 1, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
+				t.Fatal(err)
+			}
+			stats, err := r.Wait(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for from, s := range stats {
+				if s.Reordered != 0 {
+					t.Errorf("flow from %s: %d of %d reordered", from, s.Reordered, s.Received)
+				}
+			}
+			return splitStage(t, d).Holds - before
+		}
+		meta := func() uint32 { // on CPU 0, where the sender's xmit polls the NIC
+			t.Helper()
+			var per []falconGroState
+			if err := d.maps.FalconGro.Lookup(d.splits[nic.Hook().key()].id, &per); err != nil {
+				t.Fatal(err)
+			}
+			return per[0].Meta
+		}
+		if m := meta(); m != 1 {
+			t.Fatalf("before: CPU 0 marks %d, want 1", m)
+		}
+		if err := d.SetDraining(true); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.SetUnmarking(true); err != nil {
+			t.Fatal(err)
+		}
+		held := send(40128)
+		t.Logf("unmarking: %d of 300 frames passed unmarked", held)
+		if held < 300 {
+			t.Errorf("unmarking: %d of 300 frames passed unmarked, want all (GRO held nothing marked)", held)
+		}
+		if ok, err := d.Unmarked(); err != nil || !ok || meta() != 0 {
+			t.Errorf("unmarking: Unmarked %v (%v), CPU 0 marks %d; want true, 0", ok, err, meta())
+		}
+		if err := d.SetDraining(false); err != nil {
+			t.Fatal(err)
+		}
+		if d.Config().Unmarking {
+			t.Error("SetDraining(false) left Unmarking on")
+		}
+		held = send(40129)
+		t.Logf("marking again: %d of 300 frames passed unmarked", held)
+		if held > 64 {
+			t.Errorf("marking again: %d of 300 frames unmarked, want at most the first poll's (64)", held)
+		}
+		if m := meta(); m != 1 {
+			t.Errorf("after: CPU 0 marks %d, want 1", m)
+		}
+	})
+
 	// Overload: the kthread's CPU also runs a busy loop while eight flows
 	// come at full rate. The split program keeps the queue from filling
 	// and counts each frame it drops for its flow, so the kernel drops
