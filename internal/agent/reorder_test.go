@@ -310,15 +310,15 @@ func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
 	return r.ofo
 }
 
-// tcpResult is a tcpFlow's iperf3 result and its receiver's TCPOFOQueue
-// and duplicate-segment (D-SACK sent) deltas. A segment queued out of
-// order waits behind a hole: a reordered segment, or one lost on the way.
-// The sender's retransmits fill the holes of losses; a retransmit of a
-// segment that was not lost arrives as a duplicate, which the receiver
-// reports with a D-SACK.
+// tcpResult is a tcpFlow's iperf3 result, its receiver's TCPOFOQueue
+// delta and its sender's count of reorderings it detected (TcpExt
+// TCPSACKReorder, TCPTSReorder, TCPRenoReorder). A segment queued out of
+// order waits behind a hole: a reordered segment, or one lost on the way,
+// whose retransmit fills it; the sender tells the two apart from the
+// acknowledgements (SACK, timestamps).
 type tcpResult struct {
 	workload.Iperf3Result
-	ofo, dsack int64
+	ofo, senderReorder int64
 }
 
 // tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
@@ -332,15 +332,18 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	counts := func() (ofo, dsack int64) {
-		s, err := procfs.ReadSNMP(servers[0].Netns)
+	tcpExt := func(ns string) map[string]int64 {
+		s, err := procfs.ReadSNMP(ns)
 		if err != nil {
 			t.Fatal(err)
 		}
-		x := s["TcpExt"]
-		return x["TCPOFOQueue"], x["TCPDSACKOldSent"] + x["TCPDSACKOfoSent"]
+		return s["TcpExt"]
 	}
-	ofo0, dsack0 := counts()
+	counts := func() (ofo, reorder int64) {
+		tx := tcpExt(clients[0].Netns)
+		return tcpExt(servers[0].Netns)["TCPOFOQueue"], tx["TCPSACKReorder"] + tx["TCPTSReorder"] + tx["TCPRenoReorder"]
+	}
+	ofo0, reorder0 := counts()
 	var res workload.Iperf3Result
 	around(func() {
 		res, err = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
@@ -349,6 +352,6 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	ofo1, dsack1 := counts()
-	return tcpResult{res, ofo1 - ofo0, dsack1 - dsack0}
+	ofo1, reorder1 := counts()
+	return tcpResult{res, ofo1 - ofo0, reorder1 - reorder0}
 }

@@ -22,10 +22,11 @@ import (
 //
 // Split queued 1-4 segments out of order in each of 13 runs here until its
 // program kept marked and unmarked frames of a flow apart in the NIC's GRO
-// at its attach and detach (bpf/split.c gro_gate). A run whose sender had
-// to retransmit lost segments cannot tell their holes from reordering:
-// it is logged as inconclusive, unless a duplicate arrived (a retransmit
-// of a segment that was only late).
+// at its attach and detach (bpf/split.c gro_gate). In a run whose sender
+// had to retransmit lost segments the receiver's count cannot tell their
+// holes from reordering: it is logged as inconclusive, unless the sender
+// detected reordering (SACK, timestamps). D-SACKs would not do: after
+// losses a sender also retransmits segments that had arrived.
 //
 // The sending host's receive work (the ACKs) is pinned to the sender's
 // CPU, as falcon bench does (keepSenderHostOnSenderCPUs): otherwise the
@@ -111,23 +112,23 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	if rep := status(t, o); rep.Totals != nil {
 		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
 	}
-	t.Logf("TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits, %d duplicates); %d stand-downs, %d comebacks; "+
+	t.Logf("TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits, sender saw %d reorderings); %d stand-downs, %d comebacks; "+
 		"guard since the last comeback: moved %d, held %d, timeouts %d",
-		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, r.dsack, downs, ups, moved, holds, timeouts)
+		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, r.senderReorder, downs, ups, moved, holds, timeouts)
 	if downs == 0 || ups == 0 {
 		t.Errorf("falcon stood down %d times and came back %d: the run tested no switch", downs, ups)
 	}
 	switch {
 	case vanilla != 0:
 		t.Logf("WITHOUT falcon the receiver itself queued %d segments out of order under this load: falcon not held to 0", vanilla)
-	case withFalcon != 0 && r.Retransmits > 0 && r.dsack == 0:
+	case withFalcon != 0 && r.Retransmits > 0 && r.senderReorder == 0:
 		// Split drops a guarded frame where its CPU's cpumap queue
 		// might be full (a busy loop shares that CPU with the kthread).
-		t.Logf("INCONCLUSIVE: %d segments out of order behind %d lost and retransmitted ones (no duplicate arrived): holes of losses, which a reorder cannot be told from in this run",
+		t.Logf("INCONCLUSIVE: %d segments out of order behind %d lost and retransmitted ones, and the sender saw no reordering: holes of losses",
 			withFalcon, r.Retransmits)
 	case withFalcon != 0:
-		t.Errorf("falcon: the receiver queued %d segments out of order through its stand-downs and comebacks, none without falcon (%d retransmits, %d duplicates)",
-			withFalcon, r.Retransmits, r.dsack)
+		t.Errorf("falcon: the receiver queued %d segments out of order through its stand-downs and comebacks, none without falcon (%d retransmits, the sender saw %d reorderings)",
+			withFalcon, r.Retransmits, r.senderReorder)
 	}
 }
 
