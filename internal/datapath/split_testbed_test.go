@@ -96,6 +96,32 @@ func splitStage(t *testing.T, d *Datapath) Stage {
 	return Stage{}
 }
 
+// sendInOrder sends o's flows to a receiver in netns rcv and wants every
+// datagram in order (losses are logged).
+func sendInOrder(ctx context.Context, t *testing.T, o seqcheck.SendOptions, rcv string) {
+	t.Helper()
+	r, err := seqcheck.Listen(rcv, o.Dst, o.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := seqcheck.Send(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := r.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, s := range stats {
+		if s.Reordered != 0 {
+			t.Errorf("flow from %s: %d of %d packets reordered", from, s.Reordered, s.Received)
+		}
+		if s.Lost != 0 {
+			t.Logf("flow from %s: %d of %d packets lost", from, s.Lost, s.Total)
+		}
+	}
+}
+
 // TestSplitOnTestbed: on a Docker-style overlay with the sender on CPU 0 and
 // the split set {1}, the receiving NIC's stage (net:netif_receive_skb on h2's
 // eth0) runs on CPU 1, in the cpumap kthread; the tc program on that NIC,
@@ -201,27 +227,7 @@ func TestSplitOnTestbed(t *testing.T) {
 		}
 		defer tr.Close()
 		before := splitStage(t, d)
-		r, err := seqcheck.Listen(sv.Netns, dst, port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		err = seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stats, err := r.Wait(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for from, s := range stats {
-			if s.Reordered != 0 {
-				t.Errorf("flow from %s: %d of %d packets reordered", from, s.Reordered, s.Received)
-			}
-			if s.Lost != 0 {
-				t.Logf("flow from %s: %d of %d packets lost", from, s.Lost, s.Total)
-			}
-		}
+		sendInOrder(ctx, t, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0}, sv.Netns)
 		recs, err := tr.Snapshot()
 		if err != nil {
 			t.Fatal(err)
@@ -366,24 +372,8 @@ func TestSplitOnTestbed(t *testing.T) {
 		dst := netip.MustParseAddr(sv.Addr)
 		send := func(port uint16) (held uint64) {
 			t.Helper()
-			r, err := seqcheck.Listen(sv.Netns, dst, port)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
 			before := splitStage(t, d).Holds
-			if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 1, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
-				t.Fatal(err)
-			}
-			stats, err := r.Wait(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for from, s := range stats {
-				if s.Reordered != 0 {
-					t.Errorf("flow from %s: %d of %d reordered", from, s.Reordered, s.Received)
-				}
-			}
+			sendInOrder(ctx, t, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 1, PktsPerFlow: 300, Size: 64, CPU: 0}, sv.Netns)
 			return splitStage(t, d).Holds - before
 		}
 		meta := func() uint32 { // on CPU 0, where the sender's xmit polls the NIC
