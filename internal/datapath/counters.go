@@ -80,8 +80,8 @@ func (d *Datapath) Counters() (Counters, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.split != nil {
-		c.CPUMap, err = readCPUMapStats(d.split.stats)
+	if s := d.activeSplit(); s != nil {
+		c.CPUMap, err = readCPUMapStats(s.stats)
 	}
 	return c, err
 }

@@ -399,7 +399,7 @@ type Datapath struct {
 	stateMu sync.Mutex
 	hooks   map[hookKey]*attachment
 	splits  map[hookKey]*attachment // XDP on NICs (split.go)
-	split   *cpumapState            // the cpumap, while splits is not empty
+	split   *cpumapState            // the cpumap: parked while splits is empty, until Close
 	guard   *guardState             // the guard's counting programs (guard.go)
 	// arrivals: the guard's arrival counter on containers' ends (guard.go)
 	arrivals map[hookKey]*attachment
@@ -408,7 +408,9 @@ type Datapath struct {
 	// that slot: a load is about half a second of verifier time on one
 	// CPU, which a stand-down and comeback would pay per hook each time.
 	spare map[uint32]*ebpf.Program
-	debug bool // tests: programs record their last decision in falcon_debug
+	// splitSpare: the same for split hooks (their XDP programs).
+	splitSpare map[uint32]*ebpf.Program
+	debug      bool // tests: programs record their last decision in falcon_debug
 	// forceClsact makes Attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
 	// clock stamps attachments (CLOCK_MONOTONIC ns); tests backdate them.
@@ -434,7 +436,7 @@ func Load(cfg Config, pinDir string) (*Datapath, error) {
 		return nil, err
 	}
 	d := &Datapath{spec: spec, pinDir: pinDir, hooks: map[hookKey]*attachment{}, splits: map[hookKey]*attachment{},
-		arrivals: map[hookKey]*attachment{}, spare: map[uint32]*ebpf.Program{}}
+		arrivals: map[hookKey]*attachment{}, spare: map[uint32]*ebpf.Program{}, splitSpare: map[uint32]*ebpf.Program{}}
 	if cfg.Epoch == 0 {
 		cfg.Epoch = 1
 	}
@@ -489,11 +491,12 @@ func (d *Datapath) setConfig(cfg Config) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.split != nil {
+	split := d.activeSplit() // a parked one takes the set at its start
+	if split != nil {
 		if err := checkPossible(cfg.SplitSet()); err != nil {
 			return err
 		}
-		if err := d.split.sync(cfg.SplitSet(), true); err != nil {
+		if err := split.sync(cfg.SplitSet(), true); err != nil {
 			return err
 		}
 	}
@@ -503,8 +506,8 @@ func (d *Datapath) setConfig(cfg Config) error {
 	}
 	d.cfg.Store(&cfg)
 	d.spent.set(cfg, time.Now())
-	if d.split != nil {
-		return d.split.sync(cfg.SplitSet(), false)
+	if split != nil {
+		return split.sync(cfg.SplitSet(), false)
 	}
 	return nil
 }

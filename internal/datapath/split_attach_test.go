@@ -47,9 +47,11 @@ func cpumapIDs(t *testing.T) map[ebpf.MapID]bool {
 	}
 }
 
-// TestSplitAttachDetach: the XDP program, the cpumap, its counters' pin and
-// the tracepoints come with the first split hook and go with the last, by
-// DetachSplit and by Close.
+// TestSplitAttachDetach: the XDP program, the cpumap's entries (kthreads),
+// its counters' pin and the tracepoints come with the first split hook and
+// go with the last, by DetachSplit and by Close. After DetachSplit the
+// programs and the cpumap stay loaded, for the next attach to reuse (no
+// verifier run at a comeback); Close removes them.
 func TestSplitAttachDetach(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
@@ -59,11 +61,15 @@ func TestSplitAttachDetach(t *testing.T) {
 	}
 	defer d.Close()
 	h := SplitHook{Netns: ns, Ifindex: a, Name: "fva"}
+	var parked, parkedMap uint32 // the program and cpumap DetachSplit kept
 	for _, stop := range []string{"DetachSplit", "Close"} {
 		if err := d.AttachSplit(h); err != nil {
 			t.Fatal(err)
 		}
 		prog, cm := d.XDPProgramID(h), d.CPUMapID()
+		if parked != 0 && (uint32(prog) != parked || uint32(cm) != parkedMap) {
+			t.Errorf("attach after DetachSplit: program %d, cpumap %d; want the kept %d, %d", prog, cm, parked, parkedMap)
+		}
 		if got := xdpProg(t, ns, a); prog == 0 || got != uint32(prog) {
 			t.Fatalf("XDP on fva: program %d, want %d", got, prog)
 		}
@@ -96,9 +102,31 @@ func TestSplitAttachDetach(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(pin, splitStatsPin)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: cpumap statistics still pinned (%v)", stop, err)
 		}
+		if stop == "DetachSplit" {
+			if n := cpumapEntries(t, cm); n != 0 {
+				t.Errorf("DetachSplit: the kept cpumap has %d entries (kthreads), want none", n)
+			}
+			parked, parkedMap = uint32(prog), uint32(cm)
+			continue
+		}
 		checkProgsGone(t, append(tps, prog))
 		waitMapGone(t, cm)
 	}
+}
+
+func cpumapEntries(t *testing.T, id ebpf.MapID) int {
+	t.Helper()
+	m, err := ebpf.NewMapFromID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var k, v uint32
+	n := 0
+	for it := m.Iterate(); it.Next(&k, &v); {
+		n++
+	}
+	return n
 }
 
 // TestSplitBadInputChangesNothing: a NIC without native XDP, a NIC that runs
