@@ -247,7 +247,8 @@ func (d *Datapath) AttachSplit(s SplitHook) error {
 		d.ids[id] = false
 	}
 	if len(d.splits) == 0 {
-		d.split.park()
+		// Bad input changes nothing: not even a parked cpumap stays.
+		d.closeSplitState()
 	}
 	return err
 }
@@ -473,6 +474,13 @@ func (d *Datapath) closeSplits() error {
 	for k := range d.splits {
 		errs = append(errs, d.detachSplit(k))
 	}
+	return errors.Join(append(errs, d.closeSplitState())...)
+}
+
+// closeSplitState closes the cpumap state and the kept split programs,
+// which hold its maps (d.mu held, no split attached).
+func (d *Datapath) closeSplitState() error {
+	var errs []error
 	for id, p := range d.splitSpare {
 		errs = append(errs, p.Close())
 		delete(d.splitSpare, id)
