@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -15,8 +17,11 @@ import (
 )
 
 // Directories where runtimes bind-mount network namespaces: iproute2 and CNI
-// (/run/netns), Docker (/run/docker/netns). Any other namespace is still
-// found through /proc/PID/ns/net as long as a process lives in it.
+// (/run/netns), Docker (/run/docker/netns). A namespace bind-mounted
+// anywhere else (a Docker daemon with its own --exec-root keeps its network
+// sandboxes, which no process lives in, under EXEC_ROOT/netns) is found
+// through the mount table, and any other through /proc/PID/ns/net as long
+// as a process lives in it.
 var nsDirs = []string{netns.Dir, "/run/docker/netns", "/var/run/docker/netns"}
 
 // candidate is a namespace falcon can open, under the best path it has.
@@ -65,6 +70,9 @@ func (cs *candidates) get(i int) (candidate, bool) {
 				}
 			}
 		}
+		for _, p := range nsMounts("/proc/self/mountinfo") {
+			cs.add(p, p)
+		}
 	}
 	for i >= len(cs.list) {
 		if !cs.procs {
@@ -88,6 +96,46 @@ func (cs *candidates) get(i int) (candidate, bool) {
 		cs.add(p, p)
 	}
 	return cs.list[i], true
+}
+
+// nsMounts lists the mount points of network namespaces (nsfs mounts of
+// net:[...]) in a mountinfo file.
+func nsMounts(mountinfo string) []string {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, l := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		f := strings.Fields(l)
+		sep := slices.Index(f, "-")
+		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "nsfs" || !strings.HasPrefix(f[3], "net:[") {
+			continue
+		}
+		paths = append(paths, unescapeMount(f[4]))
+	}
+	return paths
+}
+
+// unescapeMount undoes the kernel's octal escapes of space, tab, newline
+// and backslash in mountinfo paths.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // view resolves the namespace ids (IFLA_LINK_NETNSID) that one namespace

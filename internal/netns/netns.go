@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -197,10 +198,44 @@ func WithSysfs(name string, fn func(root string) error) error {
 			ferr = fmt.Errorf("mount sysfs of %q: %w", name, err)
 			return false
 		}
-		ferr = fn("/sys")
+		restore, err := writable(name)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		ferr = errors.Join(fn("/sys"), restore())
 		return false
 	})
 	return ferr
+}
+
+// sysfsRO serialises the times a read-only sysfs is made writable.
+var sysfsRO sync.Mutex
+
+// writable makes the sysfs just mounted at /sys writable, if it is not, and
+// returns what makes it read-only again. All mounts of one namespace's
+// sysfs share one superblock, and a container runtime (runc) mounts the
+// container's read-only, which makes the superblock, and every later mount
+// of it, read-only: no device of a Docker container could be configured.
+// The container's own mount stays read-only meanwhile (its mount flag, not
+// the superblock's); the superblock is read-only again when fn returns.
+func writable(name string) (restore func() error, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys", &st); err != nil || st.Flags&unix.ST_RDONLY == 0 {
+		return func() error { return nil }, nil
+	}
+	sysfsRO.Lock()
+	if err := unix.Mount("", "/sys", "", unix.MS_REMOUNT, ""); err != nil {
+		sysfsRO.Unlock()
+		return nil, fmt.Errorf("sysfs of %q is read-only (a container's) and could not be made writable: %w", name, err)
+	}
+	return func() error {
+		defer sysfsRO.Unlock()
+		if err := unix.Mount("", "/sys", "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			return fmt.Errorf("sysfs of %q: make it read-only again: %w", name, err)
+		}
+		return nil
+	}, nil
 }
 
 // ReadProcNet reads a file of /proc/net (e.g. "snmp", "dev") as seen from

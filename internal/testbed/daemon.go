@@ -119,10 +119,13 @@ func CheckDaemons() error {
 }
 
 // CheckLayout reports what keeps a layout from being built here beyond
-// CheckSystem: for flannel-daemon, CheckDaemons.
+// CheckSystem: the daemons of flannel-daemon and docker-swarm.
 func CheckLayout(layout string) error {
-	if layout == "flannel-daemon" {
+	switch layout {
+	case "flannel-daemon":
 		return CheckDaemons()
+	case "docker-swarm":
+		return CheckSwarm()
 	}
 	return nil
 }
@@ -204,20 +207,27 @@ func (b *builder) flannelDaemon() error {
 // it, so that a Down after a kill of this process finds it. It runs in a
 // session of its own: a Ctrl-C of 'testbed up' does not reach it.
 func (b *builder) startDaemon(ns, base, prog string, args ...string) error {
+	return b.startIn([]string{"ip", "netns", "exec", ns}, ns, base, prog, args...)
+}
+
+// startIn is startDaemon with the command that enters namespace ns and
+// execs prog in place.
+func (b *builder) startIn(enter []string, ns, base, prog string, args ...string) error {
 	log, err := os.OpenFile(base+".log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, prog}, args...)...)
+	argv := append(append(enter[1:len(enter):len(enter)], prog), args...)
+	cmd := exec.Command(enter[0], argv...)
 	cmd.Dir = daemonDir(b.t.Name)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s in %s: %w", filepath.Base(prog), ns, err)
 	}
-	// ip netns exec execs the daemon in place: the pid and its start time
-	// are the daemon's.
+	// ip netns exec and nsenter exec the daemon in place: the pid and its
+	// start time are the daemon's.
 	pid := cmd.Process.Pid
 	start, werr := startTime(pid)
 	if werr == nil {
@@ -541,7 +551,7 @@ func teardownDaemons(name string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	var errs []error
+	errs := []error{teardownSwarm(name)}
 	if bin, err := DaemonsDir(); err == nil {
 		pods, _ := filepath.Glob(filepath.Join(dir, "*", "pods", "*.json"))
 		for _, f := range pods {

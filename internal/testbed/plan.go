@@ -37,6 +37,9 @@ var layoutInfos = map[string]layoutInfo{
 	// bridge plugin's (cni0, veth + 8 random hex digits: read back after
 	// the ADD).
 	"flannel-daemon": {overlay: "flannel.1", vni: 1, port: 8472, bridge: "cni0", vethPrefix: "veth", vethHex: 8},
+	// Docker's overlay driver in its sandbox: vxlan0 on br0, veth0, veth1
+	// ... (read back after each run, as are the VNI and the addresses).
+	"docker-swarm": {overlay: "vxlan0", port: 4789, bridge: "br0", vethPrefix: "veth"},
 }
 
 var hostNames = [2]string{"h1", "h2"}
@@ -101,6 +104,8 @@ func (t *Testbed) containerAddr(hi, i int) string {
 		return ips.flannel(hi, 2+i) // 1 is cni0
 	case "flannel-daemon":
 		return "" // host-local's choice, known after the CNI ADD
+	case "docker-swarm":
+		return "" // Docker's choice, known after the run
 	default: // calico
 		return ips.calico(hi, 1+i) // 0 is the VXLAN device
 	}

@@ -77,6 +77,15 @@ func owned(name string) ([]string, error) {
 // iperf3) would keep it, and its devices, alive but invisible, so they are
 // killed first.
 func removeNS(ns string) error {
+	killIn(ns)
+	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil && netns.Exists(ns) {
+		return fmt.Errorf("ip netns del %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// killIn kills every process in namespace ns but this one.
+func killIn(ns string) {
 	if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
 		for _, f := range strings.Fields(string(out)) {
 			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
@@ -84,8 +93,12 @@ func removeNS(ns string) error {
 			}
 		}
 	}
-	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil && netns.Exists(ns) {
-		return fmt.Errorf("ip netns del %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
+}
+
+// unmount detaches the mount at path.
+func unmount(path string) error {
+	if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount %s: %w", path, err)
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 const Prefix = "fb-"
 
 // Layouts are the network layouts Up can build.
-var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon"}
+var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm"}
 
 const (
 	// MaxName keeps namespace names (name + "-h2-c31" + prefix) short.
@@ -52,16 +52,21 @@ type Testbed struct {
 
 // Host is one host namespace.
 type Host struct {
-	Name        string      `json:"name"`                   // "h1" / "h2"
-	Netns       string      `json:"netns"`                  // fb-<name>-h1
-	NIC         string      `json:"nic"`                    // the wire end in this host
-	Addr        string      `json:"addr"`                   // underlay address on the wire
-	Overlay     string      `json:"overlay,omitempty"`      // VXLAN device
-	OverlayAddr string      `json:"overlay_addr,omitempty"` // the host's own address on the overlay, if any
-	VNI         int         `json:"vni,omitempty"`
-	Port        int         `json:"port,omitempty"`   // VXLAN UDP port
-	Bridge      string      `json:"bridge,omitempty"` // br0 / cni0
-	Containers  []Container `json:"containers,omitempty"`
+	Name        string `json:"name"`                   // "h1" / "h2"
+	Netns       string `json:"netns"`                  // fb-<name>-h1
+	NIC         string `json:"nic"`                    // the wire end in this host
+	Addr        string `json:"addr"`                   // underlay address on the wire
+	Overlay     string `json:"overlay,omitempty"`      // VXLAN device
+	OverlayAddr string `json:"overlay_addr,omitempty"` // the host's own address on the overlay, if any
+	VNI         int    `json:"vni,omitempty"`
+	Port        int    `json:"port,omitempty"`   // VXLAN UDP port
+	Bridge      string `json:"bridge,omitempty"` // br0 / cni0
+	// Sandbox is the namespace that holds Overlay, Bridge and the host
+	// veths where it is not the host's own: Docker's overlay driver keeps
+	// them in a sandbox of the network's (docker-swarm: a path under the
+	// daemon's exec root). Its UDP socket, and so the underlay, stay here.
+	Sandbox    string      `json:"sandbox,omitempty"`
+	Containers []Container `json:"containers,omitempty"`
 	// NextContainer numbers the next container AddContainer makes, when
 	// above every container's own number (names are never reused).
 	NextContainer int `json:"next_container,omitempty"`
@@ -160,10 +165,21 @@ func Validate(s Spec) error {
 
 // CheckIPv6 says whether a layout can be built over IPv6 (--ipv6).
 func CheckIPv6(layout string) error {
-	if layout == "flannel-daemon" {
+	switch layout {
+	case "flannel-daemon":
 		return errors.New("--ipv6 is not built for layout flannel-daemon (flanneld's IPv6 mode): use host, vxlan, docker, flannel or calico")
+	case "docker-swarm":
+		return errors.New("--ipv6 is not built for layout docker-swarm (Docker 20.10's swarm runs over IPv4): use host, vxlan, docker, flannel or calico")
 	}
 	return nil
+}
+
+// OverlayNS is the namespace of h's Overlay, Bridge and host veths.
+func (h Host) OverlayNS() string {
+	if h.Sandbox != "" {
+		return h.Sandbox
+	}
+	return h.Netns
 }
 
 // hostNS and containerNS name the namespaces of testbed name.

@@ -142,7 +142,11 @@ func (b *builder) sysctl(ns, key, value string) error {
 
 func (b *builder) build() error {
 	t := b.t
-	for _, ns := range t.Namespaces() {
+	nss := t.Namespaces()
+	if t.Layout == "docker-swarm" {
+		nss = nss[:2] // Docker makes the containers' namespaces
+	}
+	for _, ns := range nss {
 		if err := b.ctx.Err(); err != nil {
 			return err
 		}
@@ -175,8 +179,11 @@ func (b *builder) build() error {
 			return err
 		}
 	}
-	if t.Layout == "flannel-daemon" {
+	switch t.Layout {
+	case "flannel-daemon":
 		return b.flannelDaemon()
+	case "docker-swarm":
+		return b.dockerSwarm()
 	}
 	return nil
 }
