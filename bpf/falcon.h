@@ -118,7 +118,9 @@ struct hook {
 	__u64 netns_ino;   /* for display by another process */
 	__u64 attached_ns; /* CLOCK_MONOTONIC of the attach: older packets of a flow may still be queued */
 	char name[16];
-	char netns[64];
+	/* a name under /run/netns or a path: Docker's sandboxes live under its
+	 * exec root (EXEC_ROOT/netns/1-<network>), which may be long */
+	char netns[256];
 };
 
 struct counters {

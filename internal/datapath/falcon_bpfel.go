@@ -108,7 +108,7 @@ type falconHook struct {
 	NetnsIno    uint64
 	AttachedNs  uint64
 	Name        [16]int8
-	Netns       [64]int8
+	Netns       [256]int8
 }
 
 type falconLoad struct {
