@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -334,26 +332,4 @@ ip -n {h} link set vxlan0 master br0 up`)
 	wait(Added, RoleContainer, l.ns("c1"))
 	l.sh(`ip netns del {c1}`)
 	wait(Removed, RoleContainer, l.ns("c1"))
-}
-
-// Lines of /proc/self/mountinfo recorded here with two Docker daemons
-// running (their own --exec-root each) and a named namespace; a space in a
-// path is escaped by the kernel.
-const recordedMountinfo = `44 42 0:4 net:[4026532177] /run/netns/swx1 rw shared:2 - nsfs nsfs rw
-27 1 0:26 / /tmp rw,relatime shared:5 - tmpfs tmpfs rw
-50 27 0:4 net:[4026532386] /tmp/swx/h1/exec/netns/1-30ot13hwai rw - nsfs nsfs rw
-51 27 0:4 mnt:[4026532462] /tmp/swx/h2/mnt rw - nsfs nsfs rw
-52 27 0:4 net:[4026532531] /tmp/swx/h2\040x/exec/netns/1-30ot13hwai rw - nsfs nsfs rw
-`
-
-func TestNSMounts(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "mountinfo")
-	if err := os.WriteFile(f, []byte(recordedMountinfo), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got := nsMounts(f)
-	want := []string{"/run/netns/swx1", "/tmp/swx/h1/exec/netns/1-30ot13hwai", "/tmp/swx/h2 x/exec/netns/1-30ot13hwai"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("nsMounts = %q, want %q", got, want)
-	}
 }

@@ -4,10 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -70,7 +68,7 @@ func (cs *candidates) get(i int) (candidate, bool) {
 				}
 			}
 		}
-		for _, p := range nsMounts("/proc/self/mountinfo") {
+		for _, p := range netns.Mounts() {
 			cs.add(p, p)
 		}
 	}
@@ -96,46 +94,6 @@ func (cs *candidates) get(i int) (candidate, bool) {
 		cs.add(p, p)
 	}
 	return cs.list[i], true
-}
-
-// nsMounts lists the mount points of network namespaces (nsfs mounts of
-// net:[...]) in a mountinfo file.
-func nsMounts(mountinfo string) []string {
-	b, err := os.ReadFile(mountinfo)
-	if err != nil {
-		return nil
-	}
-	var paths []string
-	for _, l := range strings.Split(string(b), "\n") {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		f := strings.Fields(l)
-		sep := slices.Index(f, "-")
-		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "nsfs" || !strings.HasPrefix(f[3], "net:[") {
-			continue
-		}
-		paths = append(paths, unescapeMount(f[4]))
-	}
-	return paths
-}
-
-// unescapeMount undoes the kernel's octal escapes of space, tab, newline
-// and backslash in mountinfo paths.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // view resolves the namespace ids (IFLA_LINK_NETNSID) that one namespace

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -248,4 +250,50 @@ func ReadProcNet(name, file string) ([]byte, error) {
 		return err
 	})
 	return b, err
+}
+
+// Mounts lists the paths where network namespaces are bind-mounted in this
+// process's mount namespace, wherever that is: /run/netns, a Docker
+// daemon's EXEC_ROOT/netns (its network sandboxes, which no process lives
+// in), a CNI runtime's directory.
+func Mounts() []string { return mounts("/proc/self/mountinfo") }
+
+// mounts lists the mount points of network namespaces (nsfs mounts of
+// net:[...]) in a mountinfo file.
+func mounts(mountinfo string) []string {
+	b, err := os.ReadFile(mountinfo)
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, l := range strings.Split(string(b), "\n") {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		f := strings.Fields(l)
+		sep := slices.Index(f, "-")
+		if sep < 5 || sep+1 >= len(f) || f[sep+1] != "nsfs" || !strings.HasPrefix(f[3], "net:[") {
+			continue
+		}
+		paths = append(paths, unescapeMount(f[4]))
+	}
+	return paths
+}
+
+// unescapeMount undoes the kernel's octal escapes of space, tab, newline
+// and backslash in mountinfo paths.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -166,5 +167,27 @@ func TestNoThreadLeftInside(t *testing.T) {
 			t.Fatalf("threads still inside %s (pid %d): %v", ns, os.Getpid(), inside)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Lines of /proc/self/mountinfo recorded here with two Docker daemons
+// running (their own --exec-root each) and a named namespace; a space in a
+// path is escaped by the kernel.
+const recordedMountinfo = `44 42 0:4 net:[4026532177] /run/netns/swx1 rw shared:2 - nsfs nsfs rw
+27 1 0:26 / /tmp rw,relatime shared:5 - tmpfs tmpfs rw
+50 27 0:4 net:[4026532386] /tmp/swx/h1/exec/netns/1-30ot13hwai rw - nsfs nsfs rw
+51 27 0:4 mnt:[4026532462] /tmp/swx/h2/mnt rw - nsfs nsfs rw
+52 27 0:4 net:[4026532531] /tmp/swx/h2\040x/exec/netns/1-30ot13hwai rw - nsfs nsfs rw
+`
+
+func TestMounts(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(f, []byte(recordedMountinfo), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := mounts(f)
+	want := []string{"/run/netns/swx1", "/tmp/swx/h1/exec/netns/1-30ot13hwai", "/tmp/swx/h2 x/exec/netns/1-30ot13hwai"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("mounts = %q, want %q", got, want)
 	}
 }

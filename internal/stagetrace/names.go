@@ -24,8 +24,9 @@ var initNetnsInode = sync.OnceValue(func() uint32 {
 })
 
 // resolver maps namespace inodes to names and (inode, ifindex) to device
-// names. Namespaces without a name in /run/netns (Docker's, a pod's) are
-// found through a process living in them.
+// names. Namespaces without a name in /run/netns are named by the path
+// they are bind-mounted at (Docker's sandboxes), or found through a
+// process living in them (a container's).
 type resolver struct {
 	names map[uint32]string // inode -> /run/netns name
 	paths map[uint32]string // inode -> a path that opens it
@@ -41,6 +42,15 @@ func newResolver() *resolver {
 		if ino, err := netnsInode(e.Name()); err == nil {
 			r.names[ino] = e.Name()
 			r.paths[ino] = netns.Path(e.Name())
+		}
+	}
+	// Namespaces bind-mounted elsewhere (a Docker daemon's sandboxes) by
+	// their path.
+	for _, p := range netns.Mounts() {
+		if ino, err := netnsInode(p); err == nil {
+			if _, ok := r.names[ino]; !ok {
+				r.names[ino], r.paths[ino] = p, p
+			}
 		}
 	}
 	if ino := initNetnsInode(); ino != 0 {
