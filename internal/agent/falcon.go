@@ -347,13 +347,18 @@ func (m *falconMode) setRPS(h *Host, ov *discover.Overlay, strict bool) error {
 }
 
 // wantHooks: a NIC hook on every NIC steers its VXLAN devices' stage; a
-// hook on every VXLAN device with containers behind it steers theirs.
+// hook on every VXLAN device with containers behind it steers theirs. A
+// NIC under several VXLAN devices (a Docker swarm node: the ingress
+// network's and each overlay network's) cannot tell before decapsulation
+// which one a packet goes to; its choice is salted with the lowest of
+// their ifindexes, so that it does not depend on the order discovery found
+// them in.
 func wantHooks(h *Host, ov *discover.Overlay) map[string]datapath.Hook {
 	want := map[string]datapath.Hook{}
 	for _, vx := range ov.Role(discover.RoleOverlay) {
 		if vx.VXLAN != nil && vx.VXLAN.NIC != 0 {
 			if nic, ok := ov.Find(h.Opts.Netns, vx.VXLAN.NIC); ok {
-				if _, dup := want[nic.Key()]; !dup {
+				if w, dup := want[nic.Key()]; !dup || vx.Ifindex < w.NextIfindex {
 					want[nic.Key()] = datapath.Hook{Netns: nic.Netns, Ifindex: nic.Ifindex, Name: nic.Name,
 						Role: datapath.HookOnNIC, NextIfindex: vx.Ifindex}
 				}
