@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what falcon's benchmark and tests need (memcached and memcaslap: the bench's
 # memcached workload; nginx and wrk: its web workload; tmux: falcon top's terminal
-# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld; chromium:
-# the headless browser falcon report --html's page is checked in) on
+# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld; docker.io:
+# the docker-swarm layout's daemons; chromium: the headless browser falcon report
+# --html's page is checked in) on
 # Debian/Ubuntu, as root.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
@@ -10,7 +11,7 @@ set -euo pipefail
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 need=()
-for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc chromium:chromium; do
+for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc chromium:chromium dockerd:docker.io nsenter:util-linux; do
 	cmd=${pair%%:*} pkg=${pair#*:}
 	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -35,6 +36,17 @@ if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
 	case " ${need[*]} " in *" memcached "*)
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q memcached 2>/dev/null; then
 			systemctl disable --now -q memcached || true
+		fi ;;
+	esac
+	# So does docker.io's (a docker0 bridge and iptables rules in the host's
+	# own namespace): the docker-swarm layout runs its own daemons, inside
+	# the testbed, with their own roots.
+	case " ${need[*]} " in *" docker.io "*)
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q docker 2>/dev/null; then
+			systemctl disable --now -q docker.socket docker containerd 2>/dev/null || true
+		elif [ -x /etc/init.d/docker ] && /etc/init.d/docker status >/dev/null 2>&1; then
+			/etc/init.d/docker stop >/dev/null || true
+			update-rc.d docker disable >/dev/null 2>&1 || true
 		fi ;;
 	esac
 	# So does nginx's, on port 80, with systemd or through its init script:

@@ -15,6 +15,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
@@ -65,9 +66,13 @@ func falcon(t *testing.T, bin string, args ...string) (string, int) {
 
 func rps(t *testing.T, ns, dev string) string {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+dev+"/queues/rx-0/rps_cpus").CombinedOutput()
+	var out []byte
+	err := netns.WithSysfs(ns, func(root string) (err error) {
+		out, err = os.ReadFile(filepath.Join(root, "class/net", dev, "queues/rx-0/rps_cpus"))
+		return err
+	})
 	if err != nil {
-		t.Fatalf("%v: %s", err, out)
+		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -82,6 +82,24 @@ func hostSide(h testbed.Host) []string {
 	for _, c := range h.Containers {
 		nss = append(nss, c.Netns)
 	}
+	if h.Sandbox != "" {
+		// Docker's sandboxes: the networks' (the overlay's and the
+		// ingress's), ingress_sbox and the load balancers' ends; the
+		// containers' own are there too, under Docker's names.
+		seen := map[uint64]bool{}
+		for _, ns := range nss {
+			if ino, err := netns.Inode(ns); err == nil {
+				seen[ino] = true
+			}
+		}
+		sb, _ := filepath.Glob(filepath.Join(filepath.Dir(h.Sandbox), "*"))
+		for _, p := range sb {
+			if ino, err := netns.Inode(p); err == nil && !seen[ino] {
+				seen[ino] = true
+				nss = append(nss, p)
+			}
+		}
+	}
 	return nss
 }
 

@@ -37,7 +37,7 @@ func TestNoReorderingUnderLoadChanges(t *testing.T) {
 	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
 		t.Skip(err)
 	}
-	for _, layout := range []string{"docker", "flannel", "calico"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "docker-swarm"} {
 		t.Run(layout, func(t *testing.T) { reorderOn(t, layout) })
 	}
 }
@@ -101,7 +101,7 @@ func reorderOn(t *testing.T, layout string) {
 			}
 		}
 	}
-	nic, ovl := hookDelta(t, r0, r1, "nic"), hookDelta(t, r0, r1, "overlay")
+	nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns), hookDelta(t, r0, r1, "overlay", h2.OverlayNS())
 	t.Logf("UDP: %d flows, %d datagrams lost; %d (flow, device) stages ran on both CPUs over the run; decisions: nic %+v, overlay %+v",
 		len(runs), lost, moved, nic.Decisions, ovl.Decisions)
 	for _, h := range []StageReport{nic, ovl} {

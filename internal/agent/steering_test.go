@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
@@ -45,7 +46,7 @@ import (
 // runs the test is skipped (order and cleanup still checked).
 func TestSteeringLayouts(t *testing.T) {
 	needTestbed(t)
-	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-ipv6", "flannel-ipv6", "calico-ipv6"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "docker-ipv6", "flannel-ipv6", "calico-ipv6"} {
 		t.Run(layout, func(t *testing.T) { steeringOn(t, layout) })
 	}
 }
@@ -82,15 +83,21 @@ func steeringOn(t *testing.T, layout string) {
 			a.Stop()
 		}
 	}()
-	// The two hooks' programs, and the guard's one arrival counter on each
+	// The hooks' programs, and the guard's arrival counter on each
 	// container's end.
 	objs := falconObjects(t, nss)
 	distinct := map[ebpf.ProgramID]bool{}
 	for _, id := range objs.progs {
 		distinct[id] = true
 	}
-	if ends := len(h2.Containers); len(distinct) != 3 || len(objs.links)+objs.filters != 2+ends || len(objs.maps) == 0 {
-		t.Fatalf("want 2 falcon hooks and an arrival counter on each of %d containers' ends linked on h2, and their maps, found %+v", ends, objs)
+	overlays, ends := 1, len(h2.Containers)
+	if layout == "docker-swarm" {
+		overlays, ends = 2, ends+2 // the ingress network's overlay, ingress_sbox's and the load balancer's ends
+	}
+	// One program per hook, one arrival counter for all ends.
+	if len(distinct) != 2+overlays || len(objs.links)+objs.filters != 1+overlays+ends || len(objs.maps) == 0 {
+		t.Fatalf("want falcon hooks on the NIC and %d overlay(s) and an arrival counter on each of %d containers' ends linked on h2, and their maps, found %+v",
+			overlays, ends, objs)
 	}
 
 	const port = 41234
@@ -99,8 +106,21 @@ func steeringOn(t *testing.T, layout string) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	p := placement{cpus: cpus, vxIdx: uint32(devIfindex(t, h2.Netns, h2.Overlay)),
-		nicStage: h2.Netns + "/" + h2.NIC, vxStage: h2.Netns + "/" + h2.Overlay}
+	// The NIC hook's salt: its VXLAN device's ifindex, the lowest of them
+	// where there are several (wantHooks).
+	ovIdx := devIfindex(t, h2.OverlayNS(), h2.Overlay)
+	vxIdx := ovIdx
+	if layout == "docker-swarm" {
+		ov, err := discover.Discover(h2.Netns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ov.Role(discover.RoleOverlay) {
+			vxIdx = min(vxIdx, d.Ifindex)
+		}
+	}
+	p := placement{cpus: cpus, vxIdx: uint32(vxIdx), ovIdx: uint32(ovIdx),
+		nicStage: h2.Netns + "/" + h2.NIC, vxStage: h2.OverlayNS() + "/" + h2.Overlay}
 	exact := false
 	for attempt := 1; attempt <= 3 && !exact; attempt++ {
 		calm(t, o, 90)
@@ -114,7 +134,7 @@ func steeringOn(t *testing.T, layout string) {
 			t.Fatal(err)
 		}
 		r1 := status(t, o)
-		nic, ovl := hookDelta(t, r0, r1, "nic"), hookDelta(t, r0, r1, "overlay")
+		nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns), hookDelta(t, r0, r1, "overlay", h2.OverlayNS())
 		if exact = p.check(t, h2, runs, stagetrace.StagesByFlow(recs), nic, ovl); !exact {
 			t.Logf("attempt %d: the hooks made second choices or fell back (nic %+v, overlay %+v; load now %+v): trying again with fresh flows",
 				attempt, nic.Decisions, ovl.Decisions, r1.Load)
@@ -159,7 +179,8 @@ func calm(t *testing.T, o Options, limit uint32) bool {
 // placement predicts and checks where the stages of flows ran.
 type placement struct {
 	cpus              []int
-	vxIdx             uint32 // the VXLAN device's ifindex
+	vxIdx             uint32 // the NIC hook's salt: its VXLAN device's ifindex
+	ovIdx             uint32 // the VXLAN device's ifindex, the overlay hook's salt
 	nicStage, vxStage string // stagetrace stage names on h2
 }
 
@@ -215,7 +236,7 @@ func (p placement) check(t *testing.T, h2 testbed.Host, runs map[stagetrace.Flow
 		c := h2.Containers[run.server]
 		ctStage := c.Netns + "/" + c.Dev
 		fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
-		vx, ct := p.first(fh, p.vxIdx), p.first(fh, p.vxIdx|overlaySalt)
+		vx, ct := p.first(fh, p.vxIdx), p.first(fh, p.ovIdx|overlaySalt)
 		gotVx, gotCt := oneCPU(t, f, "VXLAN", st[p.vxStage]), oneCPU(t, f, "container", st[ctStage])
 		t.Logf("%s: nic %s | vxlan %s (predicted cpu%d) | container %s (predicted cpu%d)", f,
 			stagetrace.FormatCPUs(st[p.nicStage]), stagetrace.FormatCPUs(st[p.vxStage]), vx,
@@ -291,15 +312,15 @@ func status(t *testing.T, o Options) *Report {
 }
 
 // hookDelta is what the hook of a role counted between two reports.
-func hookDelta(t *testing.T, r0, r1 *Report, role string) StageReport {
+func hookDelta(t *testing.T, r0, r1 *Report, role, ns string) StageReport {
 	t.Helper()
 	find := func(r *Report) StageReport {
 		for _, s := range r.Stages {
-			if string(s.Role) == role {
+			if string(s.Role) == role && s.Netns == ns {
 				return s
 			}
 		}
-		t.Fatalf("no %s hook in the status: %+v", role, r.Stages)
+		t.Fatalf("no %s hook in %s in the status: %+v", role, ns, r.Stages)
 		return StageReport{}
 	}
 	a, b := find(r0), find(r1)

@@ -244,21 +244,29 @@ func TestBenchIPv6(t *testing.T) {
 	})
 }
 
-// TestBenchFlannelDaemon runs vanilla and falcon on the real Flannel
-// (flanneld, etcd, the CNI plugins): a run each, measured, with the
-// layout's vanilla as the baseline.
-func TestBenchFlannelDaemon(t *testing.T) {
+// TestBenchDaemonLayouts runs vanilla and falcon on the real Flannel
+// (flanneld, etcd, the CNI plugins) and the real Docker swarm, in one
+// bench: a run each, measured, with each layout's vanilla as the baseline.
+func TestBenchDaemonLayouts(t *testing.T) {
 	online, name := integration(t, "f")
-	if err := testbed.CheckLayout("flannel-daemon"); err != nil {
-		t.Skip(err)
+	var layouts []string
+	for _, l := range []string{"docker-swarm", "flannel-daemon"} {
+		if err := testbed.CheckLayout(l); err != nil {
+			t.Logf("%s left out: %v", l, err)
+			continue
+		}
+		layouts = append(layouts, l)
 	}
-	f := benchRun(t, online, name, "--layouts", "flannel-daemon", "--modes", "vanilla,falcon",
+	if len(layouts) == 0 {
+		t.Skip("neither daemon layout can be built here")
+	}
+	f := benchRun(t, online, name, "--layouts", strings.Join(layouts, ","), "--modes", "vanilla,falcon",
 		"--workloads", "udp-stress:16", "--runs", "1", "--duration", "1s")
-	if len(f.Results) != 2 {
-		t.Fatalf("%d results, want 2", len(f.Results))
+	if len(f.Results) != 2*len(layouts) {
+		t.Fatalf("%d results, want %d", len(f.Results), 2*len(layouts))
 	}
 	for _, r := range f.Results {
-		if len(r.Errors) > 0 || len(r.Runs) != 1 || r.Runs[0].PPS <= 0 || r.Baseline != "flannel-daemon/vanilla" {
+		if len(r.Errors) > 0 || len(r.Runs) != 1 || r.Runs[0].PPS <= 0 || r.Baseline != r.Layout+"/vanilla" {
 			t.Errorf("%s/%s: %d runs, errors %q, baseline %q", r.Layout, r.Mode, len(r.Runs), r.Errors, r.Baseline)
 			continue
 		}
@@ -266,9 +274,9 @@ func TestBenchFlannelDaemon(t *testing.T) {
 		fa := r.Runs[0].Falcon
 		switch {
 		case r.Mode == "vanilla" && fa != nil:
-			t.Errorf("vanilla has falcon activity %+v", fa)
+			t.Errorf("%s: vanilla has falcon activity %+v", r.Layout, fa)
 		case r.Mode == "falcon" && (fa == nil || fa.OnPathPct < 0 || fa.OnPathPct > 100.5 || fa.EngagedPct > fa.OnPathPct+0.5):
-			t.Errorf("falcon's activity over the window: %+v", fa)
+			t.Errorf("%s: falcon's activity over the window: %+v", r.Layout, fa)
 		}
 	}
 }

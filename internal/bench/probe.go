@@ -14,7 +14,7 @@ func ProbeNeeds(c Config) doctor.BenchNeeds {
 	for _, l := range c.Layouts {
 		switch l {
 		case "host":
-		case "docker", "flannel", "flannel-daemon":
+		case "docker", "flannel", "flannel-daemon", "docker-swarm":
 			n.VXLAN, n.Bridge = true, true
 		default:
 			n.VXLAN = true

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,6 +115,9 @@ func (b *builder) dockerSwarm() error {
 	if err := recordHostPaths(t.Name); err != nil {
 		return err
 	}
+	if err := b.mgmtLink(); err != nil {
+		return err
+	}
 	for hi := range t.Hosts {
 		if err := b.startDockerd(hi); err != nil {
 			return err
@@ -128,7 +133,9 @@ func (b *builder) dockerSwarm() error {
 		}
 	}
 	h1, h2 := t.Hosts[0], t.Hosts[1]
-	if _, err := b.dockerCLI(0, nil, "swarm", "init", "--advertise-addr", h1.Addr, "--listen-addr", h1.Addr+":2377"); err != nil {
+	m1, m2 := mgmtAddr(0), mgmtAddr(1)
+	if _, err := b.dockerCLI(0, nil, "swarm", "init", "--advertise-addr", m1, "--listen-addr", m1+":2377",
+		"--data-path-addr", h1.Addr); err != nil {
 		return err
 	}
 	token, err := b.dockerCLI(0, nil, "swarm", "join-token", "-q", "worker")
@@ -136,7 +143,7 @@ func (b *builder) dockerSwarm() error {
 		return err
 	}
 	if _, err := b.dockerCLI(1, nil, "swarm", "join", "--token", string(token),
-		"--advertise-addr", h2.Addr, "--listen-addr", h2.Addr+":2377", h1.Addr+":2377"); err != nil {
+		"--advertise-addr", m2, "--listen-addr", m2+":2377", "--data-path-addr", h2.Addr, m1+":2377"); err != nil {
 		return err
 	}
 	rootfs, sleep, err := imageTar()
@@ -167,6 +174,30 @@ func (b *builder) dockerSwarm() error {
 	// told this one where they are: a permanent neighbour entry each.
 	for hi := range t.Hosts {
 		if err := b.waitNeighbours(hi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The swarm's control plane (raft, gossip) runs over a link of its own, as
+// on nodes with a management network, and only VXLAN crosses the wire:
+// the wire's rule (see wire). The gossip's probes, sent from the daemons'
+// threads on any CPU, would otherwise move the wire's NAPI poll there
+// mid-run.
+const mgmtDev = "mgmt0"
+
+func mgmtAddr(hi int) string { return fmt.Sprintf("10.10.1.%d", hi+1) }
+
+// mgmtLink joins the hosts by the management link.
+func (b *builder) mgmtLink() error {
+	h1, h2 := b.t.Hosts[0], b.t.Hosts[1]
+	if err := b.ip(h1.Netns, fmt.Sprintf("link add %s type veth peer name %s netns %s", mgmtDev, mgmtDev, h2.Netns)); err != nil {
+		return err
+	}
+	for hi, h := range b.t.Hosts {
+		if err := b.ip(h.Netns, fmt.Sprintf("addr add %s/24 dev %s", mgmtAddr(hi), mgmtDev),
+			fmt.Sprintf("link set %s up", mgmtDev)); err != nil {
 			return err
 		}
 	}
@@ -408,6 +439,9 @@ func teardownSwarm(name string) error {
 			killIn(ns)
 		}
 	}
+	for _, p := range bases {
+		removeShimSockets(filepath.Join(filepath.Dir(p), "docker"))
+	}
 	errs = append(errs, unmountUnder(dir))
 	for _, p := range bases {
 		errs = append(errs, removeCgroup(cgroupParent(name, filepath.Base(filepath.Dir(p)))))
@@ -423,6 +457,19 @@ func teardownSwarm(name string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeShimSockets removes the sockets of the containers of the daemon
+// in dir that their shims, killed, left in containerd's fixed directory:
+// containerd 1.6 names each after the SHA-256 of its own socket's path,
+// the namespace (Docker's "moby") and the container's id.
+func removeShimSockets(dir string) {
+	ids, _ := os.ReadDir(filepath.Join(dir, "data", "containers"))
+	sock := filepath.Join(dir, "exec", "containerd", "containerd.sock")
+	for _, id := range ids {
+		sum := sha256.Sum256([]byte(filepath.Join(sock, "moby", id.Name())))
+		os.Remove(filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:])))
+	}
 }
 
 // unmountUnder detaches every mount below dir, deepest first.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,19 +14,38 @@ import (
 	"github.com/falconnet/falcon/internal/testbed"
 )
 
-// TestFlannelDaemonCLI drives the real Flannel (flanneld, etcd, the CNI
-// plugins) through the binary as a user does: testbed up, doctor, enable,
-// status, disable and down; then a 'testbed up' killed once its daemons
-// run, and the down after it, which must leave no namespace, process or
-// file.
-func TestFlannelDaemonCLI(t *testing.T) {
+// TestDaemonLayoutsCLI drives the real Flannel (flanneld, etcd, the CNI
+// plugins) and the real Docker swarm through the binary as a user does:
+// testbed up, doctor, enable, status, disable and down; then a 'testbed up'
+// killed once its daemons run, and the down after it, which must leave no
+// namespace, process or file.
+func TestDaemonLayoutsCLI(t *testing.T) {
 	bin := cliBinary(t)
-	if err := testbed.CheckLayout("flannel-daemon"); err != nil {
-		t.Skip(err)
+	for _, l := range []struct {
+		layout, short string
+		// what doctor finds by role: Docker adds its ingress network
+		// (an overlay, a bridge, a veth to ingress_sbox) and the
+		// network's load balancer endpoint (a veth to lb_...).
+		roles map[string]int
+		// a file that shows the daemons run and pods or containers are
+		// being made
+		running string
+	}{
+		{"flannel-daemon", "fd", map[string]int{"nic": 1, "overlay": 1, "bridge": 1, "host-veth": 2, "container": 2}, "h2/flanneld.pid"},
+		{"docker-swarm", "sw", map[string]int{"nic": 1, "overlay": 2, "bridge": 2, "host-veth": 4, "container": 4}, "h1/docker/data/containers/*"},
+	} {
+		t.Run(l.layout, func(t *testing.T) {
+			if err := testbed.CheckLayout(l.layout); err != nil {
+				t.Skip(err)
+			}
+			daemonLayoutCLI(t, bin, l.layout, fmt.Sprintf("cli%d-%s", os.Getpid(), l.short), l.roles, l.running)
+		})
 	}
-	name := fmt.Sprintf("cli%d-fd", os.Getpid())
+}
+
+func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[string]int, running string) {
 	t.Cleanup(func() { testbed.Down(name) })
-	out, code := falcon(t, bin, "testbed", "up", "--layout", "flannel-daemon", "--name", name, "--containers", "2", "--json")
+	out, code := falcon(t, bin, "testbed", "up", "--layout", layout, "--name", name, "--containers", "2", "--json")
 	var tb testbed.Testbed
 	if err := json.Unmarshal([]byte(out), &tb); code != 0 || err != nil {
 		t.Fatalf("testbed up: exit %d, %v\n%s", code, err, out)
@@ -44,17 +64,17 @@ func TestFlannelDaemonCLI(t *testing.T) {
 	for _, d := range rep.Overlay.Devices {
 		roles[d.Role]++
 	}
-	if roles["nic"] != 1 || roles["overlay"] != 1 || roles["bridge"] != 1 || roles["host-veth"] != 2 || roles["container"] != 2 {
-		t.Errorf("doctor found devices %v, want the NIC, flannel.1, cni0 and two pods", roles)
+	if !maps.Equal(roles, wantRoles) {
+		t.Errorf("doctor found devices %v, want %v", roles, wantRoles)
 	}
 	for _, f := range rep.Findings {
 		if f.Severity == "warn" || f.Severity == "error" {
-			t.Errorf("doctor on flanneld's own overlay: %s %s %s: %s", f.Severity, f.Check, f.Device, f.Message)
+			t.Errorf("doctor on the daemons' own overlay: %s %s %s: %s", f.Severity, f.Check, f.Device, f.Message)
 		}
 	}
 
 	c := h.Containers[0]
-	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, c.Dev)
+	vx0, ct0 := rps(t, h.OverlayNS(), h.Overlay), rps(t, c.Netns, c.Dev)
 	if out, code := falcon(t, bin, "enable", "--netns", h.Netns); code != 0 {
 		t.Fatalf("enable: exit %d\n%s", code, out)
 	}
@@ -62,13 +82,13 @@ func TestFlannelDaemonCLI(t *testing.T) {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
 	r := statusJSON(t, bin, h.Netns)
-	if !r.Enabled || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
+	if !r.Enabled || len(r.Stages) != 1+wantRoles["overlay"] || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
 	}
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
 		t.Errorf("disable: exit %d\n%s", code, out)
 	}
-	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, c.Dev) != ct0 {
+	if rps(t, h.OverlayNS(), h.Overlay) != vx0 || rps(t, c.Netns, c.Dev) != ct0 {
 		t.Error("disable did not restore RPS")
 	}
 	if out, code := falcon(t, bin, "testbed", "down", "--name", name); code != 0 {
@@ -80,13 +100,13 @@ func TestFlannelDaemonCLI(t *testing.T) {
 	// pods; down removes them all the same.
 	killed := name + "-k"
 	t.Cleanup(func() { testbed.Down(killed) })
-	up := exec.Command(bin, "testbed", "up", "--layout", "flannel-daemon", "--name", killed, "--containers", "2")
+	up := exec.Command(bin, "testbed", "up", "--layout", layout, "--name", killed, "--containers", "2")
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pidFile := filepath.Join(testbed.StateDir, killed+".d", "h2", "flanneld.pid")
+	pattern := filepath.Join(testbed.StateDir, killed+".d", running)
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(pidFile); err == nil {
+		if m, _ := filepath.Glob(pattern); len(m) > 0 {
 			break
 		}
 	}
