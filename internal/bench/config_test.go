@@ -188,7 +188,7 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--ipv6", "--workloads", "latency"}, "no IPv6"},
 		{[]string{"--ipv6", "--workloads", "memcached"}, "iperf3's workloads and web run"},
 		{[]string{"--ipv6", "--sender", "kernel", "--workloads", "udp"}, "the kernel sender sends IPv4 frames only"},
-		{[]string{"--ipv6", "--layouts", "flannel-daemon", "--workloads", "tcp"}, "not built for layout flannel-daemon"},
+		{[]string{"--ipv6", "--layouts", "docker-swarm", "--workloads", "tcp"}, "not built for layout docker-swarm"},
 		{[]string{"--modes", "vanilla,vanilla@"}, "a label after @ is 1..16 of a-z and 0-9"},
 		{[]string{"--modes", "vanilla@A-A"}, "a label after @"},
 		{[]string{"--modes", "warp@aa"}, `unknown mode "warp"`},

@@ -60,10 +60,29 @@ const (
 var hostPaths = []string{"/run/docker", "/run/docker/plugins", "/run/containerd", "/run/containerd/s",
 	"/var/lib/docker", "/var/lib/docker/network", "/var/lib/docker/network/files"}
 
+// DockerdEnv names the dockerd the docker-swarm layout runs, instead of
+// the one in PATH.
+const DockerdEnv = "FALCON_DOCKERD"
+
+func dockerd() string {
+	if d := os.Getenv(DockerdEnv); d != "" {
+		return d
+	}
+	return "dockerd"
+}
+
 // CheckSwarm reports what keeps the docker-swarm layout from being built
 // here.
 func CheckSwarm() error {
+	if d := os.Getenv(DockerdEnv); d != "" {
+		if st, err := os.Stat(d); err != nil || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("layout docker-swarm: %s=%s is not an executable dockerd", DockerdEnv, d)
+		}
+	}
 	for _, t := range swarmTools {
+		if t.cmd == "dockerd" && os.Getenv(DockerdEnv) != "" {
+			continue
+		}
 		if _, err := exec.LookPath(t.cmd); err != nil {
 			return fmt.Errorf("layout docker-swarm needs %q, not found in PATH: install the %s package (scripts/setup.sh does)", t.cmd, t.pkg)
 		}
@@ -232,7 +251,7 @@ func (b *builder) startDockerd(hi int) error {
 	// sandboxes the daemon bind-mounts there would be out of everyone
 	// else's reach.
 	return b.startIn([]string{"nsenter", "--net=" + netns.Path(h.Netns)}, h.Netns,
-		filepath.Join(hostDir(t.Name, h.Name), "dockerd"), "dockerd", "--config-file", cf)
+		filepath.Join(hostDir(t.Name, h.Name), "dockerd"), dockerd(), "--config-file", cf)
 }
 
 // runContainer runs container ci of host hi, attaches its namespace under

@@ -167,7 +167,10 @@ func Validate(s Spec) error {
 func CheckIPv6(layout string) error {
 	switch layout {
 	case "flannel-daemon":
-		return errors.New("--ipv6 is not built for layout flannel-daemon (flanneld's IPv6 mode): use host, vxlan, docker, flannel or calico")
+		// Tried: flanneld's etcd manager reuses any lease whose public
+		// IPv4 address is its own, and IPv6 only every host's is 0.0.0.0
+		// (--public-ip does not reach the lease), so h2 took h1's /64.
+		return errors.New("--ipv6 is not built for layout flannel-daemon (flanneld v0.28.10 with etcd gives every IPv6-only host the same subnet): use host, vxlan, docker, flannel or calico")
 	case "docker-swarm":
 		return errors.New("--ipv6 is not built for layout docker-swarm (Docker 20.10's swarm runs over IPv4): use host, vxlan, docker, flannel or calico")
 	}

@@ -31,7 +31,7 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: "demo", Layout: "docker", Containers: -1}, "containers"},
 		{Spec{Name: "demo", Layout: "docker", Containers: MaxContainers + 1}, "containers"},
 		{Spec{Name: "demo", Layout: "calico", IPv6: true}, ""},
-		{Spec{Name: "demo", Layout: "flannel-daemon", IPv6: true}, "not built for layout flannel-daemon"},
+		{Spec{Name: "demo", Layout: "docker-swarm", IPv6: true}, "not built for layout docker-swarm"},
 	} {
 		err := Validate(c.s)
 		switch {
@@ -64,7 +64,7 @@ func TestParseNS(t *testing.T) {
 func TestPlan(t *testing.T) {
 	for _, layout := range Layouts {
 		for _, v6 := range []bool{false, true} {
-			if v6 && layout == "flannel-daemon" {
+			if v6 && CheckIPv6(layout) != nil {
 				continue
 			}
 			planOne(t, Spec{Name: "demo", Layout: layout, Containers: MaxContainers, IPv6: v6})
@@ -114,8 +114,8 @@ func planOne(t *testing.T, s Spec) {
 		}
 		veths := map[string]bool{}
 		for _, c := range h.Containers {
-			if s.Layout == "flannel-daemon" {
-				continue // addresses and veth names are the plugins' choice, at up
+			if s.Layout == "flannel-daemon" || s.Layout == "docker-swarm" {
+				continue // addresses and veth names are the plugins' or Docker's choice, at up
 			}
 			if addrs[c.Addr] || !private(c.Addr, s.IPv6) {
 				t.Errorf("%s: container address %q reused or not private", layout, c.Addr)

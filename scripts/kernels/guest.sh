@@ -62,6 +62,9 @@ if [ "$ACCEL" = tcg ]; then
 	# TestSteeringLayouts (not examined; the imitated flannel layout had 0).
 	# Pointing them at no build makes them skip; the host runs them.
 	export FALCON_DAEMONS_DIR=/run/no-flannel-daemons-under-tcg
+	# The docker-swarm layout's likewise: Docker's daemons, not a kernel
+	# feature, and many times slower to start under emulation.
+	export FALCON_DOCKERD=/run/no-dockerd-under-tcg
 	# The ordering guard's timeout is a wall-clock bound on how long a
 	# queue may hold a flow's packets after the flow paused (past it, the
 	# guard takes them for lost). Emulation runs the guest many times
