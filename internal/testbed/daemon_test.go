@@ -109,23 +109,7 @@ func TestFlannelDaemon(t *testing.T) {
 	}
 
 	// A crash: flanneld on h2 and etcd killed, the state file gone.
-	for _, f := range []string{filepath.Join(dir, "etcd"), filepath.Join(dir, "h2", "flanneld")} {
-		if pid, ok := daemonPID(f); ok {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	if err := os.Remove(statePath(tb.Name)); err != nil {
-		t.Fatal(err)
-	}
-	if err := Down(tb.Name); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, tb.Name)
-	for _, pid := range pids {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("daemon pid %d still runs", pid)
-		}
-	}
+	crashAndDown(t, tb.Name, []string{filepath.Join(dir, "etcd"), filepath.Join(dir, "h2", "flanneld")}, pids)
 }
 
 func addrs(t *testing.T, ns, dev string) string {

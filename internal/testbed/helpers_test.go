@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -64,4 +65,28 @@ func assertGone(t *testing.T, name string) {
 // inNS returns a command run inside namespace ns.
 func inNS(ns string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+}
+
+// crashAndDown kills the daemons of bases and loses the state file, as a
+// crash or a killed 'up' leaves a testbed, and checks that Down still
+// removes it all: no namespace, no file, none of pids running.
+func crashAndDown(t *testing.T, name string, bases []string, pids []int) {
+	t.Helper()
+	for _, b := range bases {
+		if pid, ok := daemonPID(b); ok {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if err := os.Remove(statePath(name)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(name); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, name)
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			t.Errorf("pid %d still runs", pid)
+		}
+	}
 }

@@ -103,7 +103,7 @@ func dockerDir(name, host string) string { return filepath.Join(hostDir(name, ho
 // testbed's own, removed by Down.
 func cgroupParent(name, host string) string { return "falcon-" + name + "-" + host }
 
-// docker runs the docker client against host h's daemon; its configuration
+// dockerCLI runs the docker client against host h's daemon; its configuration
 // directory is the testbed's, so nothing lands in ~/.docker.
 func dockerCLI(ctx context.Context, name, host string, stdin []byte, args ...string) ([]byte, error) {
 	d := dockerDir(name, host)

@@ -3,14 +3,15 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -118,21 +119,7 @@ func TestDockerSwarm(t *testing.T) {
 	}
 
 	// A crash: h2's dockerd killed, the state file gone.
-	if pid, ok := daemonPID(filepath.Join(hostDir(tb.Name, "h2"), "dockerd")); ok {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if err := os.Remove(statePath(tb.Name)); err != nil {
-		t.Fatal(err)
-	}
-	if err := Down(tb.Name); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, tb.Name)
-	for pid, ns := range pids {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("pid %d of %s still runs", pid, ns)
-		}
-	}
+	crashAndDown(t, tb.Name, []string{filepath.Join(hostDir(tb.Name, "h2"), "dockerd")}, slices.Collect(maps.Keys(pids)))
 	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), daemonDir(tb.Name)) {
 		t.Errorf("mounts left under %s:\n%s", daemonDir(tb.Name), mi)
 	}
