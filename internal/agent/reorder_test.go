@@ -37,7 +37,7 @@ func TestNoReorderingUnderLoadChanges(t *testing.T) {
 	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
 		t.Skip(err)
 	}
-	for _, layout := range []string{"docker", "flannel", "calico", "docker-swarm"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm"} {
 		t.Run(layout, func(t *testing.T) { reorderOn(t, layout) })
 	}
 }
