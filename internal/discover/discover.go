@@ -3,7 +3,9 @@ package discover
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -108,19 +110,26 @@ func Discover(hostNS string) (*Overlay, error) {
 	overlayNS := []*nsInfo{}
 	if hasVXLAN(host) {
 		overlayNS = append(overlayNS, host)
-	} else {
-		// Docker creates vxlan0 in the host and moves it into a sandbox
-		// namespace; its socket, and so its underlay, stay in the host.
-		for _, c := range host.view.all() {
-			if c.ino == host.ino {
-				continue
-			}
-			n, err := d.openNS(c.name)
-			if err != nil || !hasVXLAN(n) {
-				continue
-			}
-			overlayNS = append(overlayNS, n)
+	}
+	// Docker creates vxlan0 in the host and moves it into a sandbox
+	// namespace; its socket, and so its underlay, stay in the host. The
+	// sandboxes are bind-mounted (no process lives in them), so those are
+	// always looked at, also beside a VXLAN device of the host's own (a
+	// swarm node running Flannel too); every other namespace only when
+	// neither has one, since that means listing every process's.
+	sandboxes := d.cands.mounted()
+	if len(overlayNS) == 0 {
+		sandboxes = slices.Collect(maps.Values(host.view.all()))
+	}
+	for _, c := range sandboxes {
+		if c.ino == host.ino {
+			continue
 		}
+		n, err := d.openNS(c.name)
+		if err != nil || !hasVXLAN(n) {
+			continue
+		}
+		overlayNS = append(overlayNS, n)
 	}
 	for _, n := range overlayNS {
 		if err := d.overlay(host, n); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"syscall"
@@ -48,6 +49,13 @@ func (cs *candidates) add(name, path string) {
 	}
 	cs.seen[st.Ino] = true
 	cs.list = append(cs.list, candidate{name: name, ino: st.Ino})
+}
+
+// mounted lists the bind-mounted candidates (and any process's namespace
+// listed already).
+func (cs *candidates) mounted() []candidate {
+	cs.get(0)
+	return slices.Clone(cs.list)
 }
 
 // get returns the i-th candidate, listing more as needed.

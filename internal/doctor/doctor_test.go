@@ -44,10 +44,15 @@ func up(t *testing.T, layout string) *testbed.Testbed {
 	return tb
 }
 
-// in runs a command in namespace ns and returns its output.
+// in runs a command in namespace ns (a name, or a path such as a Docker
+// sandbox's) and returns its output.
 func in(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+	enter := []string{"ip", "netns", "exec", ns}
+	if strings.Contains(ns, "/") {
+		enter = []string{"nsenter", "--net=" + ns} // no sysfs of its own: not for reading /sys
+	}
+	out, err := exec.Command(enter[0], append(enter[1:], args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip netns exec %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
 	}
@@ -102,7 +107,7 @@ type planted struct {
 // changes nothing on a second run.
 func TestPlanted(t *testing.T) {
 	needRoot(t)
-	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm"} {
 		t.Run(layout, func(t *testing.T) { testPlanted(t, layout) })
 	}
 }
@@ -123,20 +128,27 @@ func testPlanted(t *testing.T, layout string) {
 	if h.Bridge != "" {
 		wantRoles[discover.RoleBridge] = 1
 	}
+	if layout == "docker-swarm" {
+		// Docker's ingress network (an overlay on a bridge, a veth to
+		// ingress_sbox) and the load balancer's endpoint (a veth).
+		wantRoles = map[discover.Role]int{discover.RoleNIC: 1, discover.RoleOverlay: 2, discover.RoleBridge: 2,
+			discover.RoleHostVeth: 4, discover.RoleContainer: 4}
+	}
+	ons := h.OverlayNS() // where the VXLAN device and the host veths are
 	for role, n := range wantRoles {
 		if got := len(clean.Overlay.Role(role)); got != n {
 			t.Errorf("clean %s: %d devices with role %s, want %d", layout, got, role, n)
 		}
 	}
 
-	// Someone tuned GRO on for every veth; two lost it.
-	for _, c := range h.Containers {
-		in(t, h.Netns, "ethtool", "-K", c.HostVeth, "gro", "on")
-		in(t, c.Netns, "ethtool", "-K", c.Dev, "gro", "on")
+	// Someone tuned GRO on for every veth (Docker's own included: the
+	// ingress's and the load balancer's); two lost it.
+	for _, d := range append(clean.Overlay.Role(discover.RoleHostVeth), clean.Overlay.Role(discover.RoleContainer)...) {
+		in(t, d.Netns, "ethtool", "-K", d.Name, "gro", "on")
 	}
-	in(t, h.Netns, "ethtool", "-K", c1.HostVeth, "gro", "off")
+	in(t, ons, "ethtool", "-K", c1.HostVeth, "gro", "off")
 	in(t, c0.Netns, "ethtool", "-K", c0.Dev, "gro", "off")
-	in(t, h.Netns, "ethtool", "-K", h.Overlay, "gro", "off", "tx-checksum-ip-generic", "off")
+	in(t, ons, "ethtool", "-K", h.Overlay, "gro", "off", "tx-checksum-ip-generic", "off")
 	in(t, c1.Netns, "ethtool", "-K", c1.Dev, "gso", "off")
 	in(t, c0.Netns, "ip", "link", "set", c0.Dev, "mtu", "1500")
 	zero := "vxz" + strconv.Itoa(os.Getpid()%10000)
@@ -147,14 +159,14 @@ func testPlanted(t *testing.T, layout string) {
 		return func() bool { return feature(t, ns, dev, "generic-receive-offload") == "on" }
 	}
 	plants := []planted{
-		{what: "GRO off on a host veth", check: CheckGRO, ns: h.Netns, dev: c1.HostVeth, sev: Warn, safe: true, readBack: gro(h.Netns, c1.HostVeth)},
+		{what: "GRO off on a host veth", check: CheckGRO, ns: ons, dev: c1.HostVeth, sev: Warn, safe: true, readBack: gro(ons, c1.HostVeth)},
 		{what: "GRO off on a container", check: CheckGRO, ns: c0.Netns, dev: c0.Dev, sev: Warn, safe: true, readBack: gro(c0.Netns, c0.Dev)},
-		{what: "GRO off on the VXLAN device", check: CheckGRO, ns: h.Netns, dev: h.Overlay, sev: Warn, safe: true, readBack: gro(h.Netns, h.Overlay)},
+		{what: "GRO off on the VXLAN device", check: CheckGRO, ns: ons, dev: h.Overlay, sev: Warn, safe: true, readBack: gro(ons, h.Overlay)},
 		{what: "GSO off on a container", check: CheckGSO, ns: c1.Netns, dev: c1.Dev, sev: Warn, safe: true,
 			readBack: func() bool { return feature(t, c1.Netns, c1.Dev, "generic-segmentation-offload") == "on" }},
 		{what: "container MTU above the overlay's", check: CheckMTU, ns: c0.Netns, dev: c0.Dev, sev: Error, safe: true,
 			readBack: func() bool { return in(t, c0.Netns, "cat", "/sys/class/net/"+c0.Dev+"/mtu") == "1450" }},
-		{what: "tx checksum offload off on the VXLAN device", check: CheckTxChecksum, ns: h.Netns, dev: h.Overlay, sev: Warn},
+		{what: "tx checksum offload off on the VXLAN device", check: CheckTxChecksum, ns: ons, dev: h.Overlay, sev: Warn},
 		{what: "zero UDP checksums", check: CheckUDPCsum, ns: h.Netns, dev: zero, sev: Warn},
 	}
 	// RFS half-configured: the socket table is global, so plant it only
@@ -199,7 +211,7 @@ func testPlanted(t *testing.T, layout string) {
 			t.Errorf("after --fix, %s: the system still shows it", p.what)
 		}
 	}
-	if feature(t, h.Netns, h.Overlay, "tx-checksum-ip-generic") != "off" {
+	if feature(t, ons, h.Overlay, "tx-checksum-ip-generic") != "off" {
 		t.Error("--fix changed tx checksum offload on the VXLAN device, which is not a safe fix")
 	}
 
