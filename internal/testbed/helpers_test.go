@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -62,8 +63,12 @@ func assertGone(t *testing.T, name string) {
 	}
 }
 
-// inNS returns a command run inside namespace ns.
+// inNS returns a command run inside namespace ns, a name or a path (a
+// Docker sandbox's: entered without a sysfs of its own).
 func inNS(ns string, args ...string) *exec.Cmd {
+	if strings.Contains(ns, "/") {
+		return exec.Command("nsenter", append([]string{"--net=" + ns}, args...)...)
+	}
 	return exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
 }
 
