@@ -101,7 +101,7 @@ func reorderOn(t *testing.T, layout string) {
 			}
 		}
 	}
-	nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns), hookDelta(t, r0, r1, "overlay", h2.OverlayNS())
+	nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns, h2.NIC), hookDelta(t, r0, r1, "overlay", h2.OverlayNS(), h2.Overlay)
 	t.Logf("UDP: %d flows, %d datagrams lost; %d (flow, device) stages ran on both CPUs over the run; decisions: nic %+v, overlay %+v",
 		len(runs), lost, moved, nic.Decisions, ovl.Decisions)
 	for _, h := range []StageReport{nic, ovl} {

@@ -46,7 +46,7 @@ import (
 // runs the test is skipped (order and cleanup still checked).
 func TestSteeringLayouts(t *testing.T) {
 	needTestbed(t)
-	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "docker-ipv6", "flannel-ipv6", "calico-ipv6"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "docker-ipv6", "flannel-ipv6", "calico-ipv6", "flannel-daemon-ipv6"} {
 		t.Run(layout, func(t *testing.T) { steeringOn(t, layout) })
 	}
 }
@@ -91,8 +91,11 @@ func steeringOn(t *testing.T, layout string) {
 		distinct[id] = true
 	}
 	overlays, ends := 1, len(h2.Containers)
-	if layout == "docker-swarm" {
+	switch layout {
+	case "docker-swarm":
 		overlays, ends = 2, ends+2 // the ingress network's overlay, ingress_sbox's and the load balancer's ends
+	case "flannel-daemon-ipv6":
+		overlays = 2 // Flannel's dual stack: flannel.1 beside flannel-v6.1
 	}
 	// One program per hook, one arrival counter for all ends.
 	if len(distinct) != 2+overlays || len(objs.links)+objs.filters != 1+overlays+ends || len(objs.maps) == 0 {
@@ -110,7 +113,7 @@ func steeringOn(t *testing.T, layout string) {
 	// where there are several (wantHooks).
 	ovIdx := devIfindex(t, h2.OverlayNS(), h2.Overlay)
 	vxIdx := ovIdx
-	if layout == "docker-swarm" {
+	if overlays > 1 {
 		ov, err := discover.Discover(h2.Netns)
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +137,7 @@ func steeringOn(t *testing.T, layout string) {
 			t.Fatal(err)
 		}
 		r1 := status(t, o)
-		nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns), hookDelta(t, r0, r1, "overlay", h2.OverlayNS())
+		nic, ovl := hookDelta(t, r0, r1, "nic", h2.Netns, h2.NIC), hookDelta(t, r0, r1, "overlay", h2.OverlayNS(), h2.Overlay)
 		if exact = p.check(t, h2, runs, stagetrace.StagesByFlow(recs), nic, ovl); !exact {
 			t.Logf("attempt %d: the hooks made second choices or fell back (nic %+v, overlay %+v; load now %+v): trying again with fresh flows",
 				attempt, nic.Decisions, ovl.Decisions, r1.Load)
@@ -312,15 +315,15 @@ func status(t *testing.T, o Options) *Report {
 }
 
 // hookDelta is what the hook of a role counted between two reports.
-func hookDelta(t *testing.T, r0, r1 *Report, role, ns string) StageReport {
+func hookDelta(t *testing.T, r0, r1 *Report, role, ns, dev string) StageReport {
 	t.Helper()
 	find := func(r *Report) StageReport {
 		for _, s := range r.Stages {
-			if string(s.Role) == role && s.Netns == ns {
+			if string(s.Role) == role && s.Netns == ns && s.Device == dev {
 				return s
 			}
 		}
-		t.Fatalf("no %s hook in %s in the status: %+v", role, ns, r.Stages)
+		t.Fatalf("no %s hook on %s in %s in the status: %+v", role, dev, ns, r.Stages)
 		return StageReport{}
 	}
 	a, b := find(r0), find(r1)

@@ -20,7 +20,7 @@ func TestTestbedLayouts(t *testing.T) {
 	if err := testbed.CheckSystem(); err != nil {
 		t.Skip(err)
 	}
-	for _, sub := range []string{"vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "vxlan-ipv6", "docker-ipv6", "flannel-ipv6", "calico-ipv6"} {
+	for _, sub := range []string{"vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "vxlan-ipv6", "docker-ipv6", "flannel-ipv6", "calico-ipv6", "flannel-daemon-ipv6"} {
 		layout, v6 := strings.CutSuffix(sub, "-ipv6")
 		t.Run(sub, func(t *testing.T) {
 			if err := testbed.CheckLayout(layout); err != nil {
@@ -50,6 +50,10 @@ func TestTestbedLayouts(t *testing.T) {
 			}
 			if layout == "docker-swarm" {
 				wants = append(wants, swarmExtras(t, h.Sandbox)...)
+			}
+			if layout == "flannel-daemon" && v6 {
+				// Flannel's dual stack: its IPv4 overlay beside the IPv6 one.
+				wants = append(wants, want{"flannel.1", RoleOverlay, h.Netns})
 			}
 			check(t, o, wants)
 			var vx *VXLAN

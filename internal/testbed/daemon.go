@@ -45,10 +45,25 @@ var daemonTools = []struct{ cmd, pkg string }{{"nft", "nftables"}, {"iptables", 
 // flannelNetwork is Flannel's default network; each host leases a /24 of it.
 const flannelNetwork = "10.244.0.0/16"
 
+// flannelNetwork6 is the IPv6 network of an --ipv6 testbed: each host
+// leases a /64 of it, as the address plan's flannel layout has.
+const flannelNetwork6 = "fd00:244::/48"
+
 // flannelConfig is the network configuration flanneld reads from etcd.
 // nftables, not iptables: the iptables mode needs br_netfilter, a module
 // whose loading would change how every bridge of the machine filters.
-var flannelConfig = fmt.Sprintf(`{"Network":%q,"SubnetLen":24,"EnableNFTables":true,"Backend":{"Type":"vxlan"}}`, flannelNetwork)
+// Over IPv6 Flannel runs dual stack (flannel.1 and flannel-v6.1, each
+// over its own family's underlay), not IPv6 only: its etcd manager reuses
+// any lease whose public IPv4 address is its own, 0.0.0.0 for every
+// IPv6-only host, so h2 took h1's /64 (v0.28.10, tryAcquireLease; its
+// --public-ip does not reach the lease). The testbed's traffic is IPv6.
+func flannelConfig(v6 bool) string {
+	extra := ""
+	if v6 {
+		extra = fmt.Sprintf(`"EnableIPv6":true,"IPv6Network":%q,"IPv6SubnetLen":64,`, flannelNetwork6)
+	}
+	return fmt.Sprintf(`{"Network":%q,"SubnetLen":24,%s"EnableNFTables":true,"Backend":{"Type":"vxlan"}}`, flannelNetwork, extra)
+}
 
 // DaemonsDir returns the directory of the flannel-daemon layout's built
 // programs, or an error that says how to build them.
@@ -195,7 +210,7 @@ func (b *builder) flannelDaemon() error {
 	}
 	// Each flanneld learns the other's lease from etcd's watch and routes it.
 	for hi, h := range t.Hosts {
-		if err := b.waitRoute(h, b.peer(hi).OverlayAddr+"/24"); err != nil {
+		if err := b.waitRoute(h, fmt.Sprintf("%s/%d", b.peer(hi).OverlayAddr, t.ips().subnet)); err != nil {
 			return err
 		}
 	}
@@ -297,7 +312,7 @@ func (b *builder) putConfig(dir string) error {
 	defer c.CloseIdleConnections()
 	body, _ := json.Marshal(map[string]string{
 		"key":   base64.StdEncoding.EncodeToString([]byte("/coreos.com/network/config")),
-		"value": base64.StdEncoding.EncodeToString([]byte(flannelConfig)),
+		"value": base64.StdEncoding.EncodeToString([]byte(flannelConfig(b.t.IPv6))),
 	})
 	return b.wait("etcd: write flannel's network configuration", filepath.Join(dir, "etcd"), func() (bool, error) {
 		resp, err := c.Post("http://etcd/v3/kv/put", "application/json", bytes.NewReader(body))
@@ -313,17 +328,22 @@ func (b *builder) putConfig(dir string) error {
 }
 
 // waitSubnet waits for host hi's flanneld to write its subnet file and
-// returns the subnet it leased (FLANNEL_SUBNET, the bridge's address).
+// returns the subnet it leased (FLANNEL_SUBNET, or FLANNEL_IPV6_SUBNET on
+// an IPv6 testbed: the bridge's address).
 func (b *builder) waitSubnet(hi int) (*net.IPNet, error) {
 	hd := hostDir(b.t.Name, b.t.Hosts[hi].Name)
 	var subnet *net.IPNet
+	key := "FLANNEL_SUBNET="
+	if b.t.IPv6 {
+		key = "FLANNEL_IPV6_SUBNET="
+	}
 	err := b.wait("flanneld in "+b.t.Hosts[hi].Netns+": lease a subnet", filepath.Join(hd, "flanneld"), func() (bool, error) {
 		env, err := os.ReadFile(filepath.Join(hd, "subnet.env"))
 		if err != nil {
 			return false, nil
 		}
 		for _, l := range strings.Split(string(env), "\n") {
-			if v, ok := strings.CutPrefix(l, "FLANNEL_SUBNET="); ok {
+			if v, ok := strings.CutPrefix(l, key); ok {
 				ip, n, err := net.ParseCIDR(strings.TrimSpace(v))
 				if err != nil {
 					return false, fmt.Errorf("subnet.env: %v", err)
@@ -342,7 +362,7 @@ func (b *builder) waitSubnet(hi int) (*net.IPNet, error) {
 func (b *builder) waitRoute(h Host, dst string) error {
 	base := filepath.Join(hostDir(b.t.Name, h.Name), "flanneld")
 	return b.wait(fmt.Sprintf("flanneld in %s: route %s", h.Netns, dst), base, func() (bool, error) {
-		out, err := exec.Command("ip", "-n", h.Netns, "route", "show", dst, "dev", h.Overlay).Output()
+		out, err := exec.Command("ip", "-n", h.Netns, b.t.ips().family, "route", "show", dst, "dev", h.Overlay).Output()
 		return err == nil && strings.TrimSpace(string(out)) != "", nil
 	})
 }
@@ -409,11 +429,20 @@ func (b *builder) cniAdd(bin string, hi int, c *Container) error {
 	if len(res.IPs) == 0 || c.HostVeth == "" {
 		return fmt.Errorf("CNI ADD of %s: no address or no host veth in the result: %s", c.Netns, out)
 	}
-	ip, _, err := net.ParseCIDR(res.IPs[0].Address)
-	if err != nil {
-		return fmt.Errorf("CNI ADD of %s: %v", c.Netns, err)
+	c.Addr = ""
+	for _, a := range res.IPs { // dual stack over IPv6: the testbed's family's
+		ip, _, err := net.ParseCIDR(a.Address)
+		if err != nil {
+			return fmt.Errorf("CNI ADD of %s: %v", c.Netns, err)
+		}
+		if (ip.To4() == nil) == b.t.IPv6 {
+			c.Addr = ip.String()
+			break
+		}
 	}
-	c.Addr = ip.String()
+	if c.Addr == "" {
+		return fmt.Errorf("CNI ADD of %s: no address of the testbed's IP version in the result: %s", c.Netns, out)
+	}
 	return nil
 }
 

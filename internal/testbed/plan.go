@@ -71,6 +71,8 @@ func plan(s Spec) *Testbed {
 		case "flannel":
 			h.OverlayAddr = ips.flannel(hi, 0)
 			h.Overlay = ips.flannelDev
+		case "flannel-daemon":
+			h.Overlay = ips.flannelDev // over IPv6: flannel-v6.1 (and flannel.1 beside it)
 		case "calico":
 			h.OverlayAddr = ips.calico(hi, 0)
 			h.Overlay = ips.calicoDev

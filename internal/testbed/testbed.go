@@ -166,13 +166,8 @@ func Validate(s Spec) error {
 // CheckIPv6 says whether a layout can be built over IPv6 (--ipv6).
 func CheckIPv6(layout string) error {
 	switch layout {
-	case "flannel-daemon":
-		// Tried: flanneld's etcd manager reuses any lease whose public
-		// IPv4 address is its own, and IPv6 only every host's is 0.0.0.0
-		// (--public-ip does not reach the lease), so h2 took h1's /64.
-		return errors.New("--ipv6 is not built for layout flannel-daemon (flanneld v0.28.10 with etcd gives every IPv6-only host the same subnet): use host, vxlan, docker, flannel or calico")
 	case "docker-swarm":
-		return errors.New("--ipv6 is not built for layout docker-swarm (Docker 20.10's swarm runs over IPv4): use host, vxlan, docker, flannel or calico")
+		return errors.New("--ipv6 is not built for layout docker-swarm (Docker 20.10's swarm runs over IPv4): use host, vxlan, docker, flannel, calico or flannel-daemon")
 	}
 	return nil
 }

@@ -252,11 +252,18 @@ func (b *builder) wire() error {
 			return err
 		}
 		p := b.peer(hi)
-		if err := b.ip(h.Netns,
+		cmds := []string{
 			fmt.Sprintf("link set %s address %s mtu %d", h.NIC, nicMAC(b.t.Name, hi), b.wireMTU()),
 			fmt.Sprintf("addr add %s/%d dev %s", h.Addr, ips.subnet, h.NIC),
 			fmt.Sprintf("neigh add %s lladdr %s dev %s nud permanent", p.Addr, nicMAC(b.t.Name, 1-hi), h.NIC),
-			fmt.Sprintf("link set %s up", h.NIC)); err != nil {
+		}
+		if ips.v6 && b.t.Layout == "flannel-daemon" {
+			// Flannel runs dual stack over IPv6 (flannelConfig): its IPv4
+			// overlay needs the IPv4 wire too.
+			cmds = append(cmds, fmt.Sprintf("addr add %s/%d dev %s", plan4.wire(hi), plan4.subnet, h.NIC),
+				fmt.Sprintf("neigh add %s lladdr %s dev %s nud permanent", plan4.wire(1-hi), nicMAC(b.t.Name, 1-hi), h.NIC))
+		}
+		if err := b.ip(h.Netns, append(cmds, fmt.Sprintf("link set %s up", h.NIC))...); err != nil {
 			return err
 		}
 		// veth trusts partial checksums (CHECKSUM_PARTIAL) across the
