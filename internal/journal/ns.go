@@ -40,8 +40,8 @@ func inNetns(name string, sysfs bool, fn func(id nsID) error) error {
 		return err
 	}
 	run := func() error { return fn(nsID{ino, netns.Cookie()}) }
-	roProc := readOnly("/proc/sys")
-	roSys := sysfs && name == "" && readOnly("/sys")
+	roProc := netns.ReadOnly("/proc/sys")
+	roSys := sysfs && name == "" && netns.ReadOnly("/sys")
 	switch {
 	case sysfs && name != "":
 		return netns.WithSysfs(name, func(string) error {
@@ -118,11 +118,6 @@ func remountRW(path string) error {
 			return fmt.Errorf("%s is read-only and cannot be made writable in a private mount namespace: %w", path, err)
 		}
 	}
-}
-
-func readOnly(path string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(path, &st) == nil && st.Flags&unix.ST_RDONLY != 0
 }
 
 // inNetnsID is inNetns for a namespace that must still be the one id

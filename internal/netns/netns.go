@@ -211,6 +211,13 @@ func WithSysfs(name string, fn func(root string) error) error {
 	return ferr
 }
 
+// ReadOnly reports whether the file system holding path is read-only, by
+// its mount's flag or its superblock's.
+func ReadOnly(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Flags&unix.ST_RDONLY != 0
+}
+
 // sysfsRO serialises the times a read-only sysfs is made writable.
 var sysfsRO sync.Mutex
 
@@ -222,8 +229,7 @@ var sysfsRO sync.Mutex
 // The container's own mount stays read-only meanwhile (its mount flag, not
 // the superblock's); the superblock is read-only again when fn returns.
 func writable(name string) (restore func() error, err error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys", &st); err != nil || st.Flags&unix.ST_RDONLY == 0 {
+	if !ReadOnly("/sys") {
 		return func() error { return nil }, nil
 	}
 	sysfsRO.Lock()
