@@ -13,7 +13,10 @@ import (
 // flow of 1400 B at 20 Mbit/s for 2 s, iperf3-udp-series-heavy.json the
 // same 5-tuple (--cport) flat out for 1 s right after it (on loopback in a
 // scratch namespace), iperf3-udp-series-textserver.json the light client
-// against a server without --json.
+// against a server without --json; iperf3-tcp-series.json a TCP flow of
+// 128 KiB writes at 231.68 Mbit/s (20K full segments/s) for 2 s and
+// iperf3-tcp-series-heavy.json the same 5-tuple (--cport) flat out for
+// 1 s right after it, over veth between two scratch namespaces.
 func TestParseIperf3Series(t *testing.T) {
 	s, err := ParseIperf3Series(testdata(t, "iperf3-udp-series.json"))
 	if err != nil {
@@ -60,6 +63,38 @@ func TestParseIperf3Series(t *testing.T) {
 	}
 	if _, err := ParseIperf3Series(testdata(t, "iperf3-error.json")); err == nil {
 		t.Error("an iperf3 error parsed")
+	}
+}
+
+// TestParseIperf3SeriesTCP: a TCP client's series is the server's too,
+// in bytes (no datagrams), summing to the end summary.
+func TestParseIperf3SeriesTCP(t *testing.T) {
+	light, err := ParseIperf3Series(testdata(t, "iperf3-tcp-series.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !light.Receiver || light.Protocol != "TCP" || len(light.Intervals) != 20 {
+		t.Fatalf("light: receiver %v, %s, %d intervals", light.Receiver, light.Protocol, len(light.Intervals))
+	}
+	var bytes int64
+	for i, iv := range light.Intervals {
+		// 231.68 Mbit/s in writes of 128 KiB: 22 writes a 0.1 s interval, give or take one.
+		if iv.Seconds < 0.09 || iv.Seconds > 0.11 || iv.Packets != 0 || iv.BitsPerSecond < 0.9*231.68e6 || iv.BitsPerSecond > 1.1*231.68e6 {
+			t.Errorf("light interval %d: %+v", i, iv)
+		}
+		bytes += iv.Bytes
+	}
+	if bytes != light.Bytes || light.BitsPerSecond < 0.99*231.68e6 || light.BitsPerSecond > 1.01*231.68e6 {
+		t.Errorf("light: intervals hold %d bytes, the end summary %+v", bytes, light.Iperf3Result)
+	}
+	heavy, err := ParseIperf3Series(testdata(t, "iperf3-tcp-series-heavy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 intervals and a tail of 0.6 ms.
+	if !heavy.Receiver || heavy.Protocol != "TCP" || heavy.BitsPerSecond < 10*light.BitsPerSecond || len(heavy.Intervals) != 11 ||
+		heavy.Intervals[10].Seconds > 0.01 {
+		t.Errorf("heavy: receiver %v, %.0f bit/s, %d intervals", heavy.Receiver, heavy.BitsPerSecond, len(heavy.Intervals))
 	}
 }
 
