@@ -56,7 +56,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
 	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
 		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
-	fs.StringVar(&f.hotspotRate, "hotspot-rate", "20Kpps", "the rate of each hotspot flow while light (as --rates: 20Kpps, 200M)")
+	fs.StringVar(&f.hotspotRate, "hotspot-rate", "20Kpps", "the rate of each hotspot and hotspot-tcp flow while light (as --rates: 20Kpps, 200M; for hotspot-tcp a packet rate counts full 1448 B segments)")
 	fs.StringVar(&f.containers, "containers", "1", "containers per host (container layouts), or \"flows\": one client and one server container per flow, on a testbed per flow count")
 	fs.StringVar(&f.json, "json", "", "write the results file `FILE`")
 	fs.StringVar(&f.preset, "preset", "", "start from a preset ("+strings.Join(PresetNames(), ", ")+"; "+PaperAll+" runs every figure's); flags given override it")

@@ -37,8 +37,8 @@ func TestHotspotSeries(t *testing.T) {
 			{Launched: at(2), Exited: at(3.05), Heavy: true, Result: heavy, Bitrate: "0"}}},
 		{Flow: 1, Phases: []hotspotPhase{{Launched: at(-0.1), Exited: at(1.95), Result: light, Bitrate: "20000000"}}},
 	}
-	h := hotspotSeries(clients, t0, 500*time.Millisecond, 2, 1400, []string{"a -> b", "c -> d"})
-	if h.IntervalS != 0.1 || h.WindowStartS != 0.5 || h.WindowEndS != 2.5 || h.LightEndS != 1.95 || h.HeavyAtS != 2 || len(h.Flows) != 2 {
+	h := hotspotSeries(clients, t0, 500*time.Millisecond, 2, 1400, false, []string{"a -> b", "c -> d"})
+	if h.Protocol != "UDP" || h.IntervalS != 0.1 || h.WindowStartS != 0.5 || h.WindowEndS != 2.5 || h.LightEndS != 1.95 || h.HeavyAtS != 2 || len(h.Flows) != 2 {
 		t.Fatalf("series %+v", h)
 	}
 	f0, f1 := h.Flows[0], h.Flows[1]
@@ -64,6 +64,73 @@ func TestHotspotSeries(t *testing.T) {
 	m := Metrics(Run{Hotspot: h})
 	if m["hotspot_heavy_after_pps"] != f0.AfterPPS || m["hotspot_light_before_pps"] != f1.BeforePPS || m["hotspot_after_pps"] != f0.AfterPPS {
 		t.Errorf("metrics %v", m)
+	}
+}
+
+// TestHotspotSeriesTCP: hotspot-tcp's recorded clients (128 KiB writes at
+// 20K full segments/s, then flat out on the same 5-tuple) in Gbit/s, with
+// no datagrams/s, in the metrics and the table.
+func TestHotspotSeriesTCP(t *testing.T) {
+	light, heavy := series(t, "iperf3-tcp-series.json"), series(t, "iperf3-tcp-series-heavy.json")
+	t0 := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	clients := []hotspotClient{
+		{Flow: 0, Phases: []hotspotPhase{{Launched: at(-0.1), Exited: at(1.95), Result: light, Bitrate: "231680000"},
+			{Launched: at(2), Exited: at(3.05), Heavy: true, Result: heavy, Bitrate: "0"}}},
+		{Flow: 1, Phases: []hotspotPhase{{Launched: at(-0.1), Exited: at(1.95), Result: light, Bitrate: "231680000"}}},
+	}
+	h := hotspotSeries(clients, t0, 500*time.Millisecond, 2, 128<<10, true, []string{"a -> b", "c -> d"})
+	if h.Protocol != "TCP" || h.HeavyAtS != 2 || len(h.Flows) != 2 {
+		t.Fatalf("series %+v", h)
+	}
+	f0, f1 := h.Flows[0], h.Flows[1]
+	// The heavy client's tail of 0.6 ms is left out.
+	if len(f0.Points) != len(light.Intervals)+len(heavy.Intervals)-1 || len(f1.Points) != len(light.Intervals) {
+		t.Fatalf("flows %+v %+v", f0, f1)
+	}
+	for _, f := range []FlowSeries{f0, f1} {
+		if f.BeforeGbps < 0.2 || f.BeforeGbps > 0.26 || f.BeforePPS != 0 || f.AfterPPS != 0 {
+			t.Errorf("flow %d before the switch: %.4f Gbit/s (%.0f/s, %.0f/s: none for TCP)", f.Flow, f.BeforeGbps, f.BeforePPS, f.AfterPPS)
+		}
+		for _, p := range f.Points {
+			if p.PPS != 0 {
+				t.Fatalf("flow %d: a TCP point with datagrams/s: %+v", f.Flow, p)
+			}
+		}
+	}
+	if f0.AfterGbps < 10*f0.BeforeGbps || f1.AfterGbps != 0 {
+		t.Errorf("after the switch: heavy flow %.3f Gbit/s, light flow %.3f (it had ended)", f0.AfterGbps, f1.AfterGbps)
+	}
+	// The window's rate: each flow's mean over its intervals in the window.
+	if g := h.windowGbps(); g < f0.BeforeGbps+f1.BeforeGbps || g > f0.AfterGbps+f1.BeforeGbps {
+		t.Errorf("window %.3f Gbit/s", g)
+	}
+	m := Metrics(Run{Hotspot: h})
+	if _, ok := m["hotspot_heavy_after_pps"]; ok || m["hotspot_heavy_after_gbps"] != f0.AfterGbps || m["hotspot_light_before_gbps"] != f1.BeforeGbps {
+		t.Errorf("metrics %v", m)
+	}
+	// The table: TCP's in Gbit/s with the out-of-order segments, apart
+	// from UDP's in datagrams/s.
+	ooo, retrans := int64(3), int64(7)
+	udp := hotspotSeries(clients, t0, 500*time.Millisecond, 2, 1400, false, nil)
+	res := []Result{
+		{Layout: "docker", Mode: "vanilla", Workload: "hotspot-tcp", Size: 128 << 10, Flows: 2, Offered: &Offered{Spec: "20Kpps", BitsPerSecond: 231.68e6},
+			Runs: []Run{{Hotspot: h, OutOfOrder: &ooo, Retransmits: &retrans}}},
+		{Layout: "docker", Mode: "vanilla", Workload: "hotspot", Size: 1400, Flows: 2, Offered: &Offered{Spec: "20Kpps", BitsPerSecond: 224e6},
+			Runs: []Run{{Hotspot: udp}}},
+	}
+	for i := range res {
+		res[i].Summarize()
+	}
+	var b strings.Builder
+	writeHotspot(&b, &File{Results: res})
+	out := b.String()
+	for _, want := range []string{"Hotspot (FALCON Fig. 16)", "heavy flow before → after, datagrams/s", "Hotspot over TCP",
+		"heavy flow before → after, Gbit/s", "| docker | vanilla | 128 KiB | 2 | 20Kpps = 231.68M | 1.50 s | 0.2", "| 3 | 7 |\n",
+		"| docker | vanilla | 1400 B | 2 | 20Kpps | 1.50 s | "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
 	}
 }
 

@@ -109,7 +109,7 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 // tcpWorkload says whether a workload's traffic is TCP.
 func tcpWorkload(name string) bool {
 	switch name {
-	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp":
+	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp", "hotspot-tcp":
 		return true
 	}
 	return false
@@ -132,7 +132,7 @@ func (e *env) drive(ctx context.Context) (Run, error) {
 		return e.overloadLatency(ctx)
 	case "rates", "rates-tcp":
 		return e.rates(ctx)
-	case "hotspot":
+	case "hotspot", "hotspot-tcp":
 		return e.hotspot(ctx)
 	}
 	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)

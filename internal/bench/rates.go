@@ -162,19 +162,46 @@ func (f *Flags) resolveRates(c *Config) error {
 	if usesWorkload(*c, "rates", "rates-tcp") {
 		c.Rates = rates
 	}
-	if usesWorkload(*c, "hotspot") {
+	if usesWorkload(*c, "hotspot", "hotspot-tcp") {
 		c.HotspotRate = hot.String()
 	}
 	return nil
+}
+
+// hotspotWorkload says whether a workload is a hotspot (FALCON Fig. 16),
+// over UDP or TCP.
+func hotspotWorkload(name string) bool { return name == "hotspot" || name == "hotspot-tcp" }
+
+// hotspotRate is the rate a hotspot's light flows are held to: --hotspot-rate
+// as given, except that for TCP a packet rate counts full segments of
+// tcpMSS bytes (20Kpps is 231.68M), as the wire carries them. A TCP
+// flow's writes of the case's size are not its packets (rates-tcp refuses
+// packet rates for that reason), and converting at the write size would
+// make 20Kpps of 128 KiB writes 21 Gbit/s, no light flow; at full segments
+// the TCP flows run at about the packet rate the UDP flows of 1400 B do.
+func hotspotRate(spec string, tcp bool) (Rate, error) {
+	r, err := ParseRate(spec)
+	if err != nil || !tcp || r.PPS == 0 {
+		return r, err
+	}
+	return Rate{Bits: r.PPS * tcpMSS * 8}, nil
 }
 
 // caseRates lists the rates a case of workload w at size runs at: the
 // config's, checked against the size, for the rates workloads, and one
 // "" (no rate) for the others. Hotspot's light rate is checked here too.
 func caseRates(c Config, w workloadKind, size int) ([]string, error) {
-	if w.name == "hotspot" {
-		if _, err := checkRate(c.HotspotRate, "--hotspot-rate", size, false); err != nil {
-			return nil, fmt.Errorf("workload hotspot: %v", err)
+	if hotspotWorkload(w.name) {
+		tcp := w.name == "hotspot-tcp"
+		given, err := ParseRate(c.HotspotRate)
+		if err == nil {
+			r, _ := hotspotRate(c.HotspotRate, tcp)
+			if _, err = checkRate(r.String(), "--hotspot-rate", size, tcp); err != nil && r != given {
+				err = fmt.Errorf("%v (%s in full segments of %d B)", err, given, tcpMSS)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("workload %s: %v", w.name, err)
 		}
 	}
 	if !rateWorkload(w.name) {
@@ -214,10 +241,11 @@ func checkRate(spec, flagName string, size int, tcp bool) (Rate, error) {
 }
 
 // Offered is the rate a case's sender was held to (the rates workloads,
-// and hotspot's light flows): as given, and as iperf3 was asked for it.
+// and the hotspots' light flows): as given, and as iperf3 was asked for it.
 type Offered struct {
 	Spec string `json:"spec"` // "1G", "400Kpps"
-	// BitsPerSecond is iperf3's -b: payload bit/s of each flow.
+	// BitsPerSecond is iperf3's -b: payload bit/s of each flow
+	// (hotspot-tcp: a packet rate in full segments, hotspotRate).
 	BitsPerSecond float64 `json:"bits_per_second"`
 	// PacketsPerSecond is the datagrams/s that is at the case's size
 	// (writes/s for TCP).
@@ -229,6 +257,10 @@ func offered(spec string, size int) *Offered {
 	if spec == "" || err != nil {
 		return nil
 	}
+	return offeredAt(spec, r, size)
+}
+
+func offeredAt(spec string, r Rate, size int) *Offered {
 	bits, pps := r.at(size)
 	return &Offered{Spec: spec, BitsPerSecond: math.Round(bits), PacketsPerSecond: pps}
 }
@@ -239,8 +271,10 @@ func describeCase(res *Result, cs Case, c Config) {
 	switch {
 	case rateWorkload(cs.Workload):
 		res.Offered = offered(cs.Rate, cs.Size)
-	case cs.Workload == "hotspot":
-		res.Offered = offered(c.HotspotRate, cs.Size)
+	case hotspotWorkload(cs.Workload):
+		if r, err := hotspotRate(c.HotspotRate, cs.Workload == "hotspot-tcp"); err == nil && c.HotspotRate != "" {
+			res.Offered = offeredAt(c.HotspotRate, r, cs.Size)
+		}
 	}
 }
 

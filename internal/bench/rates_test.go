@@ -84,6 +84,31 @@ func TestResolveRates(t *testing.T) {
 	if len(plan) != 1 || len(plan[0].Cases) != 2 || plan[0].Cases[1].String() != "docker/vanilla hotspot 1400 B ×4" {
 		t.Errorf("hotspot plan %+v", plan)
 	}
+	// hotspot-tcp takes the same light rate; a packet rate counts full
+	// segments, not its writes: 20Kpps is 231.68 Mbit/s of 128 KiB writes.
+	c, err = resolve(t, []int{0, 1}, "--layouts", "docker", "--workloads", "hotspot:1400,hotspot-tcp:128K", "--flows", "4")
+	if err != nil || c.HotspotRate != "20Kpps" {
+		t.Fatalf("hotspot-tcp: %+v, %v", c, err)
+	}
+	plan = mustPlan(t, c)
+	if len(plan) != 1 || len(plan[0].Cases) != 2 || plan[0].Cases[1].String() != "docker/vanilla hotspot-tcp 128 KiB ×4" {
+		t.Errorf("hotspot-tcp plan %+v", plan)
+	}
+	var udp, tcp Result
+	describeCase(&udp, plan[0].Cases[0], c)
+	describeCase(&tcp, plan[0].Cases[1], c)
+	if o := udp.Offered; o == nil || o.Spec != "20Kpps" || o.BitsPerSecond != 20e3*1400*8 {
+		t.Errorf("hotspot offered %+v", o)
+	}
+	if o := tcp.Offered; o == nil || o.Spec != "20Kpps" || o.BitsPerSecond != 231.68e6 || o.PacketsPerSecond != 231.68e6/(128<<10*8) {
+		t.Errorf("hotspot-tcp offered %+v", o)
+	}
+	if r, err := hotspotRate("200M", true); err != nil || r != (Rate{Bits: 200e6}) {
+		t.Errorf("a bit rate for TCP: %+v, %v", r, err)
+	}
+	if !tcpWorkload("hotspot-tcp") || tcpWorkload("hotspot") || headline("hotspot-tcp") != "gbps" {
+		t.Error("hotspot-tcp is not judged as TCP, in Gbit/s")
+	}
 	if !strings.Contains(WorkloadHelp(), "FALCON Fig. 19") || !strings.Contains(WorkloadHelp(), "FALCON Fig. 16") ||
 		!strings.Contains(WorkloadHelp(), "FALCON Fig. 12 c") {
 		t.Error("the workloads' help does not name their figures")

@@ -51,6 +51,9 @@ var workloadKinds = []workloadKind{
 	{name: "rates-tcp", summary: "one iperf3 TCP flow held to each --rates rate, as rates", tool: "iperf3", maxSize: MaxSize, headline: "cpu_total_busy"},
 	{name: "hotspot", summary: "--flows iperf3 UDP flows at --hotspot-rate, flow 0 turning flat out half-way on the same 5-tuple; " +
 		"each flow's received rate every 0.1 s (FALCON Fig. 16)", tool: "iperf3", maxSize: MaxUDPSize, flows: true},
+	{name: "hotspot-tcp", summary: "as hotspot over TCP (Fig. 16's TCP panel): --flows iperf3 TCP flows of writes of the size at --hotspot-rate " +
+		"(a packet rate counts full 1448 B segments: 20Kpps is 231.68M), flow 0 turning flat out half-way on the same 5-tuple; " +
+		"each flow's received Gbit/s every 0.1 s", tool: "iperf3", maxSize: MaxSize, flows: true},
 }
 
 func lookupWorkload(name string) (workloadKind, bool) {
@@ -167,8 +170,8 @@ func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
 					if w.maxFlows > 0 && n > w.maxFlows {
 						return nil, nil, configErrorf("workload %s: --flows %d is more than %d", w.name, n, w.maxFlows)
 					}
-					if w.name == "hotspot" && n < 2 {
-						return nil, nil, configErrorf("workload hotspot: --flows %d: a hotspot needs 2 flows or more (flow 0 turns heavy beside the others)", n)
+					if hotspotWorkload(w.name) && n < 2 {
+						return nil, nil, configErrorf("workload %s: --flows %d: a hotspot needs 2 flows or more (flow 0 turns heavy beside the others)", w.name, n)
 					}
 				}
 				for _, size := range sizes {

@@ -4,7 +4,8 @@ import "testing"
 
 // TestBenchNewWorkloads runs overload-latency, rates and hotspot on a
 // docker testbed with falcon: each run keeps its search, its CPU by the
-// clock or its series.
+// clock or its series; and hotspot-tcp on one with vanilla, whose heavy
+// flow rises after the switch without a segment out of order.
 func TestBenchNewWorkloads(t *testing.T) {
 	online, name := integration(t, "n")
 	f := benchRun(t, online, name, "--layouts", "docker", "--modes", "falcon",
@@ -30,5 +31,27 @@ func TestBenchNewWorkloads(t *testing.T) {
 				t.Errorf("%s: series %+v", what, h)
 			}
 		}
+	})
+	// hotspot-tcp, quick: 2 flows of 128 KiB writes at 20K full segments/s
+	// (231.68 Mbit/s), flow 0 flat out from the switch on.
+	f = benchRun(t, online, name, "--layouts", "docker", "--modes", "vanilla", "--workloads", "hotspot-tcp:128K",
+		"--flows", "2", "--quick")
+	if len(f.Results) != 1 {
+		t.Fatalf("%d results, want hotspot-tcp", len(f.Results))
+	}
+	eachRun(t, f, func(what string, r Result, run Run) {
+		h := run.Hotspot
+		if h == nil || h.Protocol != "TCP" || len(h.Flows) != 2 || run.OutOfOrder == nil || run.Reordering == nil || run.Gbps <= 0 {
+			t.Fatalf("%s: series %+v, out of order %v, reordering %+v, %.3f Gbit/s", what, h, run.OutOfOrder, run.Reordering, run.Gbps)
+		}
+		heavy, light := h.Flows[0], h.Flows[1]
+		if heavy.BeforeGbps < 0.15 || heavy.AfterGbps < 3*heavy.BeforeGbps || light.BeforeGbps < 0.15 || heavy.Points[0].PPS != 0 {
+			t.Errorf("%s: heavy flow %.3f → %.3f Gbit/s, light flow %.3f before", what, heavy.BeforeGbps, heavy.AfterGbps, light.BeforeGbps)
+		}
+		if *run.OutOfOrder != 0 {
+			t.Errorf("%s: vanilla: %d segments out of order", what, *run.OutOfOrder)
+		}
+		t.Logf("%s: heavy flow %.3f → %.3f Gbit/s, light flow %.3f → %.3f, %d out of order, switch %.2f s into the window",
+			what, heavy.BeforeGbps, heavy.AfterGbps, light.BeforeGbps, light.AfterGbps, *run.OutOfOrder, h.HeavyAtS-h.WindowStartS)
 	})
 }
