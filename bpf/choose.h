@@ -507,7 +507,7 @@ static __always_inline int hook_begin(__u32 hid, struct pkt *p, int split, struc
 		record(0, KIND_NONE, 0, 0, 0, 0, pass);
 		return 1;
 	}
-	why = parse(p, split || st->hk->role == ROLE_NIC, st->cfg, &st->fl);
+	why = parse(p, (split || st->hk->role == ROLE_NIC) && !st->hk->host_nic, st->cfg, &st->fl);
 	if (!why && split && st->cfg->split_proto && st->fl.proto != st->cfg->split_proto)
 		why = CNT_PASS_PROTO;
 	if (why) {

@@ -115,6 +115,7 @@ struct hook {
 	__u32 active;
 	__u32 egress;
 	__u32 marks;       /* split: the NIC's tc hook carries this program's mark to the last stage */
+	__u32 host_nic;    /* a NIC of the host network itself: its packets come unencapsulated */
 	__u64 netns_ino;   /* for display by another process */
 	__u64 attached_ns; /* CLOCK_MONOTONIC of the attach: older packets of a flow may still be queued */
 	char name[16];

@@ -4,7 +4,8 @@
  * Every hook counts, per (flow, hook), the segments it passes on; this
  * program counts, per flow, the segments that the last stage has finished
  * with. A segment reaching a container's end is seen by falcon_arrive, a
- * tc program on that device's ingress, on the CPU that runs that stage once
+ * tc program on that device's ingress (at a host NIC, where the host's own
+ * sockets come next, falcon_at_nic), on the CPU that runs that stage once
  * the packet has left every queue behind it. (The net:netif_receive_skb
  * tracepoint was the first counting point: on the CPU that RPS sends a
  * stage to, it did not fire for 0.1-0.3 % of the skbs the kernel processed
@@ -42,15 +43,30 @@ enum event {
 	DROPPED_BACKLOG = 2, /* refused by a full backlog: never reached the stage */
 };
 
-/* The segment that reached a last stage on this CPU and is still on its way
- * up the stack: counted when this CPU's next arrival comes (the stack
- * handles one skb at a time, to the socket, before the next) or when the
- * NAPI poll that carried it returns, whichever comes first. */
-struct pending {
+/* The segments that reached a last stage on this CPU and are still on their
+ * way up the stack. At a container's end one at a time: counted when this
+ * CPU's next arrival comes (the backlog hands the stack one skb at a time,
+ * to the socket, before the next) or when the NAPI poll that carried it
+ * returns, whichever comes first. At a host NIC (falcon_at_nic) the stack
+ * takes skbs in lists: GRO hands up to net.core.gro_normal_batch of them
+ * (8 by default) through tc one after another before any reaches IP, so
+ * there they wait together for the poll's return, or for the cpumap
+ * kthread's next batch (falcon_guard_kthread): the kthread delivers each
+ * batch before it takes the next. A list longer than PENDING_MAX counts its
+ * oldest early. */
+#define PENDING_MAX 64
+
+struct pend {
 	__u32 fh;
-	__u32 segs;  /* 0: none */
+	__u32 segs;
 	__u32 marks; /* MARK_* of the current epoch ... */
 	__u32 epoch; /* ... which this was: a comeback forgets every count */
+};
+
+struct pending {
+	__u32 n;
+	__u32 pad;
+	struct pend e[PENDING_MAX];
 };
 
 struct {
@@ -60,26 +76,33 @@ struct {
 	__type(value, struct pending);
 } falcon_pending SEC(".maps");
 
-/* Counts the pending segment, if any, and returns the slot (NULL only if
+/* Counts the pending segments, if any, and returns the slot (NULL only if
  * the map is missing). An arrival outside any NAPI poll (a driver that
  * delivers from process context) waits for this CPU's next arrival or
  * poll, and its flow for the guard timeout at worst: late, never early. */
 static __always_inline struct pending *flush_pending(void)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, i, n;
 	struct pending *p = bpf_map_lookup_elem(&falcon_pending, &zero);
 
+	if (!p || !p->n)
+		return p;
 	/* An arrival noted before a stand-down is flushed at the first
 	 * arrival or poll after the comeback, into counts that started
 	 * afresh: counted there, it would let its flow move one segment
 	 * early. (The configuration is looked up only then: this runs at
 	 * every NAPI poll.) */
-	if (p && p->segs) {
-		struct config *cfg = bpf_map_lookup_elem(&falcon_config, &zero);
+	struct config *cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 
-		if (cfg && p->epoch == cfg->epoch)
-			add_done(p->fh, p->segs, p->marks);
-		p->segs = 0;
+	n = p->n;
+	p->n = 0;
+	if (!cfg)
+		return p;
+	for (i = 0; i < PENDING_MAX; i++) {
+		if (i >= n)
+			break;
+		if (p->e[i].epoch == cfg->epoch)
+			add_done(p->e[i].fh, p->e[i].segs, p->e[i].marks);
 	}
 	return p;
 }
@@ -132,11 +155,13 @@ static __always_inline int count_done(struct sk_buff *skb, int ev)
 	return 0;
 }
 
-/* tc ingress of every container's end (a STAGE_LAST device): notes the
- * arrival as pending, with the hooks' marks, and counts the one before it.
- * Passes every packet on, its tc_index cleared of falcon's mark. */
-SEC("tc")
-int falcon_arrive(struct __sk_buff *skb)
+/* Notes an arrival at a last stage as pending, with the hooks' marks: in
+ * tc_index at a container's end, where the tc hooks put them; at a host NIC
+ * (nic) in the metadata the split program wrote into the frame, since no tc
+ * hook runs before this one there. At a container's end the arrival before
+ * it is counted first (flush_pending says why only there). Passes every
+ * packet on, its tc_index cleared of falcon's mark. */
+static __always_inline int arrive(struct __sk_buff *skb, int nic)
 {
 	struct pkt p = {
 		.ctx = skb,
@@ -144,23 +169,52 @@ int falcon_arrive(struct __sk_buff *skb)
 		.end = (void *)(long)skb->data_end,
 		.len = skb->len,
 	};
-	struct pending *pd = flush_pending();
+	struct pending *pd;
 	struct config *cfg;
 	struct flow fl = {};
-	__u32 zero = 0;
+	__u32 zero = 0, mark = skb->tc_index, i;
 
-	__u32 mark = skb->tc_index;
+	if (nic) {
+		__u32 *meta = (void *)(long)skb->data_meta;
 
+		mark = 0;
+		if ((void *)(meta + 1) <= (void *)(long)skb->data)
+			mark = *meta;
+		pd = bpf_map_lookup_elem(&falcon_pending, &zero);
+		if (pd && pd->n >= PENDING_MAX)
+			pd = flush_pending();
+	} else {
+		pd = flush_pending();
+		if ((mark & MARK_SIG_MASK) == MARK_SIG)
+			skb->tc_index = 0;
+	}
 	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
-	if ((mark & MARK_SIG_MASK) == MARK_SIG)
-		skb->tc_index = 0;
 	if (!pd || !cfg || parse(&p, 0, cfg, &fl))
 		return TC_ACT_UNSPEC;
-	pd->fh = flow_hash(&fl);
-	pd->segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
-	pd->marks = current_marks(cfg, mark);
-	pd->epoch = cfg->epoch;
+	i = pd->n;
+	if (i >= PENDING_MAX)
+		return TC_ACT_UNSPEC;
+	pd->e[i].fh = flow_hash(&fl);
+	pd->e[i].segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+	pd->e[i].marks = current_marks(cfg, mark);
+	pd->e[i].epoch = cfg->epoch;
+	pd->n = i + 1;
 	return TC_ACT_UNSPEC;
+}
+
+/* tc ingress of every container's end (a STAGE_LAST device). */
+SEC("tc")
+int falcon_arrive(struct __sk_buff *skb)
+{
+	return arrive(skb, 0);
+}
+
+/* tc ingress of a host NIC whose stage is split (a STAGE_LAST device): the
+ * host network's own sockets come after it (FALCON's Host+). */
+SEC("tc")
+int falcon_at_nic(struct __sk_buff *skb)
+{
+	return arrive(skb, 1);
 }
 
 /* A poll of a split NIC returned: GRO has let go of what the poll brought,
@@ -194,6 +248,43 @@ int falcon_guard_poll(__u64 *ctx)
 {
 	flush_pending();
 	gro_flushed((struct napi_struct *)ctx[0], (int)ctx[1], (int)ctx[2]);
+	return 0;
+}
+
+/* xdp_cpumap_kthread(map_id, processed, drops, sched, stats): a cpumap
+ * kthread took its next batch off its queue, so the stack is done with
+ * every skb it delivered from the batches before (it delivers each before
+ * it takes the next; this fires before the new batch reaches GRO). */
+SEC("tp_btf/xdp_cpumap_kthread")
+int falcon_guard_kthread(__u64 *ctx)
+{
+	flush_pending();
+	return 0;
+}
+
+#define TASK_INTERRUPTIBLE 0x1
+#define PF_KTHREAD 0x00200000
+
+/* sched_switch(preempt, prev, next, prev_state): a cpumap kthread going to
+ * sleep found its queue empty, so it delivered every skb it built: what it
+ * left pending would otherwise wait for its CPU's next batch or poll, and
+ * an idle flow for the guard timeout. It sleeps only at the top of its
+ * loop, outside the section where it delivers (a lock's sleep on RT
+ * kernels has another state). The check costs a few loads per switch. */
+SEC("tp_btf/sched_switch")
+int falcon_guard_sleep(__u64 *ctx)
+{
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	const char want[] = "cpumap/";
+	int i;
+
+	if ((unsigned int)ctx[3] != TASK_INTERRUPTIBLE || !(prev->flags & PF_KTHREAD))
+		return 0;
+#pragma unroll
+	for (i = 0; i < (int)sizeof(want) - 1; i++)
+		if (prev->comm[i] != want[i])
+			return 0;
+	flush_pending();
 	return 0;
 }
 

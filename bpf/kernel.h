@@ -39,6 +39,11 @@ struct napi_struct {
 	struct net_device *dev; /* NULL for a CPU's backlog */
 } __attribute__((preserve_access_index));
 
+struct task_struct {
+	unsigned int flags;
+	char comm[16];
+} __attribute__((preserve_access_index));
+
 struct skb_shared_info {
 	unsigned short gso_segs;
 } __attribute__((preserve_access_index));

@@ -3,9 +3,11 @@
  * unmodified kernel.
  *
  * Attached as native XDP on the NIC, the program runs in the driver's poll,
- * before any skb exists. For overlay (VXLAN) packets it chooses a CPU of the
- * split set by the same rule as the tc program (Algorithm 1 with flowlets,
- * salted with the NIC's ifindex) and redirects the frame into that CPU's
+ * before any skb exists. For overlay (VXLAN) packets, or every IP packet on
+ * a NIC of the host network itself (hook host_nic: FALCON's Host+, whose
+ * own sockets receive them), it chooses a CPU of the split set by the same
+ * rule as the tc program (Algorithm 1 with flowlets, salted with the NIC's
+ * ifindex) and redirects the frame into that CPU's
  * cpumap entry: the CPU's cpumap kthread builds the skb and, from Linux
  * 6.15, runs GRO on it, then IP, UDP and VXLAN decapsulation. The interrupt
  * CPU keeps only the driver poll and this program. Everything else passes.

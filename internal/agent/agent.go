@@ -215,10 +215,29 @@ func check(h *Host) (Mode, *discover.Overlay, error) {
 
 func discoverOverlay(opts Options) (*discover.Overlay, error) {
 	ov, err := discover.Discover(opts.Netns)
+	if hostOnly(err, opts) {
+		ov, err = &discover.Overlay{Netns: opts.Netns}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	return discover.Select(ov, opts.Devices)
+	return selectDevices(ov, opts)
+}
+
+// hostOnly says whether discovery's err is that there is no overlay where
+// host NICs are named: they need none.
+func hostOnly(err error, opts Options) bool {
+	return errors.Is(err, discover.ErrNoOverlay) && len(opts.HostNICs) > 0
+}
+
+// selectDevices narrows what discovery found to the devices named
+// (--devices) and adds the host NICs (--host-nics).
+func selectDevices(ov *discover.Overlay, opts Options) (*discover.Overlay, error) {
+	sel, err := discover.Select(ov, opts.Devices)
+	if err != nil {
+		return nil, err
+	}
+	return discover.AddHostNICs(sel, opts.HostNICs)
 }
 
 // follow keeps the mode in step with the overlay until ctx ends.
@@ -235,6 +254,9 @@ func (a *Agent) follow(ctx context.Context) {
 		discover.Watch(ctx, h.Opts.Netns, func(e discover.Event) {
 			mu.Lock()
 			defer mu.Unlock()
+			if e.Type == discover.Failed && hostOnly(e.Err, h.Opts) {
+				e.Type, e.Overlay = discover.Added, &discover.Overlay{Netns: h.Opts.Netns} // what comes next: the host NICs
+			}
 			if e.Type == discover.Failed {
 				if msg := e.Err.Error(); msg != lastErr {
 					h.Log().Warn("overlay discovery failed", "err", msg)
@@ -259,7 +281,7 @@ func (a *Agent) follow(ctx context.Context) {
 		mu.Lock()
 		ov := latest
 		mu.Unlock()
-		sel, err := discover.Select(ov, h.Opts.Devices)
+		sel, err := selectDevices(ov, h.Opts)
 		if err != nil {
 			h.Log().Warn("overlay selection failed", "err", err)
 			continue

@@ -64,8 +64,11 @@ func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
 	if err := datapath.Supported(); err != nil {
 		return err
 	}
-	if err := checkOverlay(h, ov); err != nil {
-		return err
+	// Host NICs alone need no overlay: the host's own sockets receive.
+	if len(ov.Role(discover.RoleHostNIC)) == 0 || len(ov.Role(discover.RoleOverlay)) > 0 {
+		if err := checkOverlay(h, ov); err != nil {
+			return err
+		}
 	}
 	cfg := m.config(h, ov)
 	if err := cfg.Validate(); err != nil {
@@ -417,7 +420,7 @@ func (m *falconMode) syncHooks(h *Host, ov *discover.Overlay, strict bool) error
 		m.hooks[k] = hk
 		m.hookLog(h)("hook attached", "hook", hk.String(), "role", hk.Role)
 	}
-	if err := m.syncSplits(h, want, strict); err != nil {
+	if err := m.syncSplits(h, ov, want, strict); err != nil {
 		if strict {
 			return err
 		}
@@ -517,13 +520,14 @@ func (m *falconMode) hookLog(h *Host) func(msg string, args ...any) {
 }
 
 // setOverlay keeps the latest overlay, to attach to when coming back, and
-// its containers' namespaces, whose deliveries the engagement test counts
-// also while falcon is off the path.
+// its containers' namespaces (and a host NIC's, the host's own sockets),
+// whose deliveries the engagement test counts also while falcon is off the
+// path.
 func (m *falconMode) setOverlay(ov *discover.Overlay) {
 	m.ov = ov
 	var nss []string
-	for _, d := range steered(ov) {
-		if d.Role == discover.RoleContainer && !slices.Contains(nss, d.Netns) {
+	for _, d := range append(steered(ov), ov.Role(discover.RoleHostNIC)...) {
+		if (d.Role == discover.RoleContainer || d.Role == discover.RoleHostNIC) && !slices.Contains(nss, d.Netns) {
 			nss = append(nss, d.Netns)
 		}
 	}

@@ -10,13 +10,13 @@ import (
 )
 
 // wantStages are the devices the ordering guard counts at: the containers'
-// ends behind a hooked VXLAN device (the last stage) and the VXLAN devices
-// (on the way, where a backlog may drop).
+// ends behind a hooked VXLAN device and the host NICs (the last stage) and
+// the VXLAN devices (on the way, where a backlog may drop).
 func wantStages(ov *discover.Overlay) (map[datapath.StageDev]discover.Device, error) {
 	want := map[datapath.StageDev]discover.Device{}
 	inodes := map[string]uint32{}
 	var errs []error
-	for _, d := range steered(ov) {
+	for _, d := range append(steered(ov), ov.Role(discover.RoleHostNIC)...) {
 		ino, ok := inodes[d.Netns]
 		if !ok {
 			n, err := netns.Inode(d.Netns)
@@ -29,7 +29,7 @@ func wantStages(ov *discover.Overlay) (map[datapath.StageDev]discover.Device, er
 			ino = uint32(n)
 			inodes[d.Netns] = ino
 		}
-		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, Last: d.Role == discover.RoleContainer}] = d
+		want[datapath.StageDev{NetnsIno: ino, Ifindex: d.Ifindex, Last: d.Role == discover.RoleContainer || d.Role == discover.RoleHostNIC}] = d
 	}
 	return want, errors.Join(errs...)
 }
@@ -70,7 +70,7 @@ func (m *falconMode) syncStages(h *Host, ov *discover.Overlay) error {
 			errs = append(errs, err)
 			continue
 		}
-		hk := datapath.Hook{Netns: d.Netns, Ifindex: d.Ifindex, Name: d.Name, Role: datapath.HookArrival}
+		hk := datapath.Hook{Netns: d.Netns, Ifindex: d.Ifindex, Name: d.Name, Role: datapath.HookArrival, HostNIC: d.Role == discover.RoleHostNIC}
 		if s.Last {
 			// Recorded first, so that a killed agent's clsact filter
 			// (kernels before 6.6) is found and removed.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ type Options struct {
 	Split      bool   `json:"split,omitempty"`
 	SplitCPUs  []int  `json:"split_cpus,omitempty"`
 	SplitProto string `json:"split_proto,omitempty"`
+	// HostNICs are NICs of the host network itself whose stage the split
+	// takes too, for the host's own sockets (FALCON's Host+).
+	HostNICs []string `json:"host_nics,omitempty"`
 	// Batch > 0 splits elephants (flows at Elephant bit/s or more) into
 	// micro-flows of Batch packets over the split CPUs (mode mflow,
 	// mflow.go); AllowReorder lets it split UDP flows too.
@@ -195,7 +199,7 @@ func sameSettings(a, b Options) bool {
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
 		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
-		a.SplitProto == b.SplitProto && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
+		a.SplitProto == b.SplitProto && slices.Equal(a.HostNICs, b.HostNICs) && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
 		a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
 }
 

@@ -121,6 +121,30 @@ var settings = []setting{
 			}
 			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
+	{name: "host-nics", impls: []string{ModeFalcon},
+		usage: "--split: also split the NIC stage of these devices of the host network itself, for its own sockets, " +
+			"with or without an overlay (FALCON's Host+); comma-separated, e.g. eth0",
+		set: func(o *Options, v string) error {
+			o.HostNICs = nil
+			for _, d := range strings.Split(v, ",") {
+				if d = strings.TrimSpace(d); d != "" {
+					o.HostNICs = append(o.HostNICs, d)
+				}
+			}
+			return nil
+		},
+		get: func(o *Options) string { return strings.Join(o.HostNICs, ",") },
+		check: func(o *Options) error {
+			for i, d := range o.HostNICs {
+				if len(d) > 15 || strings.ContainsAny(d, "/ ") {
+					return fmt.Errorf("%q: not a device name", d)
+				}
+				if slices.Contains(o.HostNICs[:i], d) {
+					return fmt.Errorf("%s named twice", d)
+				}
+			}
+			return nil
+		}},
 	{name: "batch", impls: []string{ModeFalcon},
 		usage: fmt.Sprintf("mode mflow: packets per micro-flow; an elephant's packets go to the split CPUs in turns of this many "+
 			"(default none: no micro-flows; mode mflow sets MFLOW's %d)", DefaultBatch),

@@ -18,8 +18,8 @@ import (
 // validateSplit checks the split options without touching the system.
 func (o *Options) validateSplit() error {
 	if !o.Split {
-		if o.SplitCPUs != nil || o.SplitProto != "" {
-			return errors.New("--split-cpus and --split-proto need --split")
+		if o.SplitCPUs != nil || o.SplitProto != "" || o.HostNICs != nil {
+			return errors.New("--split-cpus, --split-proto and --host-nics need --split")
 		}
 		return nil
 	}
@@ -52,7 +52,7 @@ func (m *falconMode) checkSplit(h *Host, ov *discover.Overlay) error {
 	if !h.Opts.Split {
 		return nil
 	}
-	for _, nic := range ov.Role(discover.RoleNIC) {
+	for _, nic := range append(ov.Role(discover.RoleNIC), ov.Role(discover.RoleHostNIC)...) {
 		s, err := datapath.CheckSplit(nic.Netns, nic.Ifindex, nic.Name)
 		if err != nil {
 			return err
@@ -64,10 +64,11 @@ func (m *falconMode) checkSplit(h *Host, ov *discover.Overlay) error {
 	return nil
 }
 
-// syncSplits attaches the XDP program to the NICs among want and detaches
-// it from NICs no longer there. Each is recorded in the state before it is
-// attached, so that Disable finds it after a crash.
-func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict bool) error {
+// syncSplits attaches the XDP program to the NICs among want and the host
+// NICs of ov, and detaches it from NICs no longer there. Each is recorded
+// in the state before it is attached, so that Disable finds it after a
+// crash.
+func (m *falconMode) syncSplits(h *Host, ov *discover.Overlay, want map[string]datapath.Hook, strict bool) error {
 	if !h.Opts.Split {
 		return nil
 	}
@@ -79,6 +80,9 @@ func (m *falconMode) syncSplits(h *Host, want map[string]datapath.Hook, strict b
 		if hk.Role == datapath.HookOnNIC {
 			nics[k] = datapath.SplitHook{Netns: hk.Netns, Ifindex: hk.Ifindex, Name: hk.Name}
 		}
+	}
+	for _, d := range ov.Role(discover.RoleHostNIC) {
+		nics[d.Key()] = datapath.SplitHook{Netns: d.Netns, Ifindex: d.Ifindex, Name: d.Name, HostNIC: true}
 	}
 	var errs []error
 	for k, old := range m.splits {

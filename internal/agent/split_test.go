@@ -221,6 +221,12 @@ func TestSplitBadInput(t *testing.T) {
 		{"batch without split", func(o *Options) { o.Batch = 64 }, "--batch needs --split"},
 		{"batch too large", func(o *Options) { o.Split, o.Batch = true, datapath.MaxBatch+1 }, "--batch 1048577: want 1..1048576"},
 		{"allow-reorder alone", func(o *Options) { o.AllowReorder = true }, "--allow-reorder needs micro-flows"},
+		{"host nics without split", func(o *Options) { o.HostNICs = []string{"lo"} }, "--host-nics need --split"},
+		{"host nic missing", func(o *Options) { o.Split, o.HostNICs = true, []string{"nosuch0"} }, `no device "nosuch0"`},
+		{"host nic under the overlay", func(o *Options) { o.Split, o.HostNICs = true, []string{"fbr0"} }, "fbr0 is a device of the overlay (nic)"},
+		{"host nic vxlan", func(o *Options) { o.Split, o.HostNICs = true, []string{"fvx0"} }, "fvx0 is a device of the overlay (overlay)"},
+		{"host nic loopback", func(o *Options) { o.Split, o.HostNICs = true, []string{"lo"} }, "lo is the loopback device"},
+		{"host nic twice", func(o *Options) { o.Split, o.HostNICs = true, []string{"fbr0", "fbr0"} }, "fbr0 named twice"},
 	}
 	maps := cpumaps(t)
 	for _, c := range cases {
@@ -256,4 +262,97 @@ func TestSplitBadInput(t *testing.T) {
 			t.Errorf("%s changed to %q, was %q", k, after[k], v)
 		}
 	}
+}
+
+// TestSplitHostNICs is FALCON's Host+ through the agent: on the host
+// layout, which has no overlay, --split --host-nics names h2's wire end; the
+// agent puts the split program and the guard's arrival counter on it,
+// records both for a disable after a crash, and the host's own sockets get
+// their datagrams in order through the split CPU; status shows the split
+// CPU building them; stopping leaves nothing.
+func TestSplitHostNICs(t *testing.T) {
+	needRoot(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	tb := bed(t, "host", 0)
+	h1, h2 := tb.Hosts[0], tb.Hosts[1]
+	o := testOptions(t, h2.Netns)
+	o.CPUs, o.Split, o.SplitCPUs, o.HostNICs = []int{0, 1}, true, []int{1}, []string{h2.NIC}
+	o.Threshold = 100
+	o.Policy = datapath.PolicyPaper // split whatever it costs: the test checks where skbs are built
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			a.Stop()
+		}
+	}()
+	if got := xdpOn(t, h2.Netns, h2.NIC); got != "falcon_split" {
+		t.Errorf("XDP on %s: %q, want falcon_split", h2.NIC, got)
+	}
+	st, err := readState(a.Host().Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var split, arrival bool
+	for _, hk := range st.Hooks {
+		split = split || (hk.Role == datapath.HookSplit && hk.Name == h2.NIC && hk.HostNIC)
+		arrival = arrival || (hk.Role == datapath.HookArrival && hk.Name == h2.NIC && hk.HostNIC)
+	}
+	if !split || !arrival {
+		t.Errorf("state hooks %+v: want the split and the arrival counter on %s recorded as a host NIC's", st.Hooks, h2.NIC)
+	}
+	if out := attached(t, h2.Netns); !strings.Contains(out, "falcon_at_nic") {
+		t.Errorf("no arrival counter on %s:\n%s", h2.NIC, out)
+	}
+
+	if out, err := exec.Command("ip", "netns", "exec", h1.Netns, "ping", "-c", "1", "-W", "2", h2.Addr).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v: %s", err, out)
+	}
+	dst := netip.MustParseAddr(h2.Addr)
+	rcv, err := seqcheck.Listen(h2.Netns, dst, 40136)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	ctx := context.Background()
+	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: h1.Netns, Dst: dst, Port: 40136, Flows: 4, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := rcv.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, s := range stats {
+		if s.Reordered != 0 {
+			t.Errorf("flow from %s: %d reordered", from, s.Reordered)
+		}
+	}
+	r, err := Status(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready || r.Split == nil || len(r.Stages) == 0 || r.Stages[0].Role != datapath.HookSplit {
+		t.Fatalf("status: ready %v, problem %q, split %+v, stages %+v", r.Ready, r.Problem, r.Split, r.Stages)
+	}
+	sp, cs := r.Stages[0], r.Split.PerCPU[1]
+	t.Logf("split stage: ran on %v, sent to %v, decisions %+v; cpumap CPU 1: %+v", sp.RanOn, sp.SteeredTo, sp.Decisions, cs)
+	// A busy CPU 1 (load at the threshold: something else ran there)
+	// keeps flows on the interrupt CPU, as in TestSplitEnableStatusDisable.
+	if sp.Decisions.Fallback == 0 && (sp.SteeredTo[1] < 4*300-64 || cs.Built == 0) {
+		t.Errorf("split stage sent %v and CPU 1 built %d, want the %d datagrams on CPU 1 (less at most a poll held inline)", sp.SteeredTo, cs.Built, 4*300)
+	}
+
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := xdpOn(t, h2.Netns, h2.NIC); got != "" {
+		t.Errorf("XDP program %q left on %s", got, h2.NIC)
+	}
+	noTrace(t, tb, o)
 }

@@ -50,6 +50,11 @@ type Hook struct {
 	Role        HookRole
 	NextIfindex int  // salt of the choice: the device whose stage this hook steers
 	Egress      bool // attach at egress instead of ingress (e.g. host-side veth)
+	// HostNIC: a NIC of the host network itself, no overlay (FALCON's
+	// Host+): its packets come unencapsulated and the host's own sockets
+	// receive them, so its split parses them as they are and its arrival
+	// counter takes the split's mark from the frame's metadata.
+	HostNIC bool `json:",omitempty"`
 }
 
 func (h Hook) String() string {
@@ -453,12 +458,21 @@ func (d *Datapath) writeHook(id uint32, h Hook, active bool) error {
 	if h.Egress {
 		b.Egress = 1
 	}
-	// The split program marks its packets only where the NIC's tc hook
-	// is there to carry the mark (attached first: the agent attaches
-	// hooks before splits); without, its flows count against every
-	// arrival.
-	if nic, ok := d.hooks[hookKey{netns.Path(h.Netns), h.Ifindex, false}]; ok && h.Role == HookSplit && nic.hook.Role == HookOnNIC {
-		b.Marks = 1
+	if h.HostNIC {
+		b.HostNic = 1
+	}
+	// The split program marks its packets only where a tc program is
+	// there to carry the mark to the last stage, the NIC's hook, or to
+	// count it, a host NIC's arrival counter (attached first: the agent
+	// attaches hooks and arrival counters before splits); without, its
+	// flows count against every arrival.
+	if h.Role == HookSplit {
+		k := hookKey{netns.Path(h.Netns), h.Ifindex, false}
+		nic, hooked := d.hooks[k]
+		at, counted := d.arrivals[k]
+		if (hooked && nic.hook.Role == HookOnNIC) || (counted && h.HostNIC && at.hook.HostNIC) {
+			b.Marks = 1
+		}
 	}
 	putCString(b.Name[:], h.Name)
 	putCString(b.Netns[:], h.Netns)

@@ -105,6 +105,8 @@ type falconHook struct {
 	Active      uint32
 	Egress      uint32
 	Marks       uint32
+	HostNic     uint32
+	_           [4]byte
 	NetnsIno    uint64
 	AttachedNs  uint64
 	Name        [16]int8

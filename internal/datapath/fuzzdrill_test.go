@@ -295,15 +295,15 @@ func (d *drill) arrive(pkt []byte) {
 	f, why := refParse(pkt, false, fuzzPorts)
 	if why != "" {
 		d.count(progArrive, "passed: "+why)
-		if v[0].Segs != 0 {
-			d.t.Errorf("%s noted an arrival of flow %#x; the reference: %s\n%s", progArrive, v[0].Fh, why, d.where)
+		if v[0].N != 0 {
+			d.t.Errorf("%s noted an arrival of flow %#x; the reference: %s\n%s", progArrive, v[0].E[0].Fh, why, d.where)
 		}
 		return
 	}
 	d.count(progArrive, "counted")
-	if v[0].Segs != 1 || v[0].Fh != f.hash() {
-		d.t.Errorf("%s noted %d segments of flow %#x; the reference parses %v, hash %#x\n%s",
-			progArrive, v[0].Segs, v[0].Fh, f, f.hash(), d.where)
+	if p := v[0].E[0]; v[0].N != 1 || p.Segs != 1 || p.Fh != f.hash() {
+		d.t.Errorf("%s noted %d arrivals, the first %d segments of flow %#x; the reference parses %v, hash %#x\n%s",
+			progArrive, v[0].N, p.Segs, p.Fh, f, f.hash(), d.where)
 	}
 }
 

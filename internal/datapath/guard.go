@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,14 +21,19 @@ import (
 // carried them returns) or that were dropped on the way. A hook moves a flow only when they match what it sent
 // (bpf/choose.h).
 
-// arriveProgName is the guard's arrival counter (bpf/guard.c).
-const arriveProgName = "falcon_arrive"
+// arriveProgName is the guard's arrival counter (bpf/guard.c), and
+// atNICProgName its twin on host NICs.
+const (
+	arriveProgName = "falcon_arrive"
+	atNICProgName  = "falcon_at_nic"
+)
 
 type guardState struct {
 	progs   []*ebpf.Program
 	tracing []*ebpf.Program // attached to tracepoints, not to devices
 	links   []link.Link     // tracing's, while not stood down
 	arrive  *ebpf.Program   // falcon_arrive, shared by every container's end
+	atNIC   *ebpf.Program   // falcon_at_nic, shared by every host NIC
 }
 
 func (g *guardState) close() error {
@@ -45,9 +51,12 @@ func (d *Datapath) openGuard() (err error) {
 		return err
 	}
 	var objs struct {
-		Arrive *ebpf.Program `ebpf:"falcon_arrive"`
-		Drop   *ebpf.Program `ebpf:"falcon_guard_drop"`
-		Poll   *ebpf.Program `ebpf:"falcon_guard_poll"`
+		Arrive  *ebpf.Program `ebpf:"falcon_arrive"`
+		AtNIC   *ebpf.Program `ebpf:"falcon_at_nic"`
+		Drop    *ebpf.Program `ebpf:"falcon_guard_drop"`
+		Poll    *ebpf.Program `ebpf:"falcon_guard_poll"`
+		Kthread *ebpf.Program `ebpf:"falcon_guard_kthread"`
+		Sleep   *ebpf.Program `ebpf:"falcon_guard_sleep"`
 	}
 	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: d.mapsByName()}); err != nil {
 		var ve *ebpf.VerifierError
@@ -56,8 +65,9 @@ func (d *Datapath) openGuard() (err error) {
 		}
 		return fmt.Errorf("load BPF guard programs: %w", err)
 	}
-	g := &guardState{progs: []*ebpf.Program{objs.Drop, objs.Poll, objs.Arrive}, arrive: objs.Arrive,
-		tracing: []*ebpf.Program{objs.Drop, objs.Poll}}
+	tracing := []*ebpf.Program{objs.Drop, objs.Poll, objs.Kthread, objs.Sleep}
+	g := &guardState{progs: append(slices.Clone(tracing), objs.Arrive, objs.AtNIC), arrive: objs.Arrive, atNIC: objs.AtNIC,
+		tracing: tracing}
 	if err := g.attachTracing(d.pinLink); err != nil {
 		g.close()
 		return err
@@ -191,10 +201,11 @@ func (d *Datapath) AddStage(s StageDev) error {
 }
 
 // AttachArrival puts the guard's arrival counter on the ingress of h, a
-// container's end (registered with AddStage as the last stage), with tcx
-// where the kernel has it and clsact otherwise. Attach it before any hook
-// steers into that end: arrivals before it are in no count, which only
-// makes the guard wait. One program serves every end.
+// container's end or a host NIC (h.HostNIC; registered with AddStage as
+// the last stage), with tcx where the kernel has it and clsact otherwise.
+// Attach it before any hook steers into that end: arrivals before it are
+// in no count, which only makes the guard wait. One program serves every
+// container's end, another every host NIC.
 func (d *Datapath) AttachArrival(h Hook) error {
 	h.Role, h.Egress = HookArrival, false
 	if err := h.validate(); err != nil {
@@ -209,6 +220,9 @@ func (d *Datapath) AttachArrival(h Hook) error {
 		return nil
 	}
 	a := &attachment{hook: h, prog: d.guard.arrive, shared: true}
+	if h.HostNIC {
+		a.prog = d.guard.atNIC
+	}
 	err := netns.Do(h.Netns, func() error {
 		if _, err := hookDevice(h, "arrival counter"); err != nil {
 			return err

@@ -105,6 +105,8 @@ type guardHook struct {
 	Active      uint32
 	Egress      uint32
 	Marks       uint32
+	HostNic     uint32
+	_           [4]byte
 	NetnsIno    uint64
 	AttachedNs  uint64
 	Name        [16]int8
@@ -130,11 +132,16 @@ type guardMflow struct {
 }
 
 type guardPending struct {
-	_     structs.HostLayout
-	Fh    uint32
-	Segs  uint32
-	Marks uint32
-	Epoch uint32
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	E   [64]struct {
+		_     structs.HostLayout
+		Fh    uint32
+		Segs  uint32
+		Marks uint32
+		Epoch uint32
+	}
 }
 
 type guardSplitDev struct {
@@ -161,24 +168,27 @@ type guardSteerKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	guardMapFalconConfig     = "falcon_config"
-	guardMapFalconCounters   = "falcon_counters"
-	guardMapFalconDebug      = "falcon_debug"
-	guardMapFalconDone       = "falcon_done"
-	guardMapFalconFlowlets   = "falcon_flowlets"
-	guardMapFalconGro        = "falcon_gro"
-	guardMapFalconHooks      = "falcon_hooks"
-	guardMapFalconLoad       = "falcon_load"
-	guardMapFalconMflow      = "falcon_mflow"
-	guardMapFalconPending    = "falcon_pending"
-	guardMapFalconSplitDevs  = "falcon_split_devs"
-	guardMapFalconStages     = "falcon_stages"
-	guardMapFalconSteered    = "falcon_steered"
-	guardProgFalconArrive    = "falcon_arrive"
-	guardProgFalconGuardDrop = "falcon_guard_drop"
-	guardProgFalconGuardPoll = "falcon_guard_poll"
-	guardVarDebugOn          = "debug_on"
-	guardVarHookId           = "hook_id"
+	guardMapFalconConfig        = "falcon_config"
+	guardMapFalconCounters      = "falcon_counters"
+	guardMapFalconDebug         = "falcon_debug"
+	guardMapFalconDone          = "falcon_done"
+	guardMapFalconFlowlets      = "falcon_flowlets"
+	guardMapFalconGro           = "falcon_gro"
+	guardMapFalconHooks         = "falcon_hooks"
+	guardMapFalconLoad          = "falcon_load"
+	guardMapFalconMflow         = "falcon_mflow"
+	guardMapFalconPending       = "falcon_pending"
+	guardMapFalconSplitDevs     = "falcon_split_devs"
+	guardMapFalconStages        = "falcon_stages"
+	guardMapFalconSteered       = "falcon_steered"
+	guardProgFalconArrive       = "falcon_arrive"
+	guardProgFalconAtNic        = "falcon_at_nic"
+	guardProgFalconGuardDrop    = "falcon_guard_drop"
+	guardProgFalconGuardKthread = "falcon_guard_kthread"
+	guardProgFalconGuardPoll    = "falcon_guard_poll"
+	guardProgFalconGuardSleep   = "falcon_guard_sleep"
+	guardVarDebugOn             = "debug_on"
+	guardVarHookId              = "hook_id"
 )
 
 // loadGuard returns the embedded CollectionSpec for guard.
@@ -223,9 +233,12 @@ type guardSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type guardProgramSpecs struct {
-	FalconArrive    *ebpf.ProgramSpec `ebpf:"falcon_arrive"`
-	FalconGuardDrop *ebpf.ProgramSpec `ebpf:"falcon_guard_drop"`
-	FalconGuardPoll *ebpf.ProgramSpec `ebpf:"falcon_guard_poll"`
+	FalconArrive       *ebpf.ProgramSpec `ebpf:"falcon_arrive"`
+	FalconAtNic        *ebpf.ProgramSpec `ebpf:"falcon_at_nic"`
+	FalconGuardDrop    *ebpf.ProgramSpec `ebpf:"falcon_guard_drop"`
+	FalconGuardKthread *ebpf.ProgramSpec `ebpf:"falcon_guard_kthread"`
+	FalconGuardPoll    *ebpf.ProgramSpec `ebpf:"falcon_guard_poll"`
+	FalconGuardSleep   *ebpf.ProgramSpec `ebpf:"falcon_guard_sleep"`
 }
 
 // guardMapSpecs contains maps before they are loaded into the kernel.
@@ -320,16 +333,22 @@ type guardVariables struct {
 //
 // It can be passed to loadGuardObjects or ebpf.CollectionSpec.LoadAndAssign.
 type guardPrograms struct {
-	FalconArrive    *ebpf.Program `ebpf:"falcon_arrive"`
-	FalconGuardDrop *ebpf.Program `ebpf:"falcon_guard_drop"`
-	FalconGuardPoll *ebpf.Program `ebpf:"falcon_guard_poll"`
+	FalconArrive       *ebpf.Program `ebpf:"falcon_arrive"`
+	FalconAtNic        *ebpf.Program `ebpf:"falcon_at_nic"`
+	FalconGuardDrop    *ebpf.Program `ebpf:"falcon_guard_drop"`
+	FalconGuardKthread *ebpf.Program `ebpf:"falcon_guard_kthread"`
+	FalconGuardPoll    *ebpf.Program `ebpf:"falcon_guard_poll"`
+	FalconGuardSleep   *ebpf.Program `ebpf:"falcon_guard_sleep"`
 }
 
 func (p *guardPrograms) Close() error {
 	return _GuardClose(
 		p.FalconArrive,
+		p.FalconAtNic,
 		p.FalconGuardDrop,
+		p.FalconGuardKthread,
 		p.FalconGuardPoll,
+		p.FalconGuardSleep,
 	)
 }
 

@@ -51,12 +51,13 @@ type SplitHook struct {
 	Netns   string // network namespace name or path; "" = current
 	Ifindex int
 	Name    string // device name, checked against Ifindex when set
+	HostNIC bool   // a NIC of the host network itself (Hook.HostNIC)
 }
 
 // Hook is the split hook as the hooks map and Cleanup know it: role split,
 // salted with the NIC's own ifindex.
 func (s SplitHook) Hook() Hook {
-	return Hook{Netns: s.Netns, Ifindex: s.Ifindex, Name: s.Name, Role: HookSplit, NextIfindex: s.Ifindex}
+	return Hook{Netns: s.Netns, Ifindex: s.Ifindex, Name: s.Name, Role: HookSplit, NextIfindex: s.Ifindex, HostNIC: s.HostNIC}
 }
 
 func splitProto(p string) (uint32, error) {

@@ -33,8 +33,8 @@ func TestStandDown(t *testing.T) {
 		}
 		ids = append(ids, info.ID)
 	}
-	if len(ids) != 2 {
-		t.Fatalf("%d guard tracepoint links, want 2", len(ids))
+	if len(ids) != 4 { // kfree_skb, napi_poll, xdp_cpumap_kthread, sched_switch
+		t.Fatalf("%d guard tracepoint links, want 4", len(ids))
 	}
 	if err := d.StandDown(true); err != nil {
 		t.Fatal(err)
@@ -74,8 +74,8 @@ func TestStandDown(t *testing.T) {
 	if d.Config().Epoch == epoch {
 		t.Errorf("came back in epoch %d: marks from before would count", epoch)
 	}
-	if d.Config().StoodDown || len(d.guard.links) != 2 {
-		t.Errorf("after coming back: StoodDown %v, %d guard links (want false, 2)", d.Config().StoodDown, len(d.guard.links))
+	if d.Config().StoodDown || len(d.guard.links) != 4 {
+		t.Errorf("after coming back: StoodDown %v, %d guard links (want false, 4)", d.Config().StoodDown, len(d.guard.links))
 	}
 	var v falconFlowlet
 	if err := d.maps.FalconFlowlets.Lookup(&fk, &v); err == nil {

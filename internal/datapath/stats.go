@@ -88,7 +88,7 @@ func ReadProgramStats() (map[string]ProgStats, error) {
 		if ierr == nil {
 			name = info.Name
 		}
-		if name == progName || name == splitProgName || name == arriveProgName || strings.HasPrefix(name, "falcon_guard_") {
+		if name == progName || name == splitProgName || name == arriveProgName || name == atNICProgName || strings.HasPrefix(name, "falcon_guard_") {
 			if s, serr := progStats(p); serr == nil {
 				t := out[name]
 				t.RunCount += s.RunCount

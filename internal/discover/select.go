@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // Select narrows o to the devices a user named (falcon's --devices): the
@@ -100,6 +102,43 @@ func Select(o *Overlay, names []string) (*Overlay, error) {
 			}
 		}
 		out.Warnings = append(out.Warnings, w)
+	}
+	return out, nil
+}
+
+// AddHostNICs adds the named devices of the host namespace to o as host
+// NICs (RoleHostNIC), whose stage falcon's split takes for the host's own
+// sockets, with or without an overlay beside them. A name must be a device
+// of the namespace that is neither an overlay's device nor loopback: a NIC
+// under a VXLAN device carries the overlay's packets, which its split takes
+// already, decapsulating them.
+func AddHostNICs(o *Overlay, names []string) (*Overlay, error) {
+	if len(names) == 0 {
+		return o, nil
+	}
+	h, _, err := openHandle(o.Netns)
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	out := &Overlay{Netns: o.Netns, Devices: slices.Clone(o.Devices), Warnings: o.Warnings}
+	for _, n := range names {
+		l, err := h.LinkByName(n)
+		if err != nil {
+			return nil, fmt.Errorf("--host-nics: no device %q in network namespace %s", n, netns.Label(o.Netns))
+		}
+		a := l.Attrs()
+		if d, ok := o.Find(o.Netns, a.Index); ok {
+			return nil, fmt.Errorf("--host-nics: %s is a device of the overlay (%s): --split alone splits what reaches it", n, d.Role)
+		}
+		if _, ok := l.(*netlink.Vxlan); ok {
+			return nil, fmt.Errorf("--host-nics: %s is a VXLAN device, not a NIC", n)
+		}
+		if a.Flags&net.FlagLoopback != 0 {
+			return nil, fmt.Errorf("--host-nics: %s is the loopback device, not a NIC", n)
+		}
+		out.Devices = append(out.Devices, Device{Name: a.Name, Ifindex: a.Index, Netns: o.Netns, Role: RoleHostNIC, Kind: l.Type(),
+			MTU: a.MTU, RxQueues: a.NumRxQueues, Up: a.Flags&net.FlagUp != 0})
 	}
 	return out, nil
 }

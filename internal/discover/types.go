@@ -20,6 +20,10 @@ const (
 	RoleBridge    Role = "bridge"    // a bridge with a VXLAN port (Docker, Flannel)
 	RoleHostVeth  Role = "host-veth" // host side of a container's veth (bridged or routed)
 	RoleContainer Role = "container" // the container's end of that veth
+	// RoleHostNIC is a NIC of the host network itself whose own sockets
+	// receive, no overlay on it (FALCON's Host+); never found, only named
+	// (AddHostNICs).
+	RoleHostNIC Role = "host-nic"
 )
 
 // VXLAN describes a VXLAN device.

@@ -1,0 +1,259 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// TestSplitHostNIC is FALCON's Host+ at the datapath: on the host layout,
+// with the sender on CPU 0 and the split set {1}, the split program on
+// h2's wire end (a NIC of the host network itself: HostNIC) takes its
+// packets as they come, unencapsulated, so the NIC stage (skb, GRO, IP,
+// the socket) of every flow runs on CPU 1 in the cpumap kthread; the
+// arrival counter on that NIC counts each marked packet, so once the flows
+// stop none of their packets is still owed to the guard (the kthread's
+// last batch counted when it went to sleep, not after the guard timeout);
+// UDP and TCP arrive in order; Close leaves neither the XDP program nor
+// the arrival counter behind.
+func TestSplitHostNIC(t *testing.T) {
+	requireRoot(t)
+	if testing.Short() {
+		t.Skip("builds a testbed")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("sh%d", os.Getpid())
+	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testbed.Down(name); err != nil {
+			t.Error(err)
+		}
+	})
+	h1, h2 := tb.Hosts[0], tb.Hosts[1]
+	nicIdx := ifindex(t, h2.Netns, h2.NIC)
+	ping(t, h1.Netns, h2.Addr)
+
+	cfg := DefaultConfig()
+	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
+	cfg.CPUs = []int{0, 1}
+	cfg.SplitCPUs = []int{1}
+	cfg.StaleAfter = 0
+	d, err := Load(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			d.Close()
+		}
+	}()
+	if err := d.SetLoad(make([]uint32, 2), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	ino, err := netns.Inode(h2.Netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddStage(StageDev{NetnsIno: uint32(ino), Ifindex: nicIdx, Last: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AttachArrival(Hook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}); err != nil {
+		t.Fatal(err)
+	}
+	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}
+	if err := d.AttachSplit(nic); err != nil {
+		t.Fatal(err)
+	}
+	var hk falconHook
+	if err := d.maps.FalconHooks.Lookup(d.splits[nic.Hook().key()].id, &hk); err != nil {
+		t.Fatal(err)
+	}
+	if hk.HostNic != 1 || hk.Marks != 1 {
+		t.Fatalf("split hook: host_nic %d, marks %d; want both 1 (its arrival counter carries the mark)", hk.HostNic, hk.Marks)
+	}
+	time.Sleep(cfg.GuardTimeout) // flows first seen by a young hook stay inline
+	nicStage := h2.Netns + "/" + h2.NIC
+	dst := netip.MustParseAddr(h2.Addr)
+
+	// owed: what the split sent of flows still active and the arrival
+	// counter has not counted yet.
+	owed := func(t *testing.T) {
+		t.Helper()
+		time.Sleep(20 * time.Millisecond) // well inside the guard timeout: the flows are not idle yet
+		p, err := d.Steered()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.InFlight != 0 || p.IdleInFlight != 0 {
+			t.Errorf("after the traffic: %+v; want nothing in flight (every packet the split sent counted at h2's wire)", p)
+		}
+	}
+
+	t.Run("udp", func(t *testing.T) {
+		const port = 40134
+		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 17, PortMin: port, PortMax: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		before := splitStage(t, d)
+		sendInOrder(ctx, t, seqcheck.SendOptions{Netns: h1.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0}, h2.Netns)
+		owed(t)
+		recs, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		flows := stagetrace.StagesByFlow(recs)
+		if len(flows) != 8 {
+			t.Fatalf("saw %d flows, want 8", len(flows))
+		}
+		for f, st := range flows {
+			if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
+				t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", f, stagetrace.FormatCPUs(st[nicStage]))
+			}
+		}
+		after := splitStage(t, d)
+		redirected, held := after.SteeredTo[1]-before.SteeredTo[1], after.Holds-before.Holds
+		if redirected+held < 8*500 || held > 64 {
+			t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d sent with at most 64 held",
+				redirected, held, 8*500)
+		}
+	})
+
+	t.Run("tcp", func(t *testing.T) {
+		const port = 40135
+		// All of h1's sending on CPU 0 (TestSplitOnTestbed/tcp says why).
+		setRPS(t, h1.Netns, h1.NIC, "1")
+		srv, err := workload.StartIperf3Server(ctx, h2.Netns, port, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Stop()
+		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 6, PortMin: port, PortMax: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		tcpExt := func(ns string) map[string]int64 {
+			s, err := procfs.ReadSNMP(ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s["TcpExt"]
+		}
+		rx0, tx0 := tcpExt(h2.Netns), tcpExt(h1.Netns)
+		c0, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: h1.Netns, Addr: h2.Addr, Port: port,
+			Duration: 2 * time.Second, CPUs: []int{0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owed(t)
+		rx1, tx1 := tcpExt(h2.Netns), tcpExt(h1.Netns)
+		c1, err := d.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		drops := c1.CPUMap[1].EnqueueDrops + c1.CPUMap[1].QueueFull - c0.CPUMap[1].EnqueueDrops - c0.CPUMap[1].QueueFull
+		t.Logf("iperf3: %.0f Mbit/s, %d retransmits; cpumap CPU 1: %d enqueued, %d built in %d batches, %d dropped",
+			res.BitsPerSecond/1e6, res.Retransmits, c1.CPUMap[1].Enqueued-c0.CPUMap[1].Enqueued,
+			c1.CPUMap[1].Built-c0.CPUMap[1].Built, c1.CPUMap[1].Batches-c0.CPUMap[1].Batches, drops)
+		for _, k := range []string{"TCPSACKReorder", "TCPTSReorder", "TCPRenoReorder"} {
+			if n := tx1[k] - tx0[k]; n != 0 {
+				t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
+			}
+		}
+		switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
+		case n != 0 && drops == 0 && res.Retransmits == 0:
+			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with nothing lost: segments arrived out of order", n)
+		case n != 0:
+			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops and %d retransmits: loss, not reordering", n, drops, res.Retransmits)
+		}
+		recs, err := tr.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data stagetrace.Flow
+		var most uint64
+		for f, st := range stagetrace.StagesByFlow(recs) {
+			if n := stagetrace.Total(st[nicStage]); f.Dport == port && n > most {
+				data, most = f, n
+			}
+		}
+		st := stagetrace.StagesByFlow(recs)[data]
+		// GRO in the kthread: far fewer skbs than the segments sent.
+		t.Logf("%s: NIC stage %s", data, stagetrace.FormatCPUs(st[nicStage]))
+		if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
+			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))
+		}
+	})
+
+	closed = true
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id := xdpProg(t, h2.Netns, nicIdx); id != 0 {
+		t.Errorf("XDP program %d still on %s after Close", id, h2.NIC)
+	}
+	if n := tcPrograms(t, h2.Netns, nicIdx); n != 0 {
+		t.Errorf("%d tc programs still on %s's ingress after Close", n, h2.NIC)
+	}
+}
+
+// tcPrograms counts the programs on a device's tc ingress, anyone's: tcx
+// links and cls_bpf filters.
+func tcPrograms(t *testing.T, ns string, ifindex int) int {
+	t.Helper()
+	n := 0
+	err := netns.Do(ns, func() error {
+		if HaveTCX() == nil {
+			res, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+			if err != nil {
+				return err
+			}
+			n += len(res.Programs)
+		}
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		fs, err := netlink.FilterList(l, netlink.HANDLE_MIN_INGRESS)
+		if err != nil && !gone(err) && !errors.Is(err, unix.EINVAL) {
+			return err
+		}
+		n += len(fs)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
