@@ -37,7 +37,8 @@ type SetUp struct {
 // LayoutChecker is optionally implemented by a Mode that runs only on some
 // layouts. A non-empty reason skips that layout × mode, with the reason
 // shown to the user. Without it, a mode other than vanilla skips the host
-// layout: there is no overlay there to change.
+// layout: there is no overlay there to change. (Of the catalogue's, only
+// falcon+split runs there: FALCON's Host+, the host's own NIC split.)
 type LayoutChecker interface {
 	Unsupported(layout string) (reason string)
 }
@@ -143,6 +144,10 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 	}
 	o := m.o
 	o.Netns = tb.Hosts[1].Netns
+	if tb.Layout == "host" {
+		// FALCON's Host+: the split takes the receiving host's own NIC.
+		o.HostNICs = []string{tb.Hosts[1].NIC}
+	}
 	o.Log = slog.New(slog.DiscardHandler) // the bench's progress bar owns the terminal
 	a, err := agent.Start(ctx, o)
 	if err != nil {
@@ -155,6 +160,8 @@ func (m catalogueMode) Unsupported(layout string) string {
 	what := agent.NeedsOverlay(m.o)
 	switch {
 	case what == "":
+	case layout == "host" && m.o.Split && m.o.Batch == 0:
+		// FALCON's Host+: the host's own NIC split (Setup names it).
 	case layout == "host":
 		return "the host layout has no overlay for " + what
 	case layout == "vxlan" && m.o.ContainerLevel:
@@ -175,7 +182,7 @@ func unsupported(mode, layout string) string {
 		return lc.Unsupported(layout)
 	}
 	if layout == "host" {
-		return "the host layout has no overlay for this mode to change (host runs only in vanilla)"
+		return "the host layout has no overlay for this mode to change (host runs vanilla, and falcon+split as FALCON's Host+)"
 	}
 	return ""
 }

@@ -90,9 +90,10 @@ func TestScalePreset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// host runs vanilla only; docker every mode: 6 testbeds of 8 sizes of
-	// UDP stress, 5 + 5 flow counts, one TCP flow and ping-pong.
-	if len(plan) != 6 || len(skipped) != 4 || len(plan[0].Cases) != 20 {
+	// host runs vanilla and falcon+split (Host+); docker every mode: 7
+	// testbeds of 8 sizes of UDP stress, 5 + 5 flow counts, one TCP flow
+	// and ping-pong.
+	if len(plan) != 7 || len(skipped) != 3 || len(plan[0].Cases) != 20 {
 		t.Errorf("%d testbeds (%d cases on the first), %d skipped", len(plan), len(plan[0].Cases), len(skipped))
 	}
 

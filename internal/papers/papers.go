@@ -146,7 +146,12 @@ func system(layout, mode string) string {
 			return "host"
 		}
 		return "vanilla overlay"
-	case "falcon", "falcon+split":
+	case "falcon+split":
+		if layout == "host" {
+			return "Host+" // FALCON Fig. 13 c, d: GRO splitting on the host network
+		}
+		return "FALCON"
+	case "falcon":
 		return "FALCON"
 	case "rps", "rps+", "rfs", "rfs+":
 		return strings.ToUpper(name)

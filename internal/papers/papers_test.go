@@ -173,6 +173,9 @@ func TestComparable(t *testing.T) {
 		{"vanilla overlay to the host, 64 KB TCP", func(c *Case) {
 			c.Mode, c.Workload, c.Size, c.Flows, c.Baseline, c.Metric = "vanilla", "tcp", 65536, 1, "host/vanilla", "gbps"
 		}, []float64{0.53, 0.6}},
+		{"Host+: falcon+split on the host", func(c *Case) {
+			c.Layout, c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "host", "falcon+split", "multi-flow-tcp", 4096, "host/vanilla", "gbps"
+		}, []float64{1.56}},
 		{"RFS+ on Calico", func(c *Case) {
 			c.Layout, c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "calico", "rfs+", "multi-flow-tcp", 131072, "calico/vanilla", "gbps"
 		}, []float64{1, 1.24}},
