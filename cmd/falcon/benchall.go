@@ -42,7 +42,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 	runs, toRun := 0, 0
 	for i := range benches {
 		fb := &benches[i]
-		if fb.Skip != "" {
+		if fb.Skip != "" || fb.Done != "" {
 			continue
 		}
 		if err := bench.Preflight(fb.Config); err != nil {
@@ -61,12 +61,18 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			est += time.Duration(n) * bench.EstimateRun(fb.Config)
 		}
 	}
-	if toRun == 0 {
+	done := 0
+	for _, fb := range benches {
+		if fb.Done != "" {
+			done++
+		}
+	}
+	if toRun == 0 && done == 0 {
 		return errors.New("paper-all: no figure can run on this machine")
 	}
 	note := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-	note("falcon bench: %s: %d figures, %d to run (%d runs, about %s besides building testbeds), %d not runnable here; results in %s",
-		bench.PaperAll, len(benches), toRun, runs, est.Round(time.Minute), len(benches)-toRun, dir)
+	note("falcon bench: %s: %d figures, %d to run (%d runs, about %s besides building testbeds), %d complete already, %d not runnable here; results in %s",
+		bench.PaperAll, len(benches), toRun, runs, est.Round(time.Minute), done, len(benches)-toRun-done, dir)
 	ctx, stop := interruptible(note)
 	defer stop()
 
@@ -77,6 +83,14 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		tag := fmt.Sprintf("%s (%s %s, %d/%d)", fb.Preset, fb.Paper, fb.Figure, i+1, len(benches))
 		if ctx.Err() != nil {
 			summary = append(summary, tag+": not started, interrupted")
+			continue
+		}
+		if fb.Done != "" {
+			note("falcon bench: %s: not run again: %s", tag, fb.Done)
+			summary = append(summary, tag+": "+fb.Done)
+			if f, err := bench.ReadFile(fb.File); err == nil {
+				ran[fb.Preset] = f // a later figure of the same bench shares it
+			}
 			continue
 		}
 		if fb.Skip != "" {

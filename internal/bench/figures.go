@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -397,6 +399,9 @@ type FigureBench struct {
 	// flag (HotCloud's Fig. 7 and 8 plot two metrics of the same runs):
 	// its results serve both, run once.
 	SameAs string
+	// Done says where this figure's bench already ran to its end
+	// (--resume): its file stands, and it is not run again.
+	Done string
 }
 
 // ResolvePaperAll resolves every figure's preset, in the papers' order,
@@ -413,7 +418,7 @@ func (f *Flags) ResolvePaperAll(online []int) ([]FigureBench, error) {
 	}
 	var given [][2]string
 	f.fs.Visit(func(fl *flag.Flag) {
-		if fl.Name != "preset" && fl.Name != "json" {
+		if fl.Name != "preset" && fl.Name != "json" && fl.Name != "resume" {
 			given = append(given, [2]string{fl.Name, fl.Value.String()})
 		}
 	})
@@ -455,10 +460,57 @@ func (f *Flags) ResolvePaperAll(online []int) ([]FigureBench, error) {
 					break
 				}
 			}
+			if f.resume && fb.SameAs == "" {
+				fb.Done = completed(fb.File, c)
+			}
 		}
 		out = append(out, fb)
 	}
 	return out, nil
+}
+
+// completed says where the results file at path holds the bench c to its
+// end, with no failure: not a checkpoint, not interrupted, every case this
+// falcon plans for c there ("" where not: a newer falcon may run more
+// cases of the same flags, as falcon+split on the host layout, Host+).
+// The configurations are compared as the file records them, in JSON.
+func completed(path string, c Config) string {
+	f, err := ReadFile(path)
+	if err != nil || f.Partial || f.Interrupted || f.Finished.IsZero() {
+		return ""
+	}
+	type key struct {
+		layout, mode, workload string
+		size, flows            int
+	}
+	have := map[key]int{}
+	for _, r := range f.Results {
+		if len(r.Errors) > 0 {
+			return ""
+		}
+		have[key{r.Layout, r.Mode, r.Workload, r.Size, r.Flows}]++
+	}
+	plan, _, err := Plan(c)
+	if err != nil {
+		return ""
+	}
+	for _, tp := range plan {
+		for _, cs := range tp.Cases {
+			k := key{cs.Layout, cs.Mode, cs.Workload, cs.Size, cs.Flows}
+			if have[k] == 0 {
+				return ""
+			}
+			have[k]--
+		}
+	}
+	a, b := f.Config, c
+	a.Preset, a.JSON, b.Preset, b.JSON = "", "", "", ""
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil || !bytes.Equal(ja, jb) {
+		return ""
+	}
+	return fmt.Sprintf("complete in %s (falcon %s, finished %s)", path, f.FalconVersion, f.Finished.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 // sameBench reports whether two configurations run the same bench, the

@@ -371,3 +371,89 @@ func TestPaperAll(t *testing.T) {
 		t.Errorf("FigureOf(fig16) = %s %s %v", p, fig, ok)
 	}
 }
+
+// TestPaperAllResume: --resume leaves out a figure whose file holds its
+// bench to the end, and runs again one interrupted, a checkpoint, one with
+// a failed case, one that lacks a case this falcon plans (a newer falcon's
+// Host+ rows), and one of other flags; --resume alone is refused.
+func TestPaperAllResume(t *testing.T) {
+	dir := t.TempDir()
+	resolve := func(args ...string) []FigureBench {
+		t.Helper()
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := RegisterFlags(fs)
+		if err := fs.Parse(append([]string{"--preset", PaperAll, "--json", dir}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := f.ResolvePaperAll(seqN(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	by := func(bs []FigureBench, name string) FigureBench {
+		for _, b := range bs {
+			if b.Preset == name {
+				return b
+			}
+		}
+		t.Fatalf("no %s", name)
+		return FigureBench{}
+	}
+	// A file with a result for every case the figure's bench plans.
+	complete := func(fb FigureBench) *File {
+		plan, _, err := Plan(fb.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &File{Format: Format, FalconVersion: "test", Started: time.Now().Add(-time.Minute), Finished: time.Now(), Config: fb.Config}
+		for _, tp := range plan {
+			for _, c := range tp.Cases {
+				f.Results = append(f.Results, Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows})
+			}
+		}
+		return f
+	}
+	first := resolve("--quick")
+	edits := map[string]func(*File){
+		"fig4":  func(*File) {},
+		"fig10": func(f *File) { f.Interrupted = true },
+		"fig11": func(f *File) { f.Partial = true },
+		"fig12": func(f *File) { f.Results[0].Errors = []string{"run 1/1: boom"} },
+		"fig13": func(f *File) {
+			f.Results = slices.DeleteFunc(f.Results, func(r Result) bool { return r.Layout == "host" && r.Mode == "falcon+split" })
+		},
+		"fig15": func(f *File) { f.Config.Runs = 3 },
+	}
+	for name, edit := range edits {
+		fb := by(first, name)
+		f := complete(fb)
+		edit(f)
+		if err := WriteFile(fb.File, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := resolve("--quick", "--resume")
+	for name := range edits {
+		if done := by(again, name).Done; (name == "fig4") != (done != "") {
+			t.Errorf("%s: done %q", name, done)
+		}
+	}
+	if d := by(again, "fig4").Done; !strings.Contains(d, "complete in "+by(again, "fig4").File) {
+		t.Errorf("fig4: %q", d)
+	}
+	// Without --quick the flags differ from the file's: run again.
+	if d := by(resolve("--resume"), "fig4").Done; d != "" {
+		t.Errorf("fig4 with other flags: done %q", d)
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--preset", "fig4", "--resume"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Resolve(seqN(2)); err == nil || !strings.Contains(err.Error(), "--resume takes up --preset paper-all") {
+		t.Errorf("--resume on one bench: %v", err)
+	}
+}

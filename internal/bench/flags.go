@@ -29,6 +29,7 @@ type Flags struct {
 	runs, clients, rate               int
 	quiet, bpfStats, interleave, ipv6 bool
 	stageCost, calibrate, quick       bool
+	resume                            bool
 }
 
 // RegisterFlags defines bench's flags on fs.
@@ -72,6 +73,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"and a sweep of more than three sizes or flow counts cut to its smallest, middle and largest (--runs, --duration and --warmup given win)")
 	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon sim: --preset calibrate, "+
 		"and the file records the calibration format")
+	fs.BoolVar(&f.resume, "resume", false, "--preset "+PaperAll+": do not run again a figure whose results file in the --json directory is complete, "+
+		"without failures, and ran the same bench: a run of hours taken up again where it stopped")
 	return f
 }
 
@@ -184,6 +187,9 @@ func PresetHelp() string {
 // value, and picks CPUs among online ones. It touches nothing on the
 // system; errors are *ConfigError.
 func (f *Flags) Resolve(online []int) (Config, error) {
+	if f.resume {
+		return Config{}, configErrorf("--resume takes up --preset %s where it stopped; one bench has nothing to take up", PaperAll)
+	}
 	if f.calibrate {
 		if f.preset != "" && f.preset != "calibrate" {
 			return Config{}, configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
