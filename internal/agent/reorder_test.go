@@ -40,6 +40,78 @@ func TestNoReorderingUnderLoadChanges(t *testing.T) {
 	for _, layout := range []string{"docker", "flannel", "calico", "flannel-daemon", "docker-swarm"} {
 		t.Run(layout, func(t *testing.T) { reorderOn(t, layout) })
 	}
+	t.Run("host-plus", reorderHostPlus)
+}
+
+// reorderHostPlus is the same for FALCON's Host+, the host's own NIC split
+// over both CPUs (no overlay: the split is the only stage that moves),
+// its decisions changing with the load.
+func reorderHostPlus(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb := ibed(t, "rhos", "host", 0)
+	h2 := tb.Hosts[1]
+	warm(t, tb)
+	write(t, tb.Hosts[0].Netns, "/sys/class/net/"+tb.Hosts[0].NIC+"/queues/rx-0/rps_cpus", "1") // reorderOn says why
+	vanilla := tcpOFO(ctx, t, tb)
+	o := testOptions(t, h2.Netns)
+	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	o.Split, o.HostNICs = true, []string{h2.NIC}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Stop() }()
+
+	const port = 41237
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 17, PortMin: port, PortMax: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	calmed := calm(t, o, uint32(o.Threshold)-10)
+	r0 := status(t, o)
+	var runs map[stagetrace.Flow]flowRun
+	loadChanges(ctx, t, func() {
+		runs = sendPairs(ctx, t, tb, port, seqcheck.SendOptions{Flows: 16, PktsPerFlow: 3000, Size: 64,
+			Pause: 2 * time.Millisecond, PauseEvery: 12})
+	})
+	r1 := status(t, o)
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, st := range stagetrace.StagesByFlow(recs) {
+		if len(st[h2.Netns+"/"+h2.NIC]) > 1 {
+			moved++
+		}
+	}
+	var lost uint64
+	for _, f := range sortedFlows(runs) {
+		s := runs[f].stats
+		lost += s.Lost
+		if s.Reordered != 0 || s.Duplicates != 0 {
+			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated)", f, s.Reordered, s.Received, s.Duplicates)
+		}
+	}
+	sp := hookDelta(t, r0, r1, "split", h2.Netns, h2.NIC)
+	d := sp.Decisions
+	t.Logf("UDP: %d flows, %d datagrams lost; %d flows' NIC stage ran on both CPUs; split decisions %+v, sent to %v",
+		len(runs), lost, moved, d, sp.SteeredTo)
+	switch {
+	case d.Second+d.Fallback == 0:
+		t.Errorf("split hook: %+v: a CPU at 100 %% did not change its decisions", d)
+	case d.First == 0 && calmed:
+		t.Errorf("split hook: %+v: no first choice, although the run started below the threshold", d)
+	}
+
+	withFalcon := tcpOFO(ctx, t, tb)
+	t.Logf("TCP: TCPOFOQueue %d without falcon, %d with falcon under the same load changes", vanilla, withFalcon)
+	if vanilla == 0 && withFalcon != 0 {
+		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
+	}
+	toggle(ctx, t, tb, &a, o, "split")
 }
 
 func reorderOn(t *testing.T, layout string) {
@@ -122,15 +194,16 @@ func reorderOn(t *testing.T, layout string) {
 		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
 	}
 
-	toggle(ctx, t, tb, &a, o)
+	toggle(ctx, t, tb, &a, o, "nic")
 }
 
 // toggle disables falcon under a stream of unpaced flows, which never give
 // a flowlet gap, enables it again, and stops the stream once packets went
 // through the new datapath: none may arrive out of order. *a is the agent,
 // and then the new one, so that the caller's deferred Stop always stops the
-// one running, however the test ends.
-func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a **Agent, o Options) {
+// one running, however the test ends. role is the hook that sees every
+// packet first (nic; split on a host NIC).
+func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a **Agent, o Options, role string) {
 	t.Helper()
 	sendCtx, stopSending := context.WithCancel(ctx)
 	defer stopSending()
@@ -170,9 +243,9 @@ func toggle(ctx context.Context, t *testing.T, tb *testbed.Testbed, a **Agent, o
 			return
 		}
 		for _, s := range r1.Stages {
-			if s.Role == "nic" {
+			if string(s.Role) == role {
 				for c, n := range s.RanOn {
-					through += n - ranOn(r0, "nic", c)
+					through += n - ranOn(r0, role, c)
 				}
 			}
 		}

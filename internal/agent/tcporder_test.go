@@ -17,8 +17,9 @@ import (
 // moves the flow whenever a CPU's load crosses it) stands down and comes
 // back every 300 ms and a busy loop swings between the CPUs: the receiver may queue
 // no segment out of order (TcpExt TCPOFOQueue), with and without the NIC
-// stage split. The same run without falcon comes first; only where it
-// queued nothing is falcon held to zero.
+// stage split, and on the host layout with the host's own NIC split (FALCON's
+// Host+). The same run without falcon comes first; only where it queued
+// nothing is falcon held to zero.
 //
 // Split queued 1-4 segments out of order in each of 13 runs here until its
 // program kept marked and unmarked frames of a flow apart in the NIC's GRO
@@ -40,11 +41,14 @@ func TestTCPOrderThroughSwitches(t *testing.T) {
 	if err := workload.CheckTools("iperf3", "taskset"); err != nil {
 		t.Skip(err)
 	}
-	for _, layout := range []string{"docker", "flannel", "calico"} {
+	for _, layout := range []string{"docker", "flannel", "calico", "host"} {
 		for _, split := range []bool{false, true} {
 			name := layout + "/pipelining"
 			if split {
 				name = layout + "/split"
+			}
+			if layout == "host" && !split {
+				continue // the host's own NIC has no stage after it to pipeline: Host+ is split only
 			}
 			t.Run(name, func(t *testing.T) { tcpThroughSwitches(t, layout, split) })
 		}
@@ -69,6 +73,9 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
 	if split {
 		o.Split, o.SplitCPUs = true, []int{1}
+	}
+	if layout == "host" {
+		o.HostNICs = []string{tb.Hosts[1].NIC} // FALCON's Host+
 	}
 	a, err := Start(ctx, o)
 	if err != nil {
