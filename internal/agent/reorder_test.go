@@ -87,14 +87,7 @@ func reorderHostPlus(t *testing.T) {
 			moved++
 		}
 	}
-	var lost uint64
-	for _, f := range sortedFlows(runs) {
-		s := runs[f].stats
-		lost += s.Lost
-		if s.Reordered != 0 || s.Duplicates != 0 {
-			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated)", f, s.Reordered, s.Received, s.Duplicates)
-		}
-	}
+	lost := inOrder(t, runs)
 	sp := hookDelta(t, r0, r1, "split", h2.Netns, h2.NIC)
 	d := sp.Decisions
 	t.Logf("UDP: %d flows, %d datagrams lost; %d flows' NIC stage ran on both CPUs; split decisions %+v, sent to %v",
@@ -157,14 +150,7 @@ func reorderOn(t *testing.T, layout string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lost uint64
-	for _, f := range sortedFlows(runs) {
-		s := runs[f].stats
-		lost += s.Lost
-		if s.Reordered != 0 || s.Duplicates != 0 {
-			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated)", f, s.Reordered, s.Received, s.Duplicates)
-		}
-	}
+	lost := inOrder(t, runs)
 	moved := 0
 	for _, st := range stagetrace.StagesByFlow(recs) {
 		for _, per := range st {
@@ -195,6 +181,20 @@ func reorderOn(t *testing.T, layout string) {
 	}
 
 	toggle(ctx, t, tb, &a, o, "nic")
+}
+
+// inOrder wants every datagram of runs in order and none twice; it
+// returns how many were lost.
+func inOrder(t *testing.T, runs map[stagetrace.Flow]flowRun) (lost uint64) {
+	t.Helper()
+	for _, f := range sortedFlows(runs) {
+		s := runs[f].stats
+		lost += s.Lost
+		if s.Reordered != 0 || s.Duplicates != 0 {
+			t.Errorf("%s: %d of %d datagrams arrived out of order (%d duplicated)", f, s.Reordered, s.Received, s.Duplicates)
+		}
+	}
+	return lost
 }
 
 // toggle disables falcon under a stream of unpaced flows, which never give

@@ -70,6 +70,31 @@ func cpumaps(t *testing.T) int {
 	}
 }
 
+// fourFlowsInOrder sends 4 UDP flows of 300 datagrams from clNS (on CPU
+// 0) to addr:port in srvNS, each of which must arrive in order.
+func fourFlowsInOrder(t *testing.T, clNS, srvNS, addr string, port uint16) {
+	t.Helper()
+	dst := netip.MustParseAddr(addr)
+	rcv, err := seqcheck.Listen(srvNS, dst, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	ctx := context.Background()
+	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: clNS, Dst: dst, Port: port, Flows: 4, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := rcv.Wait(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, s := range stats {
+		if s.Reordered != 0 {
+			t.Errorf("flow from %s: %d reordered", from, s.Reordered)
+		}
+	}
+}
+
 // TestSplitEnableStatusDisable: with --split --split-cpus 1 the agent puts
 // XDP on the NIC, status shows the split CPU's cpumap building the NIC
 // stage's skbs, and stopping removes the XDP program and the cpumap.
@@ -116,25 +141,7 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", cl.Netns, "ping", "-c", "1", "-W", "2", sv.Addr).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v: %s", err, out)
 	}
-	dst := netip.MustParseAddr(sv.Addr)
-	rcv, err := seqcheck.Listen(sv.Netns, dst, 40126)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rcv.Close()
-	ctx := context.Background()
-	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: 40126, Flows: 4, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
-		t.Fatal(err)
-	}
-	stats, err := rcv.Wait(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for from, s := range stats {
-		if s.Reordered != 0 {
-			t.Errorf("flow from %s: %d reordered", from, s.Reordered)
-		}
-	}
+	fourFlowsInOrder(t, cl.Netns, sv.Netns, sv.Addr, 40126)
 
 	r, err := Status(o)
 	if err != nil {
@@ -313,25 +320,7 @@ func TestSplitHostNICs(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", h1.Netns, "ping", "-c", "1", "-W", "2", h2.Addr).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v: %s", err, out)
 	}
-	dst := netip.MustParseAddr(h2.Addr)
-	rcv, err := seqcheck.Listen(h2.Netns, dst, 40136)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rcv.Close()
-	ctx := context.Background()
-	if err := seqcheck.Send(ctx, seqcheck.SendOptions{Netns: h1.Netns, Dst: dst, Port: 40136, Flows: 4, PktsPerFlow: 300, Size: 64, CPU: 0}); err != nil {
-		t.Fatal(err)
-	}
-	stats, err := rcv.Wait(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for from, s := range stats {
-		if s.Reordered != 0 {
-			t.Errorf("flow from %s: %d reordered", from, s.Reordered)
-		}
-	}
+	fourFlowsInOrder(t, h1.Netns, h2.Netns, h2.Addr, 40136)
 	r, err := Status(o)
 	if err != nil {
 		t.Fatal(err)

@@ -16,11 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/testbed"
-	"github.com/falconnet/falcon/internal/workload"
 )
 
 // TestSplitHostNIC is FALCON's Host+ at the datapath: on the host layout,
@@ -146,70 +144,9 @@ func TestSplitHostNIC(t *testing.T) {
 	})
 
 	t.Run("tcp", func(t *testing.T) {
-		const port = 40135
 		// All of h1's sending on CPU 0 (TestSplitOnTestbed/tcp says why).
 		setRPS(t, h1.Netns, h1.NIC, "1")
-		srv, err := workload.StartIperf3Server(ctx, h2.Netns, port, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Stop()
-		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 6, PortMin: port, PortMax: port})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		tcpExt := func(ns string) map[string]int64 {
-			s, err := procfs.ReadSNMP(ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s["TcpExt"]
-		}
-		rx0, tx0 := tcpExt(h2.Netns), tcpExt(h1.Netns)
-		c0, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: h1.Netns, Addr: h2.Addr, Port: port,
-			Duration: 2 * time.Second, CPUs: []int{0}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		owed(t)
-		rx1, tx1 := tcpExt(h2.Netns), tcpExt(h1.Netns)
-		c1, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		drops := c1.CPUMap[1].EnqueueDrops + c1.CPUMap[1].QueueFull - c0.CPUMap[1].EnqueueDrops - c0.CPUMap[1].QueueFull
-		t.Logf("iperf3: %.0f Mbit/s, %d retransmits; cpumap CPU 1: %d enqueued, %d built in %d batches, %d dropped",
-			res.BitsPerSecond/1e6, res.Retransmits, c1.CPUMap[1].Enqueued-c0.CPUMap[1].Enqueued,
-			c1.CPUMap[1].Built-c0.CPUMap[1].Built, c1.CPUMap[1].Batches-c0.CPUMap[1].Batches, drops)
-		for _, k := range []string{"TCPSACKReorder", "TCPTSReorder", "TCPRenoReorder"} {
-			if n := tx1[k] - tx0[k]; n != 0 {
-				t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
-			}
-		}
-		switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
-		case n != 0 && drops == 0 && res.Retransmits == 0:
-			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with nothing lost: segments arrived out of order", n)
-		case n != 0:
-			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops and %d retransmits: loss, not reordering", n, drops, res.Retransmits)
-		}
-		recs, err := tr.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var data stagetrace.Flow
-		var most uint64
-		for f, st := range stagetrace.StagesByFlow(recs) {
-			if n := stagetrace.Total(st[nicStage]); f.Dport == port && n > most {
-				data, most = f, n
-			}
-		}
-		st := stagetrace.StagesByFlow(recs)[data]
-		// GRO in the kthread: far fewer skbs than the segments sent.
+		data, st := splitTCP(ctx, t, d, h1.Netns, h2.Netns, h2.Addr, 40135, []string{h2.Netns}, nicStage, owed)
 		t.Logf("%s: NIC stage %s", data, stagetrace.FormatCPUs(st[nicStage]))
 		if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
 			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))

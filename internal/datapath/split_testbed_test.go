@@ -122,6 +122,87 @@ func sendInOrder(ctx context.Context, t *testing.T, o seqcheck.SendOptions, rcv 
 	}
 }
 
+// splitTCP runs one iperf3 TCP flow for 2 s from clNS (on CPU 0) to a
+// server at addr in srvNS while the stage tracer watches traceNS, calls
+// after once the flow ended (nil: nothing), and holds the flow to the
+// sender's own reordering counters and, where neither the split CPU's
+// queue nor the sender lost a segment, to the receiver's out-of-order
+// queue. It returns the flow that stage saw most of, and its stages.
+func splitTCP(ctx context.Context, t *testing.T, d *Datapath, clNS, srvNS, addr string, port int, traceNS []string, stage string,
+	after func(*testing.T)) (stagetrace.Flow, map[string]map[int]uint64) {
+	t.Helper()
+	srv, err := workload.StartIperf3Server(ctx, srvNS, port, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: traceNS, Proto: 6, PortMin: uint16(port), PortMax: uint16(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tcpExt := func(ns string) map[string]int64 {
+		s, err := procfs.ReadSNMP(ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s["TcpExt"]
+	}
+	rx0, tx0 := tcpExt(srvNS), tcpExt(clNS)
+	c0, err := d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clNS, Addr: addr, Port: port,
+		Duration: 2 * time.Second, CPUs: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != nil {
+		after(t)
+	}
+	rx1, tx1 := tcpExt(srvNS), tcpExt(clNS)
+	c1, err := d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, a := c0.CPUMap[1], c1.CPUMap[1]
+	drops := a.EnqueueDrops + a.QueueFull - b.EnqueueDrops - b.QueueFull
+	t.Logf("iperf3: %.0f Mbit/s, %d retransmits; cpumap CPU 1: %d enqueued, %d built in %d batches, %d dropped",
+		res.BitsPerSecond/1e6, res.Retransmits, a.Enqueued-b.Enqueued, a.Built-b.Built, a.Batches-b.Batches, drops)
+	// The sender detects reordering itself (SACK, timestamps), loss or
+	// not; the receiver's out-of-order queue also fills on loss.
+	for _, k := range []string{"TCPSACKReorder", "TCPTSReorder", "TCPRenoReorder"} {
+		if n := tx1[k] - tx0[k]; n != 0 {
+			t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
+		}
+	}
+	// A segment lost anywhere (a cpumap queue, a backlog, a veth ring)
+	// leaves a hole that later segments queue behind: the receiver's
+	// count is evidence of reordering only where nothing was lost (CI: 3
+	// queued with 24 retransmitted, the sender's reorder counters 0).
+	switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
+	case n != 0 && drops == 0 && res.Retransmits == 0:
+		t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with nothing lost: segments arrived out of order", n)
+	case n != 0:
+		t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops and %d retransmits (the machine is busy): loss, not reordering",
+			n, drops, res.Retransmits)
+	}
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows := stagetrace.StagesByFlow(recs)
+	var data stagetrace.Flow
+	var most uint64
+	for f, st := range flows {
+		if n := stagetrace.Total(st[stage]); int(f.Dport) == port && n > most {
+			data, most = f, n
+		}
+	}
+	return data, flows[data]
+}
+
 // TestSplitOnTestbed: on a Docker-style overlay with the sender on CPU 0 and
 // the split set {1}, the receiving NIC's stage (net:netif_receive_skb on h2's
 // eth0) runs on CPU 1, in the cpumap kthread; the tc program on that NIC,
@@ -282,7 +363,6 @@ func TestSplitOnTestbed(t *testing.T) {
 	})
 
 	t.Run("tcp", func(t *testing.T) {
-		const port = 40125
 		// A TCP sender also transmits from the softirq that takes an ACK,
 		// and its container's veth queues each segment on the backlog of
 		// the CPU that sent it (netif_rx): segments sent from two CPUs
@@ -291,72 +371,7 @@ func TestSplitOnTestbed(t *testing.T) {
 		// ACK to CPU 0, so all of h1's sending happens there and the wire
 		// order is the send order.
 		setRPS(t, tb.Hosts[0].Netns, tb.Hosts[0].NIC, "1")
-		srv, err := workload.StartIperf3Server(ctx, sv.Netns, port, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Stop()
-		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns}, Proto: 6, PortMin: port, PortMax: port})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		tcpExt := func(ns string) map[string]int64 {
-			s, err := procfs.ReadSNMP(ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s["TcpExt"]
-		}
-		rx0, tx0 := tcpExt(sv.Netns), tcpExt(cl.Netns)
-		c0, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: cl.Netns, Addr: sv.Addr, Port: port,
-			Duration: 2 * time.Second, CPUs: []int{0}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rx1, tx1 := tcpExt(sv.Netns), tcpExt(cl.Netns)
-		c1, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		drops := c1.CPUMap[1].EnqueueDrops + c1.CPUMap[1].QueueFull - c0.CPUMap[1].EnqueueDrops - c0.CPUMap[1].QueueFull
-		t.Logf("iperf3: %.0f Mbit/s, %d retransmits; cpumap CPU 1: %d enqueued, %d dropped", res.BitsPerSecond/1e6,
-			res.Retransmits, c1.CPUMap[1].Enqueued-c0.CPUMap[1].Enqueued, drops)
-		// The sender detects reordering itself (SACK, timestamps), loss
-		// or not; the receiver's out-of-order queue also fills on loss.
-		for _, k := range []string{"TCPSACKReorder", "TCPTSReorder", "TCPRenoReorder"} {
-			if n := tx1[k] - tx0[k]; n != 0 {
-				t.Errorf("sender: TcpExt %s grew by %d: segments arrived out of order", k, n)
-			}
-		}
-		// A segment lost anywhere (a cpumap queue, a backlog, a veth
-		// ring) leaves a hole that later segments queue behind: the
-		// receiver's count is evidence of reordering only where nothing
-		// was lost (CI: 3 queued with 24 retransmitted, the sender's
-		// reorder counters 0).
-		switch n := rx1["TCPOFOQueue"] - rx0["TCPOFOQueue"]; {
-		case n != 0 && drops == 0 && res.Retransmits == 0:
-			t.Errorf("receiver: TcpExt TCPOFOQueue grew by %d with nothing lost: segments arrived out of order", n)
-		case n != 0:
-			t.Logf("receiver: TCPOFOQueue grew by %d after %d cpumap drops and %d retransmits (the machine is busy): loss, not reordering",
-				n, drops, res.Retransmits)
-		}
-		recs, err := tr.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var data stagetrace.Flow
-		var most uint64
-		for f, st := range stagetrace.StagesByFlow(recs) {
-			if n := stagetrace.Total(st[nicStage]); f.Dport == port && n > most {
-				data, most = f, n
-			}
-		}
-		st := stagetrace.StagesByFlow(recs)[data]
+		data, st := splitTCP(ctx, t, d, cl.Netns, sv.Netns, sv.Addr, 40125, []string{h2.Netns}, nicStage, nil)
 		t.Logf("%s: nic %s | vxlan %s", data, stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]))
 		if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
 			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))
