@@ -54,7 +54,7 @@ enum event {
  * kthread's next batch (falcon_guard_kthread): the kthread delivers each
  * batch before it takes the next. A list longer than PENDING_MAX counts its
  * oldest early. */
-#define PENDING_MAX 64
+#define PENDING_MAX 64 /* a power of two: indexes are masked with it */
 
 struct pend {
 	__u32 fh;
@@ -101,8 +101,10 @@ static __always_inline struct pending *flush_pending(void)
 	for (i = 0; i < PENDING_MAX; i++) {
 		if (i >= n)
 			break;
-		if (p->e[i].epoch == cfg->epoch)
-			add_done(p->e[i].fh, p->e[i].segs, p->e[i].marks);
+		struct pend *e = &p->e[i & (PENDING_MAX - 1)];
+
+		if (e->epoch == cfg->epoch)
+			add_done(e->fh, e->segs, e->marks);
 	}
 	return p;
 }
@@ -170,9 +172,10 @@ static __always_inline int arrive(struct __sk_buff *skb, int nic)
 		.len = skb->len,
 	};
 	struct pending *pd;
+	struct pend *e;
 	struct config *cfg;
 	struct flow fl = {};
-	__u32 zero = 0, mark = skb->tc_index, i;
+	__u32 zero = 0, mark = skb->tc_index, i, fh, segs, marks;
 
 	if (nic) {
 		__u32 *meta = (void *)(long)skb->data_meta;
@@ -191,13 +194,19 @@ static __always_inline int arrive(struct __sk_buff *skb, int nic)
 	cfg = bpf_map_lookup_elem(&falcon_config, &zero);
 	if (!pd || !cfg || parse(&p, 0, cfg, &fl))
 		return TC_ACT_UNSPEC;
-	i = pd->n;
-	if (i >= PENDING_MAX)
-		return TC_ACT_UNSPEC;
-	pd->e[i].fh = flow_hash(&fl);
-	pd->e[i].segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
-	pd->e[i].marks = current_marks(cfg, mark);
-	pd->e[i].epoch = cfg->epoch;
+	fh = flow_hash(&fl);
+	segs = skb->gso_segs > 1 ? skb->gso_segs : 1;
+	marks = current_marks(cfg, mark);
+	/* n < PENDING_MAX here (a full list was flushed above). The mask,
+	 * not a comparison, says so to the verifier: after a comparison the
+	 * compiler kept an unchecked copy of n on the stack, and 6.1's
+	 * verifier refused the store ("unbounded memory access"). */
+	i = pd->n & (PENDING_MAX - 1);
+	e = &pd->e[i];
+	e->fh = fh;
+	e->segs = segs;
+	e->marks = marks;
+	e->epoch = cfg->epoch;
 	pd->n = i + 1;
 	return TC_ACT_UNSPEC;
 }
