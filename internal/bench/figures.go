@@ -121,9 +121,11 @@ var figureTable = []figurePreset{
 		differs: "the text gives neither the workload nor the thresholds plotted"},
 	{name: "fig16", paper: "FALCON", figure: "Fig. 16",
 		what: "a hotspot: 4 flows at --hotspot-rate, UDP (hotspot) and TCP (hotspot-tcp), one turning flat out half-way, each flow's " +
-			"throughput over time, docker, falcon's two-choice balancing against the static first choice; the TCP flows' light rate is " +
+			"throughput over time, docker, falcon's two-choice balancing (Algorithm 1, policy paper) against the static first choice, " +
+			"divided by the static's; the TCP flows' light rate is " +
 			"the same --hotspot-rate in full 1448 B segments (20Kpps: 231.68 Mbit/s of 128 KiB writes), about what the UDP flows of 1400 B carry",
-		flags:   map[string]string{"layouts": "docker", "modes": "falcon,falcon:policy=static", "workloads": "hotspot,hotspot-tcp:128K", "flows": "4"},
+		flags: map[string]string{"layouts": "docker", "modes": "falcon:policy=paper,falcon:policy=static", "baseline": "docker/falcon:policy=static",
+			"workloads": "hotspot,hotspot-tcp:128K", "flows": "4"},
 		differs: "the text gives neither the flows, their rates nor the sizes; here UDP datagrams of 16 B and 1400 B (--sizes), TCP writes of 128 KiB"},
 	{name: "fig17", paper: "FALCON", figure: "Fig. 17", base: "web",
 		what:    "web serving stood in for: nginx serving a static file of 1 KiB and 64 KiB to wrk --latency over 200 connections, host vs docker, vanilla and falcon",

@@ -152,6 +152,9 @@ func system(layout, mode string) string {
 		}
 		return "FALCON"
 	case "falcon":
+		if strings.Contains(mode, "policy=static") {
+			return "FALCON static" // FALCON Fig. 16: the second choice disabled
+		}
 		return "FALCON"
 	case "rps", "rps+", "rfs", "rfs+":
 		return strings.ToUpper(name)

@@ -176,6 +176,12 @@ func TestComparable(t *testing.T) {
 		{"Host+: falcon+split on the host", func(c *Case) {
 			c.Layout, c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "host", "falcon+split", "multi-flow-tcp", 4096, "host/vanilla", "gbps"
 		}, []float64{1.56}},
+		{"Fig. 16: two choices against the first only", func(c *Case) {
+			c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "falcon:policy=paper", "hotspot", 1400, "docker/falcon:policy=static", "pps"
+		}, []float64{1.18}},
+		{"Fig. 16, TCP", func(c *Case) {
+			c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "falcon:policy=paper", "hotspot-tcp", 131072, "docker/falcon:policy=static", "gbps"
+		}, []float64{1.15}},
 		{"RFS+ on Calico", func(c *Case) {
 			c.Layout, c.Mode, c.Workload, c.Size, c.Baseline, c.Metric = "calico", "rfs+", "multi-flow-tcp", 131072, "calico/vanilla", "gbps"
 		}, []float64{1, 1.24}},
