@@ -39,7 +39,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		return err
 	}
 	var est time.Duration
-	runs, toRun := 0, 0
+	runs, toRun, fromOthers := 0, 0, 0
 	for i := range benches {
 		fb := &benches[i]
 		if fb.Skip != "" || fb.Done != "" {
@@ -55,7 +55,9 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			continue
 		}
 		toRun++
-		if fb.SameAs == "" {
+		if fb.From != "" {
+			fromOthers++
+		} else {
 			n := bench.CountRuns(plan, fb.Config)
 			runs += n
 			est += time.Duration(n) * bench.EstimateRun(fb.Config)
@@ -71,14 +73,28 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		return errors.New("paper-all: no figure can run on this machine")
 	}
 	note := func(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-	note("falcon bench: %s: %d figures, %d to run (%d runs, about %s besides building testbeds), %d complete already, %d not runnable here; results in %s",
-		bench.PaperAll, len(benches), toRun, runs, est.Round(time.Minute), done, len(benches)-toRun-done, dir)
+	note("falcon bench: %s: %d figures, %d to run (%d drawn from another's bench; %d runs, about %s besides building testbeds), %d complete already, %d not runnable here; results in %s",
+		bench.PaperAll, len(benches), toRun, fromOthers, runs, est.Round(time.Minute), done, len(benches)-toRun-done, dir)
 	ctx, stop := interruptible(note)
 	defer stop()
 
 	var errs []error
 	var summary []string
-	ran := map[string]*bench.File{} // by preset
+	// drawn writes the files of the figures drawn from preset's bench, of
+	// results f.
+	written := map[string]bool{}
+	drawn := func(preset string, f *bench.File) {
+		for _, fb := range benches {
+			if fb.From != preset || fb.Done != "" || fb.Skip != "" {
+				continue
+			}
+			written[fb.Preset] = true
+			summary = append(summary, fmt.Sprintf("%s (%s %s): drawn from the bench of %s, %s", fb.Preset, fb.Paper, fb.Figure, fb.From, fb.File))
+			if err := bench.WriteFile(fb.File, bench.FromFile(fb, f)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
+			}
+		}
+	}
 	for i, fb := range benches {
 		tag := fmt.Sprintf("%s (%s %s, %d/%d)", fb.Preset, fb.Paper, fb.Figure, i+1, len(benches))
 		if ctx.Err() != nil {
@@ -89,7 +105,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			note("falcon bench: %s: not run again: %s", tag, fb.Done)
 			summary = append(summary, tag+": "+fb.Done)
 			if f, err := bench.ReadFile(fb.File); err == nil {
-				ran[fb.Preset] = f // a later figure of the same bench shares it
+				drawn(fb.Preset, f)
 			}
 			continue
 		}
@@ -101,12 +117,8 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			}
 			continue
 		}
-		if of := ran[fb.SameAs]; of != nil {
-			note("falcon bench: %s: the same bench as %s, its results shared", tag, fb.SameAs)
-			summary = append(summary, fmt.Sprintf("%s: the same bench as %s, %s", tag, fb.SameAs, fb.File))
-			if err := bench.WriteFile(fb.File, bench.SharedFile(fb, of)); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
-			}
+		if fb.From != "" {
+			note("falcon bench: %s: drawn from the bench of %s, once that has run", tag, fb.From)
 			continue
 		}
 		cfg := fb.Config
@@ -131,7 +143,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		if err := bench.WriteFile(fb.File, f); err != nil {
 			errs = append(errs, fmt.Errorf("%s: write results: %w", fb.Preset, err))
 		}
-		ran[fb.Preset] = f
+		drawn(fb.Preset, f)
 		state := "ran"
 		if runErr != nil {
 			state = "ran with failures"
@@ -140,6 +152,11 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		fmt.Printf("\n## %s: %s %s\n\n", fb.Preset, fb.Paper, fb.Figure)
 		if err := bench.WriteTable(os.Stdout, f); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	for _, fb := range benches {
+		if fb.From != "" && fb.Done == "" && fb.Skip == "" && !written[fb.Preset] {
+			summary = append(summary, fmt.Sprintf("%s (%s %s): not drawn: the bench of %s did not run", fb.Preset, fb.Paper, fb.Figure, fb.From))
 		}
 	}
 	note("\nfalcon bench: %s:", bench.PaperAll)

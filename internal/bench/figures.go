@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -397,10 +398,12 @@ type FigureBench struct {
 	File          string // its results file, DIR/PRESET.json
 	Config        Config // resolved (Config.JSON is File); zero when Skip
 	Skip          string // why it does not run here
-	// SameAs is an earlier figure whose bench is this one's to the last
-	// flag (HotCloud's Fig. 7 and 8 plot two metrics of the same runs):
-	// its results serve both, run once.
-	SameAs string
+	// From is a figure whose bench runs every case of this one with the
+	// same settings (HotCloud's Fig. 7 and 8 plot two metrics of the same
+	// runs; FALCON's Fig. 17 is MFLOW's Fig. 11 without mflow): this
+	// figure's file is that bench's results of its own cases, not a bench
+	// of its own (FromFile).
+	From string
 	// Done says where this figure's bench already ran to its end
 	// (--resume): its file stands, and it is not run again.
 	Done string
@@ -456,19 +459,77 @@ func (f *Flags) ResolvePaperAll(online []int) ([]FigureBench, error) {
 		} else {
 			c.JSON = fb.File
 			fb.Config = c
-			for _, o := range out {
-				if o.Skip == "" && o.SameAs == "" && sameBench(o.Config, c) {
-					fb.SameAs = o.Preset
-					break
-				}
-			}
-			if f.resume && fb.SameAs == "" {
+			if f.resume {
 				fb.Done = completed(fb.File, c)
 			}
 		}
 		out = append(out, fb)
 	}
+	drawFrom(out)
 	return out, nil
+}
+
+// drawFrom sets From of every figure whose cases another figure's bench
+// runs with the same settings: the one of most cases, the earlier of two
+// of the same cases. Its choice runs a bench of its own (no chains):
+// within the same settings a bench holding every case of a bench that
+// holds this one's holds this one's too, and has more.
+func drawFrom(benches []FigureBench) {
+	cases := make([]map[caseKey]int, len(benches))
+	for i, fb := range benches {
+		if fb.Skip == "" {
+			cases[i] = caseCounts(fb.Config)
+		}
+	}
+	for i := range benches {
+		best := -1
+		for j := range benches {
+			if j == i || cases[i] == nil || cases[j] == nil || !sameSettings(benches[i].Config, benches[j].Config) || !within(cases[i], cases[j]) {
+				continue
+			}
+			if best < 0 || len(cases[j]) > len(cases[best]) {
+				best = j
+			}
+		}
+		if best >= 0 && (len(cases[best]) > len(cases[i]) || best < i) {
+			benches[i].From = benches[best].Preset
+		}
+	}
+}
+
+// caseKey is a case as its result names it (a rates workload's rates
+// count as the same case: within the same settings they are the same
+// rates).
+type caseKey struct {
+	layout, mode, workload string
+	size, flows            int
+}
+
+func resultKey(r Result) caseKey { return caseKey{r.Layout, r.Mode, r.Workload, r.Size, r.Flows} }
+
+// caseCounts counts the cases c plans, by key; nil where c does not plan.
+func caseCounts(c Config) map[caseKey]int {
+	plan, _, err := Plan(c)
+	if err != nil {
+		return nil
+	}
+	m := map[caseKey]int{}
+	for _, tp := range plan {
+		for _, cs := range tp.Cases {
+			m[caseKey{cs.Layout, cs.Mode, cs.Workload, cs.Size, cs.Flows}]++
+		}
+	}
+	return m
+}
+
+// within reports whether every case of a is in b.
+func within(a, b map[caseKey]int) bool {
+	for k, n := range a {
+		if b[k] < n {
+			return false
+		}
+	}
+	return true
 }
 
 // completed says where the results file at path holds the bench c to its
@@ -481,29 +542,16 @@ func completed(path string, c Config) string {
 	if err != nil || f.Partial || f.Interrupted || f.Finished.IsZero() {
 		return ""
 	}
-	type key struct {
-		layout, mode, workload string
-		size, flows            int
-	}
-	have := map[key]int{}
+	have := map[caseKey]int{}
 	for _, r := range f.Results {
 		if len(r.Errors) > 0 {
 			return ""
 		}
-		have[key{r.Layout, r.Mode, r.Workload, r.Size, r.Flows}]++
+		have[resultKey(r)]++
 	}
-	plan, _, err := Plan(c)
-	if err != nil {
+	want := caseCounts(c)
+	if want == nil || !within(want, have) {
 		return ""
-	}
-	for _, tp := range plan {
-		for _, cs := range tp.Cases {
-			k := key{cs.Layout, cs.Mode, cs.Workload, cs.Size, cs.Flows}
-			if have[k] == 0 {
-				return ""
-			}
-			have[k]--
-		}
 	}
 	a, b := f.Config, c
 	a.Preset, a.JSON, b.Preset, b.JSON = "", "", "", ""
@@ -515,19 +563,37 @@ func completed(path string, c Config) string {
 	return fmt.Sprintf("complete in %s (falcon %s, finished %s)", path, f.FalconVersion, f.Finished.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
-// sameBench reports whether two configurations run the same bench, the
-// preset and the results file aside.
-func sameBench(a, b Config) bool {
-	a.Preset, a.JSON, b.Preset, b.JSON = "", "", "", ""
+// sameSettings reports whether two configurations differ only in what
+// cases they run (layouts, modes, workloads, sizes, flows), the preset
+// and the results file.
+func sameSettings(a, b Config) bool {
+	for _, c := range []*Config{&a, &b} {
+		c.Preset, c.JSON, c.Layouts, c.Modes, c.Workloads, c.Sizes, c.Flows = "", "", nil, nil, nil, nil, nil
+	}
 	return reflect.DeepEqual(a, b)
 }
 
-// SharedFile is the results file of a figure whose bench is another's
-// (FigureBench.SameAs): that one's results under this figure's preset.
-func SharedFile(fb FigureBench, of *File) *File {
+// FromFile is the results file of a figure drawn from another's bench
+// (FigureBench.From): that bench's results of this figure's cases, under
+// this figure's configuration, divided by this figure's baseline.
+func FromFile(fb FigureBench, of *File) *File {
 	f := *of
-	f.Config.Preset, f.Config.JSON = fb.Preset, fb.File
-	f.Notes = append([]string{fmt.Sprintf("the same bench as %s (%s), run once for both: its results", fb.SameAs, of.Config.JSON)}, of.Notes...)
+	f.Config = fb.Config
+	want := caseCounts(fb.Config)
+	f.Results = nil
+	for _, r := range of.Results {
+		if k := resultKey(r); want[k] > 0 {
+			want[k]--
+			r.Summary, r.Normalized = maps.Clone(r.Summary), nil
+			f.Results = append(f.Results, r)
+		}
+	}
+	Normalize(f.Results, f.Config.Baseline)
+	what := "its results of this figure's cases"
+	if len(f.Results) == len(of.Results) {
+		what = "its results"
+	}
+	f.Notes = append([]string{fmt.Sprintf("drawn from the bench of %s (%s), run once for both: %s", fb.From, of.Config.JSON, what)}, of.Notes...)
 	return &f
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/papers"
+	"github.com/falconnet/falcon/internal/stats"
 )
 
 func seqN(n int) []int {
@@ -300,33 +301,58 @@ func TestPaperAll(t *testing.T) {
 		}
 	}
 	// The one preset's values do not leak into the next figure's; a
-	// figure whose bench is an earlier one's shares its runs.
+	// figure whose cases another's bench runs with the same settings is
+	// drawn from its runs, from the bench of most cases.
 	benches, _ := parse("--preset", PaperAll, "--json", dir).ResolvePaperAll(seqN(2))
-	same := map[string]string{}
+	from := map[string]string{}
+	by := map[string]FigureBench{}
 	for _, fb := range benches {
 		if fb.Preset == "fig11" && (fb.Config.Runs != 5 || !reflect.DeepEqual(fb.Config.Sizes, []int{16, 1400})) {
 			t.Errorf("fig11 after others: %+v", fb.Config)
 		}
-		if fb.SameAs != "" {
-			same[fb.Preset] = fb.SameAs
+		if fb.From != "" {
+			from[fb.Preset] = fb.From
+		}
+		by[fb.Preset] = fb
+	}
+	want := map[string]string{"fig11": "fig10", "fig17": "mflow11", "fig18": "mflow13", "mflow12": "mflow10",
+		"k8s4": "k8s6", "k8s5": "k8s6", "hotcloud4": "hotcloud3", "hotcloud6": "hotcloud9",
+		"hotcloud8": "hotcloud7", "hotcloud10": "hotcloud9", "hotcloud11": "hotcloud9"}
+	if !reflect.DeepEqual(from, want) {
+		t.Errorf("drawn from %v, want %v", from, want)
+	}
+	// mflow12 (docker, 3 modes, 64 KiB, 5-20 flows) from mflow10 (host
+	// and docker, 4 modes, 3 sizes, 1-20 flows): its cases only, divided
+	// by docker/vanilla (mflow10's auto baseline is host/vanilla).
+	m10, m12 := by["mflow10"], by["mflow12"]
+	run := &File{Format: Format, Config: m10.Config, Notes: []string{"x"}}
+	for _, tp := range mustPlan(t, m10.Config) {
+		for _, c := range tp.Cases {
+			r := Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows,
+				Runs: []Run{{Round: 1}}, Summary: map[string]stats.Summary{"gbps": {Mean: float64(c.Flows), N: 1}}}
+			if c.Layout == "host" {
+				r.Summary["gbps"] = stats.Summary{Mean: 100, N: 1}
+			}
+			run.Results = append(run.Results, r)
 		}
 	}
-	if want := map[string]string{"hotcloud8": "hotcloud7", "hotcloud10": "hotcloud9", "k8s5": "k8s4"}; !reflect.DeepEqual(same, want) {
-		t.Errorf("shared benches %v, want %v", same, want)
+	Normalize(run.Results, m10.Config.Baseline)
+	ff := FromFile(m12, run)
+	if ff.Config.Preset != "mflow12" || ff.Config.JSON != m12.File || !reflect.DeepEqual(ff.Config.Layouts, []string{"docker"}) ||
+		len(ff.Results) != 9 || !strings.Contains(ff.Notes[0], "drawn from the bench of mflow10") || len(ff.Notes) != 2 ||
+		run.Config.Preset != "mflow10" || len(run.Notes) != 1 || len(run.Results) != 60 {
+		t.Errorf("drawn file %+v (of %+v)", ff, run)
 	}
-	var h7, h8 FigureBench
-	for _, fb := range benches {
-		switch fb.Preset {
-		case "hotcloud7":
-			h7 = fb
-		case "hotcloud8":
-			h8 = fb
+	for _, r := range ff.Results {
+		if r.Layout != "docker" || r.Mode == "rps" || r.Size != 64<<10 || r.Flows < 5 || r.Baseline != "docker/vanilla" ||
+			r.Normalized["gbps"].Mean != 1 {
+			t.Errorf("drawn result %+v", r)
 		}
 	}
-	run := &File{Format: Format, Config: h7.Config, Notes: []string{"x"}, Results: []Result{{Layout: "host"}}}
-	if sf := SharedFile(h8, run); sf.Config.Preset != "hotcloud8" || sf.Config.JSON != h8.File || len(sf.Results) != 1 ||
-		!strings.Contains(sf.Notes[0], "the same bench as hotcloud7") || run.Config.Preset != "hotcloud7" || len(run.Notes) != 1 {
-		t.Errorf("shared file %+v (of %+v)", sf, run)
+	for _, r := range run.Results {
+		if r.Layout == "docker" && r.Baseline != "host/vanilla" {
+			t.Errorf("the bench's own result changed: %+v", r)
+		}
 	}
 	for _, c := range []struct {
 		args []string
@@ -442,6 +468,16 @@ func TestPaperAllResume(t *testing.T) {
 	}
 	if d := by(again, "fig4").Done; !strings.Contains(d, "complete in "+by(again, "fig4").File) {
 		t.Errorf("fig4: %q", d)
+	}
+	// A figure drawn from another's bench stands once its file is written.
+	if fb := by(again, "hotcloud11"); fb.From != "hotcloud9" || fb.Done != "" {
+		t.Fatalf("hotcloud11 before: %+v", fb)
+	}
+	if err := WriteFile(by(again, "hotcloud11").File, FromFile(by(again, "hotcloud11"), complete(by(again, "hotcloud9")))); err != nil {
+		t.Fatal(err)
+	}
+	if d := by(resolve("--quick", "--resume"), "hotcloud11").Done; d == "" {
+		t.Error("hotcloud11 drawn from a complete hotcloud9: not done")
 	}
 	// Without --quick the flags differ from the file's: run again.
 	if d := by(resolve("--resume"), "fig4").Done; d != "" {
