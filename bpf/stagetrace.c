@@ -80,6 +80,14 @@ struct stage_val {
 	__u32 tcp;       // next_seq is set: a TCP payload packet was seen here
 };
 
+// The order of a flow at the sequence device. UDP: max_seq is the highest
+// sequence number seen, seen and reordered count datagrams. TCP over IPv4:
+// the sender numbers its packets in the order it transmits them, the IPv4
+// ID (a connected socket's counter, one per segment, retransmissions
+// included); max_seq is the ID expected next, extended to 64 bits, and
+// seen and reordered count data segments (a GRO packet's gso_segs), so a
+// segment counts as reordered only when one transmitted after it came
+// first: a loss leaves a gap, not an inversion.
 struct seq_val {
 	__u64 max_seq;
 	__u64 seen;
@@ -92,7 +100,7 @@ enum {
 	STAT_NOT_IP,     // not IPv4/IPv6 (ARP, LLDP, ...), outside or inside VXLAN
 	STAT_TRUNCATED,  // headers not in the linear area, unreadable or malformed
 	STAT_MAP_FULL,   // flows that found no room in the stages map
-	STAT_SEQ_SHORT,  // sequenced flow packets without 8 readable payload bytes
+	STAT_SEQ_SHORT,  // sequenced flow packets without 8 readable payload bytes (UDP) or IP ID (TCP)
 	STAT_MAX,
 };
 
@@ -102,8 +110,7 @@ volatile const __u16 port_min = 0; // inner sport or dport in [min, max]; 0,0: a
 volatile const __u16 port_max = 0;
 volatile const __u8 proto_filter = 0; // 0: TCP and UDP (and others, portless)
 volatile const __u8 netns_filter_on = 0;
-volatile const __u32 seq_netns = 0; // device whose UDP payloads carry sequence numbers
-volatile const __u32 seq_ifindex = 0;
+volatile const __u8 seq_on = 0; // seq_devs has devices: check each flow's order there (struct seq_val)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -118,6 +125,20 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } netns_filter SEC(".maps");
+
+// The devices where each flow's order is checked: the last before the
+// receiving sockets.
+struct seq_dev {
+	__u32 netns;
+	__u32 ifindex;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct seq_dev);
+	__type(value, __u8);
+} seq_devs SEC(".maps");
 
 // Shared across CPUs on purpose: packets of one flow on two CPUs at once is
 // exactly what reordering looks like.
@@ -274,15 +295,16 @@ static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4,
 		v->max_seq = seq;
 }
 
-// track_runs follows the TCP sequence space a CPU handles: the TCP header
-// is at l4 and the IP header at l3 of a packet len bytes long from the
-// network header (a GRO super-packet's len covers all its segments).
-static __always_inline void track_runs(struct stage_val *v, const __u8 *buf, __u32 l3, __u32 l4,
-				       __u32 limit, __u32 len, __u8 family, __u32 segs)
+// tcp_payload is the payload length of the TCP packet whose IP header is
+// at l3 and TCP header at l4, len bytes long from the network header (a
+// GRO super-packet's len covers all its segments); 0 for a pure ACK, -1
+// when unreadable. *seq is its sequence number.
+static __always_inline int tcp_payload(const __u8 *buf, __u32 l3, __u32 l4, __u32 limit, __u32 len,
+				       __u8 family, __u32 *seq)
 {
 	__u8 th[14];
 	if (load(th, sizeof(th), buf, l4, limit))
-		return;
+		return -1;
 	// The IP header's length, when set, bounds the packet: short frames
 	// carry Ethernet padding until ip_rcv trims it. 0 (BIG TCP, jumbograms)
 	// or inconsistent: trust len.
@@ -290,26 +312,62 @@ static __always_inline void track_runs(struct stage_val *v, const __u8 *buf, __u
 	__u8 b[2];
 	if (family == 4) {
 		if (load(b, sizeof(b), buf, l3 + 2, limit))
-			return;
+			return -1;
 		__u32 tot = (__u32)b[0] << 8 | b[1];
 		if (tot && l3 + tot < end)
 			end = l3 + tot;
 	} else {
 		if (load(b, sizeof(b), buf, l3 + 4, limit))
-			return;
+			return -1;
 		__u32 pl = (__u32)b[0] << 8 | b[1];
 		if (pl && l3 + 40 + pl < end)
 			end = l3 + 40 + pl;
 	}
 	__u32 hdr = l4 + (th[12] >> 4) * 4;
-	if (end <= hdr)
-		return; // no payload: a pure ACK
-	__u32 seq = (__u32)th[4] << 24 | (__u32)th[5] << 16 | (__u32)th[6] << 8 | th[7];
+	*seq = (__u32)th[4] << 24 | (__u32)th[5] << 16 | (__u32)th[6] << 8 | th[7];
+	return end > hdr ? end - hdr : 0;
+}
+
+// track_runs follows the TCP sequence space a CPU handles: seq and
+// payload are a data packet's.
+static __always_inline void track_runs(struct stage_val *v, __u32 seq, __u32 payload, __u32 segs)
+{
 	v->data_segs += segs;
 	if (!v->tcp || v->next_seq != seq)
 		v->jumps++;
 	v->tcp = 1;
-	v->next_seq = seq + (end - hdr);
+	v->next_seq = seq + payload;
+}
+
+// track_ipid checks a TCP data packet's IPv4 ID (IP header at l3) against
+// the ID its flow expects next (struct seq_val). IDs are 16 bits: the
+// difference to the expected one, as signed, is the distance travelled,
+// right while fewer than 32768 segments of the flow vanish in a row.
+static __always_inline void track_ipid(struct flow *f, const __u8 *buf, __u32 l3, __u32 limit, __u32 segs)
+{
+	__u8 b[2];
+	if (load(b, sizeof(b), buf, l3 + 4, limit)) {
+		stat_inc(STAT_SEQ_SHORT);
+		return;
+	}
+	__u16 id = (__u16)b[0] << 8 | b[1];
+	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
+	if (!v) {
+		// From 2^32 up: an ID below the first one's stays positive.
+		struct seq_val nv = {.max_seq = (1ULL << 32) + id + segs, .seen = segs};
+		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
+			return;
+		v = bpf_map_lookup_elem(&seqs, f);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->seen, segs);
+	__u64 next = v->max_seq;
+	__s16 d = (__s16)(id - (__u16)next);
+	if (d < 0)
+		__sync_fetch_and_add(&v->reordered, segs);
+	else
+		v->max_seq = next + d + segs; // racy as track_seq's max
 }
 
 // F reads a kernel field: a plain load where the verifier knows the
@@ -425,11 +483,21 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 	v->packets += segs;
 	v->skbs++;
 	stat_inc(STAT_COUNTED);
-	if (l4 > 0 && key.flow.proto == IPPROTO_TCP)
-		track_runs(v, buf, l3, l4, limit, len, key.flow.family, segs);
-
-	if (seq_ifindex && key.ifindex == seq_ifindex && netns == seq_netns && l4 > 0 &&
-	    key.flow.proto == IPPROTO_UDP)
+	int seqdev = 0;
+	if (seq_on && l4 > 0) {
+		struct seq_dev sd = {.netns = netns, .ifindex = key.ifindex};
+		seqdev = bpf_map_lookup_elem(&seq_devs, &sd) != 0;
+	}
+	if (l4 > 0 && key.flow.proto == IPPROTO_TCP) {
+		__u32 seq;
+		int payload = tcp_payload(buf, l3, l4, limit, len, key.flow.family, &seq);
+		if (payload > 0) {
+			track_runs(v, seq, payload, segs);
+			if (seqdev && key.flow.family == 4)
+				track_ipid(&key.flow, buf, l3, limit, segs);
+		}
+	}
+	if (seqdev && key.flow.proto == IPPROTO_UDP)
 		track_seq(&key.flow, buf, l4, limit);
 	return 0;
 }

@@ -19,7 +19,7 @@ func init() {
 	register(command{name: "trace", summary: "show on which CPU each device stage of each flow runs", run: runTrace})
 }
 
-const traceSynopsis = `[--duration 5s] [--netns NS,...] [--proto tcp|udp|all] [--ports LO[-HI]] [--vxlan-ports P,...] [--seq NS/DEV] [--flows N] [--json]`
+const traceSynopsis = `[--duration 5s] [--netns NS,...] [--proto tcp|udp|all] [--ports LO[-HI]] [--vxlan-ports P,...] [--seq NS/DEV,...] [--flows N] [--json]`
 
 // traceOut is where the trace command prints; tests replace it.
 var traceOut io.Writer = os.Stdout
@@ -39,7 +39,7 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	proto := fs.String("proto", "all", "count only tcp, udp, or all")
 	ports := fs.String("ports", "", "count only flows with a source or destination port in LO-HI (or one port)")
 	vxlan := fs.String("vxlan-ports", formatPorts(stagetrace.DefaultVXLANPorts), "UDP ports that carry VXLAN, whose inner flow is counted")
-	seq := fs.String("seq", "", "NS/DEV: count reordered sequenced UDP (internal/seqcheck senders) at this device")
+	seq := fs.String("seq", "", "NS/DEV,...: check each flow's order at these devices: sequenced UDP (internal/seqcheck senders) by its numbers, TCP over IPv4 (any sender) by the IP ID, which numbers segments in the order sent, retransmissions included")
 	tp := fs.String("tracepoint", "netif_receive_skb", "net: tracepoint to count at ("+strings.Join(stagetrace.Tracepoints, ", ")+")")
 	fs.IntVar(&a.flows, "flows", 20, "list the N busiest flows (0: all)")
 	fs.BoolVar(&a.json, "json", false, "print JSON")
@@ -70,8 +70,12 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 		return a, usagef("--vxlan-ports: %v", err)
 	}
 	if *seq != "" {
-		if o.SeqNetns, o.SeqDev, err = stagetrace.ParseDevice(*seq); err != nil {
-			return a, usagef("--seq %v", err)
+		for _, s := range strings.Split(*seq, ",") {
+			d, err := stagetrace.ParseDevice(s)
+			if err != nil {
+				return a, usagef("--seq %v", err)
+			}
+			o.Seq = append(o.Seq, d)
 		}
 	}
 	return a, nil

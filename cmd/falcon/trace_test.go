@@ -28,6 +28,7 @@ func TestTraceBadInput(t *testing.T) {
 		{"--ports", "a-b"},
 		{"--vxlan-ports", "4789,x"},
 		{"--seq", "eth0"},
+		{"--seq", "ns/eth0,eth1"},
 		{"--flows", "-1"},
 		{"stray"},
 	} {

@@ -166,7 +166,7 @@ func (rep Report) WriteText(out io.Writer) {
 	if rep.Order != nil {
 		fmt.Fprintln(out, "\norder at the sequence device:")
 		if len(rep.Order) == 0 {
-			fmt.Fprintln(out, "  no sequenced UDP seen")
+			fmt.Fprintln(out, "  no sequenced UDP or TCP over IPv4 seen")
 		}
 		for _, o := range rep.Order {
 			fmt.Fprintf(out, "  %s: %d seen, %d reordered\n", o.Flow, o.Seen, o.Reordered)

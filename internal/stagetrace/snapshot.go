@@ -63,7 +63,10 @@ func (t *Tracer) Snapshot() ([]Record, error) {
 	return out, nil
 }
 
-// SeqRecord is the order seen by one flow at the sequence device.
+// SeqRecord is the order seen by one flow at the sequence device
+// (Options.Seq). For TCP the packets are data segments and the
+// sequence numbers IPv4 IDs, MaxSeq the ID expected next, extended to 64
+// bits from 2^32 up.
 type SeqRecord struct {
 	Flow      Flow
 	Seen      uint64 // packets with a readable sequence number
@@ -72,7 +75,7 @@ type SeqRecord struct {
 }
 
 // Reordering reads the per-flow order counters of the sequence device
-// (Options.SeqDev); empty when none was set.
+// (Options.Seq); empty when none was given.
 func (t *Tracer) Reordering() ([]SeqRecord, error) {
 	if t.coll == nil {
 		return nil, errors.New("stage tracer is closed")
@@ -101,7 +104,7 @@ type Stats struct {
 	NotIP     uint64
 	Truncated uint64 // headers not readable from the linear data
 	MapFull   uint64 // skbs lost for want of room: raise MaxFlows
-	SeqShort  uint64 // UDP at the sequence device without 8 payload bytes
+	SeqShort  uint64 // UDP at a sequence device without 8 payload bytes, TCP without a readable IP ID
 	// Missed counts the runs the kernel skipped because a BPF program was
 	// already running on that CPU: packets it never showed the tracer.
 	Missed uint64

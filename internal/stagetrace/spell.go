@@ -52,11 +52,11 @@ func ParsePorts(s string) ([]uint16, error) {
 	return ports, nil
 }
 
-// ParseDevice reads "NETNS/DEV" as Options.SeqNetns and SeqDev.
-func ParseDevice(s string) (ns, dev string, err error) {
+// ParseDevice reads "NETNS/DEV" (Device.String).
+func ParseDevice(s string) (Device, error) {
 	ns, dev, ok := strings.Cut(s, "/")
 	if !ok || dev == "" {
-		return "", "", fmt.Errorf("%q: want NETNS/DEV (NETNS empty for the current namespace)", s)
+		return Device{}, fmt.Errorf("%q: want NETNS/DEV (NETNS empty for the current namespace)", s)
 	}
-	return ns, dev, nil
+	return Device{Netns: ns, Name: dev}, nil
 }

@@ -29,6 +29,12 @@ type stagetraceScratch struct {
 	B [320]uint8
 }
 
+type stagetraceSeqDev struct {
+	_       structs.HostLayout
+	Netns   uint32
+	Ifindex uint32
+}
+
 type stagetraceSeqVal struct {
 	_         structs.HostLayout
 	MaxSeq    uint64
@@ -59,6 +65,7 @@ type stagetraceStageVal struct {
 const (
 	stagetraceMapNetnsFilter   = "netns_filter"
 	stagetraceMapScratch       = "scratch"
+	stagetraceMapSeqDevs       = "seq_devs"
 	stagetraceMapSeqs          = "seqs"
 	stagetraceMapStages        = "stages"
 	stagetraceMapStats         = "stats"
@@ -68,8 +75,7 @@ const (
 	stagetraceVarPortMax       = "port_max"
 	stagetraceVarPortMin       = "port_min"
 	stagetraceVarProtoFilter   = "proto_filter"
-	stagetraceVarSeqIfindex    = "seq_ifindex"
-	stagetraceVarSeqNetns      = "seq_netns"
+	stagetraceVarSeqOn         = "seq_on"
 	stagetraceVarVxlanPorts    = "vxlan_ports"
 )
 
@@ -125,6 +131,7 @@ type stagetraceProgramSpecs struct {
 type stagetraceMapSpecs struct {
 	NetnsFilter *ebpf.MapSpec `ebpf:"netns_filter"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
+	SeqDevs     *ebpf.MapSpec `ebpf:"seq_devs"`
 	Seqs        *ebpf.MapSpec `ebpf:"seqs"`
 	Stages      *ebpf.MapSpec `ebpf:"stages"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
@@ -138,8 +145,7 @@ type stagetraceVariableSpecs struct {
 	PortMax       *ebpf.VariableSpec `ebpf:"port_max"`
 	PortMin       *ebpf.VariableSpec `ebpf:"port_min"`
 	ProtoFilter   *ebpf.VariableSpec `ebpf:"proto_filter"`
-	SeqIfindex    *ebpf.VariableSpec `ebpf:"seq_ifindex"`
-	SeqNetns      *ebpf.VariableSpec `ebpf:"seq_netns"`
+	SeqOn         *ebpf.VariableSpec `ebpf:"seq_on"`
 	VxlanPorts    *ebpf.VariableSpec `ebpf:"vxlan_ports"`
 }
 
@@ -165,6 +171,7 @@ func (o *stagetraceObjects) Close() error {
 type stagetraceMaps struct {
 	NetnsFilter *ebpf.Map `ebpf:"netns_filter"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
+	SeqDevs     *ebpf.Map `ebpf:"seq_devs"`
 	Seqs        *ebpf.Map `ebpf:"seqs"`
 	Stages      *ebpf.Map `ebpf:"stages"`
 	Stats       *ebpf.Map `ebpf:"stats"`
@@ -174,6 +181,7 @@ func (m *stagetraceMaps) Close() error {
 	return _StagetraceClose(
 		m.NetnsFilter,
 		m.Scratch,
+		m.SeqDevs,
 		m.Seqs,
 		m.Stages,
 		m.Stats,
@@ -188,8 +196,7 @@ type stagetraceVariables struct {
 	PortMax       *ebpf.Variable `ebpf:"port_max"`
 	PortMin       *ebpf.Variable `ebpf:"port_min"`
 	ProtoFilter   *ebpf.Variable `ebpf:"proto_filter"`
-	SeqIfindex    *ebpf.Variable `ebpf:"seq_ifindex"`
-	SeqNetns      *ebpf.Variable `ebpf:"seq_netns"`
+	SeqOn         *ebpf.Variable `ebpf:"seq_on"`
 	VxlanPorts    *ebpf.Variable `ebpf:"vxlan_ports"`
 }
 

@@ -136,7 +136,7 @@ func sendTraffic(t *testing.T, o *overlay, cpu int) traffic {
 
 func traceOptions(o *overlay) Options {
 	return Options{Netns: []string{o.h2, o.c1}, PortMin: portUDP4, PortMax: portUDP4 + 10,
-		SeqNetns: o.c1, SeqDev: "eth0"}
+		Seq: []Device{{Netns: o.c1, Name: "eth0"}}}
 }
 
 // Every flow shows at the NIC (outer VXLAN parsed down to the inner
@@ -197,6 +197,13 @@ func testStagesAcrossOverlay(t *testing.T, raw bool) {
 		r := seen[f]
 		if r.Seen < s.Received || r.Reordered != 0 || r.MaxSeq != s.Total-1 {
 			t.Errorf("%s at eth0: %+v, receiver %+v", f, r, s)
+		}
+	}
+	// TCP over IPv4, numbered by IP ID: every data segment of the stream
+	// (no segment carries more than 1500 bytes), none reordered.
+	for f := range sent.flows {
+		if r := seen[f]; f.Proto == 6 && (r.Seen < uint64(sent.tcpLen/1500) || r.Reordered != 0) {
+			t.Errorf("%s at eth0: %+v, %d bytes sent", f, r, sent.tcpLen)
 		}
 	}
 	st, err := tr.Stats()
@@ -276,9 +283,10 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		"vxlan":      {VXLANPorts: []uint16{1, 2, 3, 4, 5}},
 		"vxlan0":     {VXLANPorts: []uint16{0}},
 		"netns":      {Netns: []string{"fct-no-such-netns"}},
-		"seq dev":    {SeqDev: "fct-no-such-dev"},
-		"seq netns":  {SeqNetns: "fct-no-such-netns", SeqDev: "lo"},
-		"seq no dev": {SeqNetns: "x"},
+		"seq dev":    {Seq: []Device{{Name: "fct-no-such-dev"}}},
+		"seq netns":  {Seq: []Device{{Netns: "fct-no-such-netns", Name: "lo"}}},
+		"seq no dev": {Seq: []Device{{Netns: "x"}}},
+		"seq many":   {Seq: make([]Device, maxSeqDevices+1)},
 		"max flows":  {MaxFlows: -1},
 	} {
 		if tr, err := Start(o); err == nil {

@@ -39,7 +39,7 @@ func TestTestbedLayouts(t *testing.T) {
 			h2 := tb.Hosts[1]
 			cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
 			tr, err := Start(Options{Netns: []string{h2.Netns, sv.Netns}, Proto: 17,
-				PortMin: portUDP4, PortMax: portUDP4, SeqNetns: sv.Netns, SeqDev: sv.Dev})
+				PortMin: portUDP4, PortMax: portUDP4, Seq: []Device{{Netns: sv.Netns, Name: sv.Dev}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -53,12 +53,17 @@ type Options struct {
 	VXLANPorts []uint16
 	// MaxFlows bounds the (namespace, device, flow) entries; default 16384.
 	MaxFlows int
-	// SeqNetns and SeqDev name the last device before the socket (e.g.
-	// the container's eth0). When set, UDP packets there are read as
-	// carrying a big-endian uint64 sequence number in their first 8
-	// payload bytes (see internal/seqcheck), and packets below the
-	// highest number already seen in their flow are counted as reordered.
-	SeqNetns, SeqDev string
+	// Seq names the last devices before the sockets (e.g. the
+	// containers' eth0). Each flow's order is checked there: UDP packets are read as carrying a big-endian uint64
+	// sequence number in their first 8 payload bytes (see
+	// internal/seqcheck), and packets below the highest number already
+	// seen in their flow are counted as reordered; TCP data segments over
+	// IPv4 are numbered by their IP ID, which a connected socket's sender
+	// counts up per segment in the order it transmits them (retransmits
+	// get new ones), and a segment whose ID is below the next expected is
+	// counted as reordered: unlike the receiver's out-of-order queue, a
+	// loss is no reordering here.
+	Seq []Device
 
 	rawOnly bool // skip tp_btf: tests of the fallback
 }
@@ -74,15 +79,23 @@ type Tracer struct {
 	link  link.Link
 	hook  string
 	names *resolver
-	seq   bool // a sequence device was set (Options.SeqDev)
+	seq   bool // sequence devices were given (Options.Seq)
 }
 
+// Device is a network device in a namespace (a name under /run/netns or a
+// path; "" is the caller's).
+type Device struct{ Netns, Name string }
+
+func (d Device) String() string { return d.Netns + "/" + d.Name }
+
+// maxSeqDevices bounds Options.Seq (bpf/stagetrace.c seq_devs).
+const maxSeqDevices = 1024
+
 type cfg struct {
-	tp         string
-	inodes     []uint32
-	vxlan      [maxVXLANPorts]uint16
-	seqNetns   uint32
-	seqIfindex uint32
+	tp     string
+	inodes []uint32
+	vxlan  [maxVXLANPorts]uint16
+	seq    []stagetraceSeqDev
 }
 
 // validate checks the options and resolves names, before anything is
@@ -125,19 +138,22 @@ func (o Options) validate() (cfg, error) {
 		c.inodes = append(c.inodes, ino)
 	}
 	c.inodes = append(c.inodes, o.NetnsInodes...)
-	if (o.SeqNetns != "" || o.SeqDev != "") && o.SeqDev == "" {
-		return c, errors.New("SeqNetns given without SeqDev")
+	if len(o.Seq) > maxSeqDevices {
+		return c, fmt.Errorf("%d sequence devices, at most %d", len(o.Seq), maxSeqDevices)
 	}
-	if o.SeqDev != "" {
-		ino, err := netnsInode(o.SeqNetns)
+	for _, d := range o.Seq {
+		if d.Name == "" {
+			return c, fmt.Errorf("sequence device %q: no device named", d)
+		}
+		ino, err := netnsInode(d.Netns)
 		if err != nil {
 			return c, err
 		}
-		idx, err := devIndex(o.SeqNetns, o.SeqDev)
+		idx, err := devIndex(d.Netns, d.Name)
 		if err != nil {
 			return c, err
 		}
-		c.seqNetns, c.seqIfindex = ino, uint32(idx)
+		c.seq = append(c.seq, stagetraceSeqDev{Netns: ino, Ifindex: uint32(idx)})
 	}
 	return c, nil
 }
@@ -175,8 +191,7 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 		stagetraceVarPortMax:       o.PortMax,
 		stagetraceVarProtoFilter:   o.Proto,
 		stagetraceVarNetnsFilterOn: boolByte(len(c.inodes) > 0),
-		stagetraceVarSeqNetns:      c.seqNetns,
-		stagetraceVarSeqIfindex:    c.seqIfindex,
+		stagetraceVarSeqOn:         boolByte(len(c.seq) > 0),
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -198,11 +213,17 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", prog, err)
 	}
-	t := &Tracer{coll: coll, seq: o.SeqDev != ""}
+	t := &Tracer{coll: coll, seq: len(c.seq) > 0}
 	for _, ino := range c.inodes {
 		if err := coll.Maps[stagetraceMapNetnsFilter].Put(ino, uint8(1)); err != nil {
 			coll.Close()
 			return nil, fmt.Errorf("namespace filter: %w", err)
+		}
+	}
+	for _, d := range c.seq {
+		if err := coll.Maps[stagetraceMapSeqDevs].Put(d, uint8(1)); err != nil {
+			coll.Close()
+			return nil, fmt.Errorf("sequence devices: %w", err)
 		}
 	}
 	p := coll.Programs[prog]

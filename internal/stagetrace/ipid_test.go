@@ -1,0 +1,127 @@
+package stagetrace
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// TestTCPOrderByIPID: the sequence device numbers TCP segments by their
+// IPv4 ID. Segments whose IDs arrive out of order count as reordered; a
+// gap (a loss, or a retransmission's new ID) and the 16-bit wrap do not.
+// No TCP stack sends out of order on purpose, so the segments are written
+// with a raw socket on h1 and cross the overlay as any other; c1 has no
+// socket on their port and answers each with a reset.
+func TestTCPOrderByIPID(t *testing.T) {
+	o := newOverlay(t, true)
+	tr, err := Start(traceOptions(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+
+	cases := []struct {
+		sport     uint16
+		ids       []uint16
+		reordered uint64
+	}{
+		{41001, []uint16{100, 101, 103, 102, 104}, 1},
+		{41002, []uint16{65534, 65535, 0, 1}, 0},
+		{41003, []uint16{500, 510, 511}, 0},
+		{41004, []uint16{7, 9, 8, 6, 10}, 2},
+	}
+	err = netns.Do(o.h1, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		send := func(sport, dport, id uint16, seq uint32) error {
+			return unix.Sendto(fd, tcpSegment(h1v4, c1v4, sport, dport, id, seq), 0,
+				&unix.SockaddrInet4{Addr: c1v4.As4()})
+		}
+		// Outside the traced ports: resolves c1's neighbour entries first.
+		if err := send(41000, 9, 1, 1); err != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+		for _, c := range cases {
+			for i, id := range c.ids {
+				// Sequence numbers that do not follow on: GRO merges none.
+				if err := send(c.sport, portTCP+1, id, uint32(i+1)*100000); err != nil {
+					return err
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	order, err := tr.Reordering()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[Flow]SeqRecord{}
+	for _, r := range order {
+		got[r.Flow] = r
+	}
+	for _, c := range cases {
+		f := Flow{Proto: 6, Src: h1v4, Dst: c1v4, Sport: c.sport, Dport: portTCP + 1}
+		r, ok := got[f]
+		last := c.ids[len(c.ids)-1]
+		if !ok || r.Seen != uint64(len(c.ids)) || r.Reordered != c.reordered || uint16(r.MaxSeq) != last+1 {
+			t.Errorf("IDs %v: %+v (found %v), want %d seen, %d reordered, next ID %d", c.ids, r, ok, len(c.ids), c.reordered, last+1)
+		}
+	}
+}
+
+// tcpSegment is an IPv4 packet (DF, ID id) carrying a TCP segment of 16
+// bytes at seq with ACK and PSH set.
+func tcpSegment(src, dst netip.Addr, sport, dport, id uint16, seq uint32) []byte {
+	const payload = 16
+	b := make([]byte, 20+20+payload)
+	ip, tcp := b[:20], b[20:]
+	ip[0], ip[8], ip[9] = 0x45, 64, unix.IPPROTO_TCP
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(b)))
+	binary.BigEndian.PutUint16(ip[4:], id)
+	binary.BigEndian.PutUint16(ip[6:], 0x4000)
+	s, d := src.As4(), dst.As4()
+	copy(ip[12:], s[:])
+	copy(ip[16:], d[:])
+	binary.BigEndian.PutUint16(ip[10:], ^checksum(0, ip))
+	binary.BigEndian.PutUint16(tcp[0:], sport)
+	binary.BigEndian.PutUint16(tcp[2:], dport)
+	binary.BigEndian.PutUint32(tcp[4:], seq)
+	binary.BigEndian.PutUint32(tcp[8:], 1)
+	tcp[12], tcp[13] = 5<<4, 0x18 // ACK|PSH
+	binary.BigEndian.PutUint16(tcp[14:], 65535)
+	pseudo := make([]byte, 12)
+	copy(pseudo, s[:])
+	copy(pseudo[4:], d[:])
+	pseudo[9] = unix.IPPROTO_TCP
+	binary.BigEndian.PutUint16(pseudo[10:], uint16(len(tcp)))
+	binary.BigEndian.PutUint16(tcp[16:], ^checksum(uint32(checksum(0, pseudo)), tcp))
+	return b
+}
+
+// checksum adds b to the ones' complement sum sum, folded.
+func checksum(sum uint32, b []byte) uint16 {
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		sum += uint32(b[len(b)-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint16(sum)
+}
