@@ -39,7 +39,7 @@ func TestAddRemoveContainer(t *testing.T) {
 			if c1.Name != "c1" || c1.Addr == tb.Hosts[1].Containers[0].Addr {
 				t.Errorf("added %+v next to %+v", c1, tb.Hosts[1].Containers[0])
 			}
-			ping(t, Endpoint{client.Netns, client.Addr}, Endpoint{c1.Netns, c1.Addr}, size)
+			ping(t, Endpoint{client.Netns, client.Addr, client.Dev}, Endpoint{c1.Netns, c1.Addr, c1.Dev}, size)
 			got, err := Get(name)
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +75,7 @@ func TestAddRemoveContainer(t *testing.T) {
 			if c2.Name != "c2" || !freed || c2.HostVeth == c1.HostVeth {
 				t.Errorf("added %+v after removing %+v: want a fresh name and the freed address", c2, c1)
 			}
-			ping(t, Endpoint{client.Netns, client.Addr}, Endpoint{c2.Netns, c2.Addr}, 64)
+			ping(t, Endpoint{client.Netns, client.Addr, client.Dev}, Endpoint{c2.Netns, c2.Addr, c2.Dev}, 64)
 			if err := RemoveContainer(name, 1, "c1"); err == nil {
 				t.Error("removed c1 twice")
 			}

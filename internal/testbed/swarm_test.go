@@ -86,8 +86,8 @@ func TestDockerSwarm(t *testing.T) {
 	}
 	for _, a := range tb.Hosts[0].Containers {
 		for _, b := range tb.Hosts[1].Containers {
-			ping(t, Endpoint{a.Netns, a.Addr}, Endpoint{b.Netns, b.Addr}, 1450-28)
-			ping(t, Endpoint{b.Netns, b.Addr}, Endpoint{a.Netns, a.Addr}, 64)
+			ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, 1450-28)
+			ping(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, 64)
 		}
 	}
 	pids := map[int]string{}

@@ -83,7 +83,9 @@ type Container struct {
 
 // Endpoint is where an application runs: a namespace and the address it
 // uses.
-type Endpoint struct{ Netns, Addr string }
+//
+// Dev is the device Addr is on: the last a packet to the endpoint crosses.
+type Endpoint struct{ Netns, Addr, Dev string }
 
 // Endpoints returns where clients (on h1) and servers (on h2) run; the i-th
 // client pairs with the i-th server. host: the host namespaces and their
@@ -93,13 +95,13 @@ func (t *Testbed) Endpoints() (clients, servers []Endpoint) {
 	side := func(h Host) []Endpoint {
 		switch t.Layout {
 		case "host":
-			return []Endpoint{{h.Netns, h.Addr}}
+			return []Endpoint{{h.Netns, h.Addr, h.NIC}}
 		case "vxlan":
-			return []Endpoint{{h.Netns, h.OverlayAddr}}
+			return []Endpoint{{h.Netns, h.OverlayAddr, h.Overlay}}
 		}
 		var eps []Endpoint
 		for _, c := range h.Containers {
-			eps = append(eps, Endpoint{c.Netns, c.Addr})
+			eps = append(eps, Endpoint{c.Netns, c.Addr, c.Dev})
 		}
 		return eps
 	}

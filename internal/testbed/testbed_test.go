@@ -141,17 +141,30 @@ func TestEndpoints(t *testing.T) {
 		client, server   []Endpoint
 		containersIgnore bool
 	}{
-		{"host", []Endpoint{{"fb-e-h1", "10.10.0.1"}}, []Endpoint{{"fb-e-h2", "10.10.0.2"}}, true},
-		{"vxlan", []Endpoint{{"fb-e-h1", "10.20.0.1"}}, []Endpoint{{"fb-e-h2", "10.20.0.2"}}, true},
-		{"docker", []Endpoint{{"fb-e-h1-c0", "10.0.1.2"}, {"fb-e-h1-c1", "10.0.1.3"}},
-			[]Endpoint{{"fb-e-h2-c0", "10.0.1.102"}, {"fb-e-h2-c1", "10.0.1.103"}}, false},
-		{"flannel", []Endpoint{{"fb-e-h1-c0", "10.244.0.2"}, {"fb-e-h1-c1", "10.244.0.3"}},
-			[]Endpoint{{"fb-e-h2-c0", "10.244.1.2"}, {"fb-e-h2-c1", "10.244.1.3"}}, false},
-		{"calico", []Endpoint{{"fb-e-h1-c0", "192.168.1.1"}, {"fb-e-h1-c1", "192.168.1.2"}},
-			[]Endpoint{{"fb-e-h2-c0", "192.168.2.1"}, {"fb-e-h2-c1", "192.168.2.2"}}, false},
+		{"host", []Endpoint{{"fb-e-h1", "10.10.0.1", ""}}, []Endpoint{{"fb-e-h2", "10.10.0.2", ""}}, true},
+		{"vxlan", []Endpoint{{"fb-e-h1", "10.20.0.1", ""}}, []Endpoint{{"fb-e-h2", "10.20.0.2", ""}}, true},
+		{"docker", []Endpoint{{"fb-e-h1-c0", "10.0.1.2", ""}, {"fb-e-h1-c1", "10.0.1.3", ""}},
+			[]Endpoint{{"fb-e-h2-c0", "10.0.1.102", ""}, {"fb-e-h2-c1", "10.0.1.103", ""}}, false},
+		{"flannel", []Endpoint{{"fb-e-h1-c0", "10.244.0.2", ""}, {"fb-e-h1-c1", "10.244.0.3", ""}},
+			[]Endpoint{{"fb-e-h2-c0", "10.244.1.2", ""}, {"fb-e-h2-c1", "10.244.1.3", ""}}, false},
+		{"calico", []Endpoint{{"fb-e-h1-c0", "192.168.1.1", ""}, {"fb-e-h1-c1", "192.168.1.2", ""}},
+			[]Endpoint{{"fb-e-h2-c0", "192.168.2.1", ""}, {"fb-e-h2-c1", "192.168.2.2", ""}}, false},
 	} {
 		tb := plan(Spec{Name: "e", Layout: c.layout, Containers: 2})
 		cl, sv := tb.Endpoints()
+		// The device each address is on.
+		for i, h := range tb.Hosts {
+			want := map[string]string{"host": h.NIC, "vxlan": h.Overlay}[c.layout]
+			for j, e := range [][]Endpoint{cl, sv}[i] {
+				if want == "" {
+					want = h.Containers[j].Dev
+				}
+				if e.Dev == "" || e.Dev != want {
+					t.Errorf("%s: endpoint %v: device %q, want %q", c.layout, e, e.Dev, want)
+				}
+				[][]Endpoint{cl, sv}[i][j].Dev = ""
+			}
+		}
 		if !reflect.DeepEqual(cl, c.client) || !reflect.DeepEqual(sv, c.server) {
 			t.Errorf("%s: Endpoints() = %v, %v; want %v, %v", c.layout, cl, sv, c.client, c.server)
 		}
