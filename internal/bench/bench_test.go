@@ -349,3 +349,38 @@ func (w *watch) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestBenchOrderCheck: with --order-check every run of a TCP workload
+// records the data segments that reached the servers' devices and how many
+// came after one sent later: on the host layout (the NIC is the last
+// device), and on docker with the server containers' ends, one flow per
+// container. Through falcon+split no segment may arrive out of its order;
+// UDP runs carry no such count.
+func TestBenchOrderCheck(t *testing.T) {
+	online, name := integration(t, "o")
+	f := benchRun(t, online, name, "--order-check", "--layouts", "host,docker", "--modes", "vanilla,falcon+split",
+		"--workloads", "tcp:128K,multi-flow-tcp:4K,udp:1400", "--flows", "2", "--containers", "flows", "--runs", "1", "--duration", "2s")
+	if !f.Config.OrderCheck {
+		t.Fatal("config lacks order_check")
+	}
+	eachRun(t, f, func(what string, r Result, run Run) {
+		var o *TCPOrder
+		if run.Reordering != nil {
+			o = run.Reordering.Order
+		}
+		switch {
+		case r.Workload == "udp" && o != nil:
+			t.Errorf("%s: a UDP run has an order count %+v", what, o)
+		case r.Workload == "udp":
+		case o == nil:
+			t.Errorf("%s: no order count", what)
+		case o.Segments*1448 < int64(run.Gbps*1e9/8*run.WindowS)/2:
+			t.Errorf("%s: %d segments counted for %.2f Gbit/s over %.1f s", what, o.Segments, run.Gbps, run.WindowS)
+		case o.Reordered != 0:
+			t.Errorf("%s: %d of %d segments reached the server after one sent later", what, o.Reordered, o.Segments)
+		default:
+			t.Logf("%s: %d segments, 0 reordered (TCPOFOQueue %d, %d retransmitted)", what, o.Segments,
+				run.Reordering.OFOQueue, run.Reordering.Retrans)
+		}
+	})
+}

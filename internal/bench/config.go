@@ -53,6 +53,11 @@ type Config struct {
 	// softirqs, per CPU, over every window (Run.Stages). Off by default:
 	// its tracepoints cost every packet a few BPF runs.
 	StageCost bool `json:"stage_cost,omitempty"`
+	// OrderCheck counts, per run of a TCP workload, the data segments
+	// that reached the servers' devices after one sent later
+	// (Run.Reordering.Order). Off by default: its tracepoint costs every
+	// packet a BPF run.
+	OrderCheck bool `json:"order_check,omitempty"`
 	// Calibrate is the calibration format of a calibrate preset's run
 	// (CalibrateFormat), what falcon sim checks before reading one.
 	Calibrate int `json:"calibrate,omitempty"`

@@ -189,6 +189,8 @@ func TestResolveRejects(t *testing.T) {
 		{[]string{"--ipv6", "--workloads", "memcached"}, "iperf3's workloads and web run"},
 		{[]string{"--ipv6", "--sender", "kernel", "--workloads", "udp"}, "the kernel sender sends IPv4 frames only"},
 		{[]string{"--ipv6", "--layouts", "docker-swarm", "--workloads", "tcp"}, "not built for layout docker-swarm"},
+		{[]string{"--order-check", "--ipv6", "--workloads", "tcp"}, "--order-check numbers TCP segments by their IPv4 ID: not with --ipv6"},
+		{[]string{"--order-check", "--workloads", "udp-stress,latency:16"}, "--order-check checks TCP workloads, and none of --workloads udp-stress,latency:16 is one"},
 		{[]string{"--modes", "vanilla,vanilla@"}, "a label after @ is 1..16 of a-z and 0-9"},
 		{[]string{"--modes", "vanilla@A-A"}, "a label after @"},
 		{[]string{"--modes", "warp@aa"}, `unknown mode "warp"`},

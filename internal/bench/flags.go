@@ -29,6 +29,7 @@ type Flags struct {
 	runs, clients, rate               int
 	quiet, bpfStats, interleave, ipv6 bool
 	stageCost, calibrate, quick       bool
+	orderCheck                        bool
 	resume                            bool
 }
 
@@ -69,6 +70,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.bpfStats, "bpf-stats", false, "record each falcon BPF program's cost per run (kernel BPF statistics on; they add two clock reads per run)")
 	fs.BoolVar(&f.stageCost, "stage-cost", false, "record the NET_RX softirq time, skbs and segments of each receive stage of the receiving host (nic, vxlan, container, …) per CPU "+
 		"and run (BPF on four kernel tracepoints; they add a few BPF runs per packet)")
+	fs.BoolVar(&f.orderCheck, "order-check", false, "count, per run of a TCP workload over IPv4, the data segments that reached the servers' devices "+
+		"after one their sender transmitted later (the IP ID numbers a connected socket's segments as sent, retransmissions included: "+
+		"exact under loss, where the receiver's out-of-order queue also counts holes); a BPF program on net:netif_receive_skb, a few runs per packet")
 	fs.BoolVar(&f.quick, "quick", false, "a smoke test of any preset or flags: one run per case of 1s after 500ms warm-up, "+
 		"and a sweep of more than three sizes or flow counts cut to its smallest, middle and largest (--runs, --duration and --warmup given win)")
 	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon sim: --preset calibrate, "+
@@ -225,7 +229,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	c := Config{Preset: f.preset, Quick: f.quick, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
-		StageCost: f.stageCost, Interleave: f.interleave, IPv6: f.ipv6}
+		StageCost: f.stageCost, OrderCheck: f.orderCheck, Interleave: f.interleave, IPv6: f.ipv6}
 	if f.preset == "calibrate" {
 		c.Calibrate = CalibrateFormat
 	}
@@ -257,6 +261,14 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	}
 	if c.Quick {
 		c.Sizes, c.Flows = quickCut(c.Sizes), quickCut(c.Flows)
+	}
+	if c.OrderCheck {
+		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return tcpWorkload(n) }); {
+		case c.IPv6:
+			return c, configErrorf("--order-check numbers TCP segments by their IPv4 ID: not with --ipv6")
+		case !tcp:
+			return c, configErrorf("--order-check checks TCP workloads, and none of --workloads %s is one", strings.Join(c.Workloads, ","))
+		}
 	}
 	switch {
 	case c.Duration < Duration(time.Second):

@@ -28,6 +28,7 @@ type env struct {
 	run              int
 	activity         func() agent.Activity  // the mode's agent, if it has one
 	cost             *stagetrace.CostTracer // with --stage-cost
+	order            *stagetrace.Tracer     // with --order-check, over a TCP run
 }
 
 // traffic is what a workload starts: servers first, then clients that all
@@ -99,11 +100,35 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 	if e.cfg.Sender == SenderKernel {
 		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
 	}
+	if e.cfg.OrderCheck && tcpWorkload(e.cs.Workload) {
+		var err error
+		if e.order, err = e.orderCheck(); err != nil {
+			return Run{}, err
+		}
+		defer func() {
+			e.order.Close()
+			e.order = nil
+		}()
+	}
 	run, err := e.drive(ctx)
 	if err == nil && tcpWorkload(e.cs.Workload) {
-		run.Reordering = tcpReorder(run.Counters)
+		run.Reordering = tcpReorder(run.Counters, e.order != nil)
 	}
 	return run, err
+}
+
+// orderCheck starts the order check on every server's device (--order-check).
+func (e *env) orderCheck() (*stagetrace.Tracer, error) {
+	o := stagetrace.Options{Proto: 6}
+	for _, s := range e.servers {
+		o.Netns = appendUnique(o.Netns, s.Netns)
+		o.Seq = append(o.Seq, stagetrace.Device{Netns: s.Netns, Name: s.Dev})
+	}
+	tr, err := stagetrace.Start(o)
+	if err != nil {
+		return nil, fmt.Errorf("--order-check: %w", err)
+	}
+	return tr, nil
 }
 
 // tcpWorkload says whether a workload's traffic is TCP.
@@ -528,6 +553,16 @@ func (e *env) sample(t traffic) (sample, error) {
 	if e.cost != nil {
 		if s.cost, err = e.cost.Snapshot(); err != nil {
 			return s, err
+		}
+	}
+	if e.order != nil {
+		order, err := e.order.Reordering()
+		if err != nil {
+			return s, err
+		}
+		for _, o := range order {
+			s.counters["rx.order.segments"] += int64(o.Seen)
+			s.counters["rx.order.reordered"] += int64(o.Reordered)
 		}
 	}
 	if e.cfg.BPFStats {

@@ -113,10 +113,13 @@ func TestTCPReorderCounters(t *testing.T) {
 			counters[role+"."+k[0]+"."+k[1]] = n // distinct, non-zero
 		}
 	}
-	o := tcpReorder(counters)
+	o := tcpReorder(counters, false)
 	v := reflect.ValueOf(*o)
 	seen := map[int64]string{}
 	for i := 0; i < v.NumField(); i++ {
+		if v.Field(i).Kind() != reflect.Int64 {
+			continue // Order: the order check's, below
+		}
 		x := v.Field(i).Int()
 		if x == 0 {
 			t.Errorf("TCPReorder.%s reads a counter bench does not sample", v.Type().Field(i).Name)
@@ -127,8 +130,13 @@ func TestTCPReorderCounters(t *testing.T) {
 		seen[x] = v.Type().Field(i).Name
 	}
 	if o.OFOQueue != counters["rx.TcpExt.TCPOFOQueue"] || o.SACKReorder != counters["tx.TcpExt.TCPSACKReorder"] ||
-		o.Retrans != counters["tx.Tcp.RetransSegs"] || o.InSegs != counters["rx.Tcp.InSegs"] {
+		o.Retrans != counters["tx.Tcp.RetransSegs"] || o.InSegs != counters["rx.Tcp.InSegs"] || o.Order != nil {
 		t.Errorf("tcpReorder %+v", o)
+	}
+	// --order-check's counts, sampled as the others are (env.sample).
+	counters["rx.order.segments"], counters["rx.order.reordered"] = 1000, 0
+	if o := tcpReorder(counters, true); o.Order == nil || *o.Order != (TCPOrder{Segments: 1000}) {
+		t.Errorf("tcpReorder with the order check: %+v", o.Order)
 	}
 	for _, w := range []string{"tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web"} {
 		if !tcpWorkload(w) {
@@ -185,9 +193,25 @@ func TestReorderingInResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(out.String(), "TCP reordering")
-	if !strings.Contains(section, "| docker | mflow:batch=16,elephant=0 | tcp | 64 KiB | 1 | 2000/20 | 10.00 | 2 | 7/1 | 3/2 | 1 | 0 |") ||
+	if !strings.Contains(section, "| docker | mflow:batch=16,elephant=0 | tcp | 64 KiB | 1 | — | 2000/20 | 10.00 | 2 | 7/1 | 3/2 | 1 | 0 |") ||
 		strings.Contains(section, "| udp |") {
 		t.Errorf("table:\n%s", out.String())
+	}
+	// With --order-check: the exact count over all runs, so that one
+	// reordered segment shows however many segments the runs had.
+	for i, n := range []int64{0, 1} {
+		tcp.Runs[i].Reordering.Order = &TCPOrder{Segments: 20000, Reordered: n}
+	}
+	tcp.Summarize()
+	out.Reset()
+	if err := WriteTable(&out, &File{Results: []Result{tcp}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "| tcp | 64 KiB | 1 | 1 of 40000 | 2000/20 |") || tcp.Summary["tcp_reordered"].Mean != 0.5 {
+		t.Errorf("table with the order check:\n%s", out.String())
+	}
+	if b, _ := json.Marshal(tcp.Runs[1]); !bytes.Contains(b, []byte(`"order":{"segments":20000,"reordered":1}`)) {
+		t.Errorf("run JSON lacks the order check: %s", b)
 	}
 
 	old, err := ReadFile(recorded)
@@ -203,7 +227,7 @@ func TestReorderingInResults(t *testing.T) {
 	}
 	out.Reset()
 	WriteTable(&out, old)
-	if !strings.Contains(out.String(), "| docker | vanilla | tcp | 64 KiB | 1 | 65/206 | — | — | — | — | — | — |") {
+	if !strings.Contains(out.String(), "| docker | vanilla | tcp | 64 KiB | 1 | — | 65/206 | — | — | — | — | — | — |") {
 		t.Errorf("old file's table:\n%s", out.String())
 	}
 }

@@ -150,6 +150,9 @@ type TCPReorder struct {
 	SpuriousRTOs int64 `json:"spurious_rtos"`
 	LostRetrans  int64 `json:"lost_retrans"`
 	Retrans      int64 `json:"retrans"`
+	// Order is what the servers' devices saw (--order-check), nil
+	// without it.
+	Order *TCPOrder `json:"order,omitempty"`
 	//
 	// The sender's own reordering estimate (tcp_info's tcpi_reordering,
 	// and tcpi_reord_seen) is not read: iperf3 3.12's JSON carries
@@ -158,10 +161,25 @@ type TCPReorder struct {
 	// would give the estimate at one instant, not a count over the window.
 }
 
-// tcpReorder reads a window's counter deltas (counterKeys) into a
-// TCPReorder.
-func tcpReorder(c map[string]int64) *TCPReorder {
+// TCPOrder is the exact count of reordering over the window: every TCP
+// data segment over IPv4 that reached a server's device (the last before
+// its socket), numbered by its IP ID as its sender transmitted it
+// (retransmissions get new IDs), and those of them that came after one
+// transmitted later. A loss leaves a gap in the IDs, no inversion.
+type TCPOrder struct {
+	Segments  int64 `json:"segments"`
+	Reordered int64 `json:"reordered"`
+}
+
+// tcpReorder reads a window's counter deltas (counterKeys, and the order
+// check's with --order-check) into a TCPReorder.
+func tcpReorder(c map[string]int64, orderChecked bool) *TCPReorder {
+	var order *TCPOrder
+	if orderChecked {
+		order = &TCPOrder{Segments: c["rx.order.segments"], Reordered: c["rx.order.reordered"]}
+	}
 	return &TCPReorder{
+		Order:         order,
 		InSegs:        c["rx.Tcp.InSegs"],
 		OFOQueue:      c["rx.TcpExt.TCPOFOQueue"],
 		OFODrop:       c["rx.TcpExt.TCPOFODrop"],

@@ -30,6 +30,9 @@ func Metrics(r Run) map[string]float64 {
 			// The share of the segments received that arrived after a hole.
 			m["tcp_ofo_pct"] = 100 * float64(o.OFOQueue) / float64(o.InSegs)
 		}
+		if o.Order != nil {
+			m["tcp_order_segments"], m["tcp_reordered"] = float64(o.Order.Segments), float64(o.Order.Reordered)
+		}
 	}
 	if l := r.Latency; l != nil {
 		m["lat_avg_us"], m["lat_p50_us"], m["lat_p90_us"] = l.AvgUs, l.P50Us, l.P90Us

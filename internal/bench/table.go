@@ -257,16 +257,28 @@ func writeTCPReordering(b *strings.Builder, f *File) {
 			}
 			return a + "/" + b
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pair(ofo, retrans), pct, count("tcp_ofo_merge"),
+		exact := "—"
+		if x, ok := s["tcp_order_segments"]; ok && x.N > 0 {
+			// Totals over the runs: a single reordered segment must show.
+			var n, of int64
+			for _, run := range r.Runs {
+				if o := run.Reordering; o != nil && o.Order != nil {
+					n, of = n+o.Order.Reordered, of+o.Order.Segments
+				}
+			}
+			exact = fmt.Sprintf("%d of %d", n, of)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, exact, pair(ofo, retrans), pct, count("tcp_ofo_merge"),
 			pair(count("tcp_sack_reorder"), count("tcp_ts_reorder")), pair(count("tcp_dsack_recv"), count("tcp_dsack_ofo_recv")),
 			count("tcp_spurious_rtos"), count("tcp_lost_retrans")))
 	}
-	writeSection(b, rows, "TCP reordering (kernel counters per window, mean of the runs; ofo/retrans: segments the receiver queued out of order / "+
+	writeSection(b, rows, "TCP reordering (reordered: with --order-check, the data segments that reached the server's device after one sent later, "+
+		"by IP ID, over all runs; kernel counters per window, mean of the runs; ofo/retrans: segments the receiver queued out of order / "+
 		"segments the sender retransmitted; ofo %: out-of-order share of the segments received; merged: out-of-order segments whose data the queue "+
 		"already held; reordering seen: the sender's SACK/timestamp detections; DSACKs: duplicate SACKs the sender got, all/for out-of-order data):",
-		"| layout | mode | workload | size | flows | ofo/retrans | ofo % | merged | reordering seen (SACK/TS) | DSACKs (all/ofo) | spurious RTOs | lost retrans |\n"+
-			"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		"| layout | mode | workload | size | flows | reordered | ofo/retrans | ofo % | merged | reordering seen (SACK/TS) | DSACKs (all/ofo) | spurious RTOs | lost retrans |\n"+
+			"|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 }
 
 // writeSection writes a titled table under the results, if it has rows.
