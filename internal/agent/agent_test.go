@@ -194,7 +194,15 @@ func attached(t *testing.T, ns string) string {
 				}
 				for _, f := range fs {
 					if bf, ok := f.(*netlink.BpfFilter); ok {
-						fmt.Fprintf(&b, "%s clsact %#x %s\n", l.Attrs().Name, parent, bf.Name)
+						// The filter's name is the attacher's; the program's, as tcx lists it.
+						name := bf.Name
+						if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id)); err == nil {
+							if info, err := prog.Info(); err == nil {
+								name = info.Name
+							}
+							prog.Close()
+						}
+						fmt.Fprintf(&b, "%s clsact %#x %s\n", l.Attrs().Name, parent, name)
 					}
 				}
 			}

@@ -99,11 +99,7 @@ func reorderHostPlus(t *testing.T) {
 		t.Errorf("split hook: %+v: no first choice, although the run started below the threshold", d)
 	}
 
-	withFalcon := tcpOFO(ctx, t, tb)
-	t.Logf("TCP: TCPOFOQueue %d without falcon, %d with falcon under the same load changes", vanilla, withFalcon)
-	if vanilla == 0 && withFalcon != 0 {
-		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
-	}
+	tcpNoWorse(t, vanilla, tcpOFO(ctx, t, tb))
 	toggle(ctx, t, tb, &a, o, "split")
 }
 
@@ -174,11 +170,7 @@ func reorderOn(t *testing.T, layout string) {
 		}
 	}
 
-	withFalcon := tcpOFO(ctx, t, tb)
-	t.Logf("TCP: TCPOFOQueue %d without falcon, %d with falcon under the same load changes", vanilla, withFalcon)
-	if vanilla == 0 && withFalcon != 0 {
-		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none", withFalcon)
-	}
+	tcpNoWorse(t, vanilla, tcpOFO(ctx, t, tb))
 
 	toggle(ctx, t, tb, &a, o, "nic")
 }
@@ -374,24 +366,42 @@ func burn(cpu int) (stop func(), err error) {
 }
 
 // tcpOFO runs one iperf3 TCP stream from h1's first container to h2's
-// under loadChanges and returns how many segments the receiver queued out
-// of order (TcpExt TCPOFOQueue).
-func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) int64 {
+// under loadChanges and returns what arrived out of order.
+func tcpOFO(ctx context.Context, t *testing.T, tb *testbed.Testbed) tcpResult {
 	t.Helper()
 	r := tcpFlow(ctx, t, tb, 5301, time.Second, nil, func(run func()) { loadChanges(ctx, t, run) })
-	t.Logf("TCP: %.0f Mbit/s, %d retransmits, TCPOFOQueue +%d", r.BitsPerSecond/1e6, r.Retransmits, r.ofo)
-	return r.ofo
+	t.Logf("TCP: %.0f Mbit/s, %d retransmits, TCPOFOQueue +%d, %d of %d segments reordered", r.BitsPerSecond/1e6, r.Retransmits, r.ofo,
+		r.reordered, r.segs)
+	return r
+}
+
+// tcpNoWorse holds falcon's run to 0 where the same load without falcon
+// had none: segments reordered (exact), and queued out of order
+// (TCPOFOQueue, which losses raise too).
+func tcpNoWorse(t *testing.T, vanilla, falcon tcpResult) {
+	t.Helper()
+	if vanilla.reordered == 0 && falcon.reordered != 0 {
+		t.Errorf("TCP: %d of %d segments reached the receiver after one sent later, none without falcon", falcon.reordered, falcon.segs)
+	}
+	if vanilla.ofo == 0 && falcon.ofo != 0 {
+		t.Errorf("TCP: falcon queued %d segments out of order where the kernel alone queued none (%d retransmits)", falcon.ofo, falcon.Retransmits)
+	}
 }
 
 // tcpResult is a tcpFlow's iperf3 result, its receiver's TCPOFOQueue
 // delta and its sender's count of reorderings it detected (TcpExt
 // TCPSACKReorder, TCPTSReorder, TCPRenoReorder). A segment queued out of
 // order waits behind a hole: a reordered segment, or one lost on the way,
-// whose retransmit fills it; the sender tells the two apart from the
-// acknowledgements (SACK, timestamps).
+// whose retransmit fills it; the sender guesses which from the
+// acknowledgements (SACK, timestamps), and a segment only delayed long
+// enough to be retransmitted counts there too. reordered is exact: the
+// data segments that reached the server's last device after one its
+// sender transmitted later (by IPv4 ID, stagetrace's sequence device), of
+// segs seen there.
 type tcpResult struct {
 	workload.Iperf3Result
 	ofo, senderReorder int64
+	reordered, segs    uint64
 }
 
 // tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
@@ -416,6 +426,13 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		tx := tcpExt(clients[0].Netns)
 		return tcpExt(servers[0].Netns)["TCPOFOQueue"], tx["TCPSACKReorder"] + tx["TCPTSReorder"] + tx["TCPRenoReorder"]
 	}
+	sv := stagetrace.Device{Netns: servers[0].Netns, Name: servers[0].Dev}
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{sv.Netns}, Proto: 6,
+		PortMin: uint16(port), PortMax: uint16(port), Seq: []stagetrace.Device{sv}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
 	ofo0, reorder0 := counts()
 	var res workload.Iperf3Result
 	around(func() {
@@ -426,5 +443,19 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		t.Fatal(err)
 	}
 	ofo1, reorder1 := counts()
-	return tcpResult{res, ofo1 - ofo0, reorder1 - reorder0}
+	r := tcpResult{Iperf3Result: res, ofo: ofo1 - ofo0, senderReorder: reorder1 - reorder0}
+	order, err := tr.Reordering()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range order {
+		if o.Flow.Dport == uint16(port) {
+			r.reordered += o.Reordered
+			r.segs += o.Seen
+		}
+	}
+	if r.segs == 0 {
+		t.Fatalf("no data segment of port %d seen at %s: the order check saw nothing", port, sv)
+	}
+	return r
 }
