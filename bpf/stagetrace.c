@@ -92,7 +92,46 @@ struct seq_val {
 	__u64 max_seq;
 	__u64 seen;
 	__u64 reordered;
+	// The flow's last packet here, and its first reordered one: what was
+	// overtaken (inv_cpu), by what (inv_prev_cpu), how far (inv_behind
+	// sequence numbers below the expected) and when (CLOCK_MONOTONIC).
+	__u64 last_ns;
+	__u64 inv_ns;
+	__u64 inv_gap_ns; // since the packet before it
+	__u32 last_cpu;
+	__u32 inv_cpu;
+	__u32 inv_prev_cpu;
+	__u32 inv_behind;
+	// The task each ran in: a cpumap kthread, ksoftirqd, or whatever the
+	// softirq interrupted.
+	char last_comm[16];
+	char inv_comm[16];
+	char inv_prev_comm[16];
 };
+
+// seq_step records a packet of the flow v: reordered (behind sequence
+// numbers below the expected one) or not.
+static __always_inline void seq_step(struct seq_val *v, __u64 behind, __u64 n)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	__sync_fetch_and_add(&v->seen, n);
+	if (behind) {
+		if (__sync_fetch_and_add(&v->reordered, n) == 0) {
+			v->inv_ns = now;
+			v->inv_gap_ns = now - v->last_ns;
+			v->inv_cpu = cpu;
+			v->inv_prev_cpu = v->last_cpu;
+			v->inv_behind = behind;
+			__builtin_memcpy(v->inv_prev_comm, v->last_comm, sizeof(v->last_comm));
+			bpf_get_current_comm(v->inv_comm, sizeof(v->inv_comm));
+		}
+	}
+	v->last_ns = now;
+	v->last_cpu = cpu;
+	bpf_get_current_comm(v->last_comm, sizeof(v->last_comm));
+}
 
 enum {
 	STAT_SEEN,       // every skb the tracepoint handed us
@@ -279,19 +318,19 @@ static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4,
 	__u64 seq = bpf_be64_to_cpu(be);
 	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
 	if (!v) {
-		struct seq_val nv = {.max_seq = seq, .seen = 1};
+		struct seq_val nv = {.max_seq = seq, .seen = 1, .last_ns = bpf_ktime_get_ns(),
+				     .last_cpu = bpf_get_smp_processor_id()};
 		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
 			return;
 		v = bpf_map_lookup_elem(&seqs, f);
 		if (!v)
 			return;
 	}
-	__sync_fetch_and_add(&v->seen, 1);
 	// A racy max is fine: a loss of the race means two CPUs handled the
 	// flow at once, and the next packet below the max is still counted.
-	if (seq < v->max_seq)
-		__sync_fetch_and_add(&v->reordered, 1);
-	else
+	__u64 max = v->max_seq;
+	seq_step(v, seq < max ? max - seq : 0, 1);
+	if (seq >= max)
 		v->max_seq = seq;
 }
 
@@ -354,19 +393,18 @@ static __always_inline void track_ipid(struct flow *f, const __u8 *buf, __u32 l3
 	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
 	if (!v) {
 		// From 2^32 up: an ID below the first one's stays positive.
-		struct seq_val nv = {.max_seq = (1ULL << 32) + id + segs, .seen = segs};
+		struct seq_val nv = {.max_seq = (1ULL << 32) + id + segs, .seen = segs,
+				     .last_ns = bpf_ktime_get_ns(), .last_cpu = bpf_get_smp_processor_id()};
 		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
 			return;
 		v = bpf_map_lookup_elem(&seqs, f);
 		if (!v)
 			return;
 	}
-	__sync_fetch_and_add(&v->seen, segs);
 	__u64 next = v->max_seq;
 	__s16 d = (__s16)(id - (__u16)next);
-	if (d < 0)
-		__sync_fetch_and_add(&v->reordered, segs);
-	else
+	seq_step(v, d < 0 ? (__u64)(-(__s32)d) : 0, segs);
+	if (d >= 0)
 		v->max_seq = next + d + segs; // racy as track_seq's max
 }
 

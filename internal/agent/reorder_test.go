@@ -402,6 +402,7 @@ type tcpResult struct {
 	workload.Iperf3Result
 	ofo, senderReorder int64
 	reordered, segs    uint64
+	first              *stagetrace.Inversion // the first reordered segment
 }
 
 // tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
@@ -452,6 +453,9 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		if o.Flow.Dport == uint16(port) {
 			r.reordered += o.Reordered
 			r.segs += o.Seen
+			if o.First != nil && (r.first == nil || o.First.At < r.first.At) {
+				r.first = o.First
+			}
 		}
 	}
 	if r.segs == 0 {

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/testbed"
 	"github.com/falconnet/falcon/internal/workload"
 )
@@ -98,7 +101,9 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	}
 	last = ofoNow()
 	var perSwitch []string
+	var switches []time.Duration // CLOCK_MONOTONIC, as the order check's
 	r := tcpRun(ctx, t, tb, 5312, secs, func(i int) error {
+		switches = append(switches, monotonic())
 		n := ofoNow()
 		switch {
 		case i == 0:
@@ -138,7 +143,8 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 		t.Logf("WITHOUT falcon %d segments reached the receiver after one sent later under this load: falcon not held to 0", vanillaRun.reordered)
 	case r.reordered != 0:
 		t.Errorf("falcon: %d of %d segments reached the receiver after one sent later, through its stand-downs and comebacks "+
-			"(TCPOFOQueue %d, %d retransmits, the sender saw %d reorderings)", r.reordered, r.segs, withFalcon, r.Retransmits, r.senderReorder)
+			"(TCPOFOQueue %d, %d retransmits, the sender saw %d reorderings); the first %s",
+			r.reordered, r.segs, withFalcon, r.Retransmits, r.senderReorder, describeInversion(r.first, switches))
 	case vanilla == 0 && withFalcon != 0 && r.Retransmits == 0:
 		t.Errorf("falcon: the receiver queued %d segments out of order with nothing lost, yet none arrived after one sent later: "+
 			"the order check missed them", withFalcon)
@@ -150,6 +156,33 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 		t.Logf("%d segments queued out of order behind %d lost and retransmitted: holes only, 0 reordered (the sender counted %d)",
 			withFalcon, r.Retransmits, r.senderReorder)
 	}
+}
+
+// describeInversion places a reordered segment among the switches (the
+// i-th a stand-down for even i, a comeback for odd).
+func describeInversion(inv *stagetrace.Inversion, switches []time.Duration) string {
+	if inv == nil {
+		return "not recorded"
+	}
+	s := fmt.Sprintf("on CPU %d (%s), %d IDs behind, %s after the segment before it on CPU %d (%s)", inv.CPU, inv.Task, inv.Behind, inv.Gap,
+		inv.PrevCPU, inv.PrevTask)
+	for i := len(switches) - 1; i >= 0; i-- {
+		if switches[i] <= inv.At {
+			kind := "stand-down"
+			if i%2 == 1 {
+				kind = "comeback"
+			}
+			return fmt.Sprintf("%s, %s after switch %d (a %s)", s, inv.At-switches[i], i, kind)
+		}
+	}
+	return s + ", before the first switch"
+}
+
+// monotonic is CLOCK_MONOTONIC, the clock of BPF's bpf_ktime_get_ns.
+func monotonic() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
 }
 
 // tcpRun runs one iperf3 TCP flow for secs seconds while a busy loop

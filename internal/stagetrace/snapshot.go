@@ -72,6 +72,18 @@ type SeqRecord struct {
 	Seen      uint64 // packets with a readable sequence number
 	Reordered uint64 // packets below the highest sequence number before them
 	MaxSeq    uint64
+	// First is the first reordered packet, where Reordered > 0.
+	First *Inversion
+}
+
+// Inversion is a packet that came after one sent later: on which CPU it
+// and the packet before it were handled, how many sequence numbers it was
+// behind, when (CLOCK_MONOTONIC) and how long after the packet before.
+type Inversion struct {
+	CPU, PrevCPU   int
+	Task, PrevTask string // the task each ran in (a cpumap kthread, ksoftirqd, …)
+	Behind         uint64
+	At, Gap        time.Duration
 }
 
 // Reordering reads the per-flow order counters of the sequence device
@@ -87,8 +99,12 @@ func (t *Tracer) Reordering() ([]SeqRecord, error) {
 	)
 	it := t.coll.Maps[stagetraceMapSeqs].Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, SeqRecord{Flow: flowFromBPF(k), Seen: v.Seen,
-			Reordered: v.Reordered, MaxSeq: v.MaxSeq})
+		r := SeqRecord{Flow: flowFromBPF(k), Seen: v.Seen, Reordered: v.Reordered, MaxSeq: v.MaxSeq}
+		if v.Reordered > 0 {
+			r.First = &Inversion{CPU: int(v.InvCpu), PrevCPU: int(v.InvPrevCpu), Behind: uint64(v.InvBehind),
+				Task: comm(v.InvComm), PrevTask: comm(v.InvPrevComm), At: time.Duration(v.InvNs), Gap: time.Duration(v.InvGapNs)}
+		}
+		out = append(out, r)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read order counters: %w", err)
@@ -167,4 +183,16 @@ func (t *Tracer) Reset() error {
 		}
 	}
 	return nil
+}
+
+// comm is a task name as the kernel keeps it, NUL-padded.
+func comm(b [16]int8) string {
+	var s []byte
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
 }

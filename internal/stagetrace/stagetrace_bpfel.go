@@ -36,10 +36,20 @@ type stagetraceSeqDev struct {
 }
 
 type stagetraceSeqVal struct {
-	_         structs.HostLayout
-	MaxSeq    uint64
-	Seen      uint64
-	Reordered uint64
+	_           structs.HostLayout
+	MaxSeq      uint64
+	Seen        uint64
+	Reordered   uint64
+	LastNs      uint64
+	InvNs       uint64
+	InvGapNs    uint64
+	LastCpu     uint32
+	InvCpu      uint32
+	InvPrevCpu  uint32
+	InvBehind   uint32
+	LastComm    [16]int8
+	InvComm     [16]int8
+	InvPrevComm [16]int8
 }
 
 type stagetraceStageKey struct {
