@@ -28,10 +28,22 @@ enum {
 	BPF_MAP_TYPE_HASH = 1,
 	BPF_MAP_TYPE_PERCPU_HASH = 5,
 	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
 };
 
 #include "kernel.h"
+
+// Fields only the path record reads (seq_paths), as CO-RE flavours of the
+// kernel's types, so that kernel.h's users stay as they are.
+struct sk_buff___path {
+	__u32 hash;
+	__u16 mac_header;
+} __attribute__((preserve_access_index));
+
+struct skb_shared_info___path {
+	unsigned char meta_len;
+} __attribute__((preserve_access_index));
 
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
@@ -80,6 +92,35 @@ struct stage_val {
 	__u32 tcp;       // next_seq is set: a TCP payload packet was seen here
 };
 
+// With seq_paths, each TCP segment's path over the devices before, by the
+// IPv4 ID of the skb that carried it first (GRO keeps the first's header):
+// on which device, CPU and when each saw it, so that a reordered segment's
+// way can be set beside its predecessor's. PATH_SLOTS IDs per flow.
+#define PATH_HOPS 4
+#define PATH_SLOTS 1024
+struct hop {
+	__u64 ns;
+	__u32 netns;
+	__u32 ifindex;
+	__u32 cpu;
+	__u32 hash;      // skb->hash
+	__u32 meta;      // the first 4 bytes of XDP metadata, if any
+	__u16 outer_sport; // a tunnel's outer UDP source port (0: none)
+	__u8 meta_len;
+	__u8 tos;        // the outer IP header's (the packet's own without a tunnel)
+};
+
+struct path {
+	__u32 id;
+	__u32 n;
+	struct hop h[PATH_HOPS];
+};
+
+struct path_key {
+	struct flow flow;
+	__u32 slot;
+};
+
 // The order of a flow at the sequence device. UDP: max_seq is the highest
 // sequence number seen, seen and reordered count datagrams. TCP over IPv4:
 // the sender numbers its packets in the order it transmits them, the IPv4
@@ -107,6 +148,14 @@ struct seq_val {
 	char last_comm[16];
 	char inv_comm[16];
 	char inv_prev_comm[16];
+	// TCP with seq_paths: the IDs and paths of the last packet and of the
+	// first reordered one and its predecessor.
+	__u32 last_id;
+	__u32 inv_id;
+	__u32 inv_prev_id;
+	__u32 pad2;
+	struct path inv_path;
+	struct path inv_prev_path;
 };
 
 // seq_step records a packet of the flow v: reordered (behind sequence
@@ -150,6 +199,7 @@ volatile const __u16 port_max = 0;
 volatile const __u8 proto_filter = 0; // 0: TCP and UDP (and others, portless)
 volatile const __u8 netns_filter_on = 0;
 volatile const __u8 seq_on = 0; // seq_devs has devices: check each flow's order there (struct seq_val)
+volatile const __u8 seq_paths = 0; // and record TCP segments' paths (struct path)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -178,6 +228,21 @@ struct {
 	__type(key, struct seq_dev);
 	__type(value, __u8);
 } seq_devs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct path_key);
+	__type(value, struct path);
+} paths SEC(".maps");
+
+// A new flow's seq_val is built here: it does not fit the BPF stack.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct seq_val);
+} seq_new SEC(".maps");
 
 // Shared across CPUs on purpose: packets of one flow on two CPUs at once is
 // exactly what reordering looks like.
@@ -308,6 +373,23 @@ static __always_inline int read_ports(struct flow *f, const __u8 *buf, __u32 l4,
 	return 0;
 }
 
+// seq_create adds flow f's entry, starting at max_seq with seen n, and
+// returns 1; 0 when another CPU added it meanwhile or the map is full.
+static __always_inline int seq_create(struct flow *f, __u64 max_seq, __u64 n, __u32 last_id)
+{
+	__u32 zero = 0;
+	struct seq_val *nv = bpf_map_lookup_elem(&seq_new, &zero);
+	if (!nv)
+		return 0;
+	__builtin_memset(nv, 0, sizeof(*nv));
+	nv->max_seq = max_seq;
+	nv->seen = n;
+	nv->last_ns = bpf_ktime_get_ns();
+	nv->last_cpu = bpf_get_smp_processor_id();
+	nv->last_id = last_id;
+	return bpf_map_update_elem(&seqs, f, nv, BPF_NOEXIST) == 0;
+}
+
 static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4, __u32 limit)
 {
 	__u64 be;
@@ -318,9 +400,7 @@ static __always_inline void track_seq(struct flow *f, const __u8 *buf, __u32 l4,
 	__u64 seq = bpf_be64_to_cpu(be);
 	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
 	if (!v) {
-		struct seq_val nv = {.max_seq = seq, .seen = 1, .last_ns = bpf_ktime_get_ns(),
-				     .last_cpu = bpf_get_smp_processor_id()};
-		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
+		if (seq_create(f, seq, 1, 0))
 			return;
 		v = bpf_map_lookup_elem(&seqs, f);
 		if (!v)
@@ -378,6 +458,64 @@ static __always_inline void track_runs(struct stage_val *v, __u32 seq, __u32 pay
 	v->next_seq = seq + payload;
 }
 
+// ip_id reads the IPv4 ID of the header at l3; -1 when unreadable.
+static __always_inline int ip_id(const __u8 *buf, __u32 l3, __u32 limit)
+{
+	__u8 b[2];
+	if (load(b, sizeof(b), buf, l3 + 4, limit))
+		return -1;
+	return (__u16)b[0] << 8 | b[1];
+}
+
+// What a hop records of the skb besides where and when.
+struct hop_skb {
+	__u32 hash;
+	__u32 meta;
+	__u16 outer_sport;
+	__u8 meta_len;
+	__u8 tos;
+};
+
+// track_path notes this device on the path of the flow's skb of IP ID id.
+static __always_inline void track_path(struct flow *f, __u32 id, __u32 netns, __u32 ifindex, struct hop_skb *hs)
+{
+	struct path_key k = {.flow = *f, .slot = id & (PATH_SLOTS - 1)};
+	struct path *p = bpf_map_lookup_elem(&paths, &k);
+	if (!p) {
+		struct path np = {.id = id};
+		bpf_map_update_elem(&paths, &k, &np, BPF_ANY);
+		p = bpf_map_lookup_elem(&paths, &k);
+		if (!p)
+			return;
+	}
+	if (p->id != id) {
+		p->id = id;
+		p->n = 0;
+	}
+	__u32 n = p->n;
+	if (n >= PATH_HOPS)
+		return;
+	p->h[n & (PATH_HOPS - 1)].ns = bpf_ktime_get_ns();
+	p->h[n & (PATH_HOPS - 1)].netns = netns;
+	p->h[n & (PATH_HOPS - 1)].ifindex = ifindex;
+	p->h[n & (PATH_HOPS - 1)].cpu = bpf_get_smp_processor_id();
+	p->h[n & (PATH_HOPS - 1)].hash = hs->hash;
+	p->h[n & (PATH_HOPS - 1)].meta = hs->meta;
+	p->h[n & (PATH_HOPS - 1)].outer_sport = hs->outer_sport;
+	p->h[n & (PATH_HOPS - 1)].meta_len = hs->meta_len;
+	p->h[n & (PATH_HOPS - 1)].tos = hs->tos;
+	p->n = n + 1;
+}
+
+// copy_path copies the path of the flow's skb of IP ID id into dst.
+static __always_inline void copy_path(struct flow *f, __u32 id, struct path *dst)
+{
+	struct path_key k = {.flow = *f, .slot = id & (PATH_SLOTS - 1)};
+	struct path *p = bpf_map_lookup_elem(&paths, &k);
+	if (p && p->id == id)
+		__builtin_memcpy(dst, p, sizeof(*p));
+}
+
 // track_ipid checks a TCP data packet's IPv4 ID (IP header at l3) against
 // the ID its flow expects next (struct seq_val). IDs are 16 bits: the
 // difference to the expected one, as signed, is the distance travelled,
@@ -393,9 +531,7 @@ static __always_inline void track_ipid(struct flow *f, const __u8 *buf, __u32 l3
 	struct seq_val *v = bpf_map_lookup_elem(&seqs, f);
 	if (!v) {
 		// From 2^32 up: an ID below the first one's stays positive.
-		struct seq_val nv = {.max_seq = (1ULL << 32) + id + segs, .seen = segs,
-				     .last_ns = bpf_ktime_get_ns(), .last_cpu = bpf_get_smp_processor_id()};
-		if (!bpf_map_update_elem(&seqs, f, &nv, BPF_NOEXIST))
+		if (seq_create(f, (1ULL << 32) + id + segs, segs, id))
 			return;
 		v = bpf_map_lookup_elem(&seqs, f);
 		if (!v)
@@ -403,7 +539,14 @@ static __always_inline void track_ipid(struct flow *f, const __u8 *buf, __u32 l3
 	}
 	__u64 next = v->max_seq;
 	__s16 d = (__s16)(id - (__u16)next);
+	if (d < 0 && seq_paths && v->reordered == 0) {
+		v->inv_id = id;
+		v->inv_prev_id = v->last_id;
+		copy_path(f, id, &v->inv_path);
+		copy_path(f, v->last_id, &v->inv_prev_path);
+	}
 	seq_step(v, d < 0 ? (__u64)(-(__s32)d) : 0, segs);
+	v->last_id = id;
 	if (d >= 0)
 		v->max_seq = next + d + segs; // racy as track_seq's max
 }
@@ -452,6 +595,7 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 	key.ifindex = F(dev, ifindex);
 
 	__u32 off = 0, l3 = 0;
+	struct hop_skb hs = {};
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
 		__be16 inner;
 		if (load(&inner, 2, buf, 2, limit)) {
@@ -482,6 +626,7 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 			stat_inc(STAT_NOT_IP); // ARP inside the tunnel, say
 			return 0;
 		}
+		hs.outer_sport = key.flow.sport;
 		__builtin_memset(&key.flow, 0, sizeof(key.flow));
 		l3 = eth + ETH_HLEN;
 		l4 = parse_l3(&key.flow, buf, l3, limit, bpf_ntohs(et));
@@ -531,6 +676,19 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 		int payload = tcp_payload(buf, l3, l4, limit, len, key.flow.family, &seq);
 		if (payload > 0) {
 			track_runs(v, seq, payload, segs);
+			if (seq_paths && key.flow.family == 4) {
+				int id = ip_id(buf, l3, limit);
+				__u8 tos;
+				if (!load(&tos, 1, buf, off + 1, limit))
+					hs.tos = tos;
+				struct sk_buff___path *ps = (void *)skb;
+				hs.hash = BPF_CORE_READ(ps, hash);
+				hs.meta_len = BPF_CORE_READ((struct skb_shared_info___path *)shinfo, meta_len);
+				if (hs.meta_len >= 4)
+					bpf_probe_read_kernel(&hs.meta, 4, head + BPF_CORE_READ(ps, mac_header) - hs.meta_len);
+				if (id >= 0)
+					track_path(&key.flow, id, netns, key.ifindex, &hs);
+			}
 			if (seqdev && key.flow.family == 4)
 				track_ipid(&key.flow, buf, l3, limit, segs);
 		}

@@ -401,8 +401,12 @@ func tcpNoWorse(t *testing.T, vanilla, falcon tcpResult) {
 type tcpResult struct {
 	workload.Iperf3Result
 	ofo, senderReorder int64
-	reordered, segs    uint64
-	first              *stagetrace.Inversion // the first reordered segment
+	// rehash: the times the sender gave its socket a new hash (TcpExt
+	// TCPTimeoutRehash, TCPDuplicateDataRehash), which moves an
+	// overlay's flow to another outer source port.
+	rehash          int64
+	reordered, segs uint64
+	first           *stagetrace.Inversion // the first reordered segment
 }
 
 // tcpFlow runs one iperf3 TCP flow of d from h1's first container (on CPU
@@ -423,18 +427,21 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 		}
 		return s["TcpExt"]
 	}
-	counts := func() (ofo, reorder int64) {
+	counts := func() (ofo, reorder, rehash int64) {
 		tx := tcpExt(clients[0].Netns)
-		return tcpExt(servers[0].Netns)["TCPOFOQueue"], tx["TCPSACKReorder"] + tx["TCPTSReorder"] + tx["TCPRenoReorder"]
+		return tcpExt(servers[0].Netns)["TCPOFOQueue"], tx["TCPSACKReorder"] + tx["TCPTSReorder"] + tx["TCPRenoReorder"],
+			tx["TcpTimeoutRehash"] + tx["TcpDuplicateDataRehash"]
 	}
+	// The receiving host's devices too, for the way a reordered segment
+	// took (SeqPaths).
 	sv := stagetrace.Device{Netns: servers[0].Netns, Name: servers[0].Dev}
-	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{sv.Netns}, Proto: 6,
-		PortMin: uint16(port), PortMax: uint16(port), Seq: []stagetrace.Device{sv}})
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{sv.Netns, tb.Hosts[1].Netns}, Proto: 6,
+		PortMin: uint16(port), PortMax: uint16(port), Seq: []stagetrace.Device{sv}, SeqPaths: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	ofo0, reorder0 := counts()
+	ofo0, reorder0, rehash0 := counts()
 	var res workload.Iperf3Result
 	around(func() {
 		res, err = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
@@ -443,8 +450,8 @@ func tcpFlow(ctx context.Context, t *testing.T, tb *testbed.Testbed, port int, d
 	if err != nil {
 		t.Fatal(err)
 	}
-	ofo1, reorder1 := counts()
-	r := tcpResult{Iperf3Result: res, ofo: ofo1 - ofo0, senderReorder: reorder1 - reorder0}
+	ofo1, reorder1, rehash1 := counts()
+	r := tcpResult{Iperf3Result: res, ofo: ofo1 - ofo0, senderReorder: reorder1 - reorder0, rehash: rehash1 - rehash0}
 	order, err := tr.Reordering()
 	if err != nil {
 		t.Fatal(err)

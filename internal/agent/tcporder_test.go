@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +131,7 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	if rep := status(t, o); rep.Totals != nil {
 		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
 	}
+	t.Logf("sender's rehashes: %d without falcon, %d with falcon", vanillaRun.rehash, r.rehash)
 	t.Logf("segments reordered (by IP ID, at the server's device): %d of %d without falcon, %d of %d with falcon; "+
 		"TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits, sender saw %d reorderings); %d stand-downs, %d comebacks; "+
 		"guard since the last comeback: moved %d, held %d, timeouts %d",
@@ -166,16 +168,26 @@ func describeInversion(inv *stagetrace.Inversion, switches []time.Duration) stri
 	}
 	s := fmt.Sprintf("on CPU %d (%s), %d IDs behind, %s after the segment before it on CPU %d (%s)", inv.CPU, inv.Task, inv.Behind, inv.Gap,
 		inv.PrevCPU, inv.PrevTask)
+	way := func(p []stagetrace.Hop) string {
+		var hops []string
+		for _, h := range p {
+			hops = append(hops, fmt.Sprintf("%s CPU %d %s (hash %#x, meta %d B %#x, outer sport %d, tos %#x)", h.Stage, h.CPU, h.At-inv.At,
+				h.Hash, h.MetaLen, h.Meta, h.OuterSport, h.TOS))
+		}
+		return strings.Join(hops, " -> ")
+	}
+	s += fmt.Sprintf("; its way (ID %d, times from the inversion): %s; the one before it (ID %d): %s",
+		inv.ID, way(inv.Path), inv.PrevID, way(inv.PrevPath))
 	for i := len(switches) - 1; i >= 0; i-- {
 		if switches[i] <= inv.At {
 			kind := "stand-down"
 			if i%2 == 1 {
 				kind = "comeback"
 			}
-			return fmt.Sprintf("%s, %s after switch %d (a %s)", s, inv.At-switches[i], i, kind)
+			return fmt.Sprintf("%s; %s after switch %d (a %s)", s, inv.At-switches[i], i, kind)
 		}
 	}
-	return s + ", before the first switch"
+	return s + "; before the first switch"
 }
 
 // monotonic is CLOCK_MONOTONIC, the clock of BPF's bpf_ktime_get_ns.

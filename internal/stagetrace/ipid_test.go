@@ -3,6 +3,7 @@ package stagetrace
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // socket on their port and answers each with a reset.
 func TestTCPOrderByIPID(t *testing.T) {
 	o := newOverlay(t, true)
-	tr, err := Start(traceOptions(o))
+	opts := traceOptions(o)
+	opts.SeqPaths = true
+	tr, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +82,32 @@ func TestTCPOrderByIPID(t *testing.T) {
 		last := c.ids[len(c.ids)-1]
 		if !ok || r.Seen != uint64(len(c.ids)) || r.Reordered != c.reordered || uint16(r.MaxSeq) != last+1 {
 			t.Errorf("IDs %v: %+v (found %v), want %d seen, %d reordered, next ID %d", c.ids, r, ok, len(c.ids), c.reordered, last+1)
+		}
+		if c.reordered == 0 {
+			continue
+		}
+		// The first reordered one, its predecessor and their ways: h2's
+		// NIC, its VXLAN device, c1's eth0, in that order.
+		inv := r.First
+		if inv == nil {
+			t.Errorf("IDs %v: no first inversion recorded", c.ids)
+			continue
+		}
+		want := []string{o.h2 + "/nic0", o.h2 + "/vxlan0", o.c1 + "/eth0"}
+		for _, p := range [][]Hop{inv.Path, inv.PrevPath} {
+			var got []string
+			for i, h := range p {
+				got = append(got, h.Stage)
+				if i > 0 && h.At < p[i-1].At {
+					t.Errorf("IDs %v: hops out of time order: %+v", c.ids, p)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("IDs %v: way %v, want %v", c.ids, got, want)
+			}
+		}
+		if i := slices.Index(c.ids, inv.ID); i < 1 || c.ids[i-1] != inv.PrevID || inv.Behind == 0 {
+			t.Errorf("IDs %v: first inversion %+v", c.ids, inv)
 		}
 	}
 }

@@ -84,6 +84,26 @@ type Inversion struct {
 	Task, PrevTask string // the task each ran in (a cpumap kthread, ksoftirqd, …)
 	Behind         uint64
 	At, Gap        time.Duration
+	// TCP with Options.SeqPaths: the IPv4 IDs of the two and their ways
+	// through the devices (those the tracer counts), oldest hop first.
+	ID, PrevID     uint16
+	Path, PrevPath []Hop
+}
+
+// Hop is a device a segment crossed: its stage ("netns/dev"), the CPU and
+// when (CLOCK_MONOTONIC).
+type Hop struct {
+	Stage string
+	CPU   int
+	At    time.Duration
+	// What told the skb apart there: its hash, its XDP metadata's first
+	// 4 bytes (MetaLen bytes in all), a tunnel's outer UDP source port and
+	// the outer TOS.
+	Hash       uint32
+	Meta       uint32
+	MetaLen    int
+	OuterSport uint16
+	TOS        uint8
 }
 
 // Reordering reads the per-flow order counters of the sequence device
@@ -102,10 +122,12 @@ func (t *Tracer) Reordering() ([]SeqRecord, error) {
 		r := SeqRecord{Flow: flowFromBPF(k), Seen: v.Seen, Reordered: v.Reordered, MaxSeq: v.MaxSeq}
 		if v.Reordered > 0 {
 			r.First = &Inversion{CPU: int(v.InvCpu), PrevCPU: int(v.InvPrevCpu), Behind: uint64(v.InvBehind),
-				Task: comm(v.InvComm), PrevTask: comm(v.InvPrevComm), At: time.Duration(v.InvNs), Gap: time.Duration(v.InvGapNs)}
+				Task: comm(v.InvComm), PrevTask: comm(v.InvPrevComm), At: time.Duration(v.InvNs), Gap: time.Duration(v.InvGapNs),
+				ID: uint16(v.InvId), PrevID: uint16(v.InvPrevId), Path: t.hops(v.InvPath), PrevPath: t.hops(v.InvPrevPath)}
 		}
 		out = append(out, r)
 	}
+	t.names = nil
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("read order counters: %w", err)
 	}
@@ -195,4 +217,20 @@ func comm(b [16]int8) string {
 		s = append(s, byte(c))
 	}
 	return string(s)
+}
+
+// hops names a recorded path's devices.
+func (t *Tracer) hops(p stagetracePath) []Hop {
+	if p.N == 0 {
+		return nil
+	}
+	if t.names == nil {
+		t.names = newResolver()
+	}
+	var out []Hop
+	for _, h := range p.H[:min(int(p.N), len(p.H))] {
+		out = append(out, Hop{Stage: t.names.names[h.Netns] + "/" + t.names.dev(h.Netns, int(h.Ifindex)), CPU: int(h.Cpu),
+			At: time.Duration(h.Ns), Hash: h.Hash, Meta: h.Meta, MetaLen: int(h.MetaLen), OuterSport: h.OuterSport, TOS: h.Tos})
+	}
+	return out
 }

@@ -24,6 +24,32 @@ type stagetraceFlow struct {
 	Daddr  [16]uint8
 }
 
+type stagetraceHop struct {
+	_          structs.HostLayout
+	Ns         uint64
+	Netns      uint32
+	Ifindex    uint32
+	Cpu        uint32
+	Hash       uint32
+	Meta       uint32
+	OuterSport uint16
+	MetaLen    uint8
+	Tos        uint8
+}
+
+type stagetracePath struct {
+	_  structs.HostLayout
+	Id uint32
+	N  uint32
+	H  [4]stagetraceHop
+}
+
+type stagetracePathKey struct {
+	_    structs.HostLayout
+	Flow stagetraceFlow
+	Slot uint32
+}
+
 type stagetraceScratch struct {
 	_ structs.HostLayout
 	B [320]uint8
@@ -50,6 +76,12 @@ type stagetraceSeqVal struct {
 	LastComm    [16]int8
 	InvComm     [16]int8
 	InvPrevComm [16]int8
+	LastId      uint32
+	InvId       uint32
+	InvPrevId   uint32
+	Pad2        uint32
+	InvPath     stagetracePath
+	InvPrevPath stagetracePath
 }
 
 type stagetraceStageKey struct {
@@ -74,8 +106,10 @@ type stagetraceStageVal struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	stagetraceMapNetnsFilter   = "netns_filter"
+	stagetraceMapPaths         = "paths"
 	stagetraceMapScratch       = "scratch"
 	stagetraceMapSeqDevs       = "seq_devs"
+	stagetraceMapSeqNew        = "seq_new"
 	stagetraceMapSeqs          = "seqs"
 	stagetraceMapStages        = "stages"
 	stagetraceMapStats         = "stats"
@@ -86,6 +120,7 @@ const (
 	stagetraceVarPortMin       = "port_min"
 	stagetraceVarProtoFilter   = "proto_filter"
 	stagetraceVarSeqOn         = "seq_on"
+	stagetraceVarSeqPaths      = "seq_paths"
 	stagetraceVarVxlanPorts    = "vxlan_ports"
 )
 
@@ -140,8 +175,10 @@ type stagetraceProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type stagetraceMapSpecs struct {
 	NetnsFilter *ebpf.MapSpec `ebpf:"netns_filter"`
+	Paths       *ebpf.MapSpec `ebpf:"paths"`
 	Scratch     *ebpf.MapSpec `ebpf:"scratch"`
 	SeqDevs     *ebpf.MapSpec `ebpf:"seq_devs"`
+	SeqNew      *ebpf.MapSpec `ebpf:"seq_new"`
 	Seqs        *ebpf.MapSpec `ebpf:"seqs"`
 	Stages      *ebpf.MapSpec `ebpf:"stages"`
 	Stats       *ebpf.MapSpec `ebpf:"stats"`
@@ -156,6 +193,7 @@ type stagetraceVariableSpecs struct {
 	PortMin       *ebpf.VariableSpec `ebpf:"port_min"`
 	ProtoFilter   *ebpf.VariableSpec `ebpf:"proto_filter"`
 	SeqOn         *ebpf.VariableSpec `ebpf:"seq_on"`
+	SeqPaths      *ebpf.VariableSpec `ebpf:"seq_paths"`
 	VxlanPorts    *ebpf.VariableSpec `ebpf:"vxlan_ports"`
 }
 
@@ -180,8 +218,10 @@ func (o *stagetraceObjects) Close() error {
 // It can be passed to loadStagetraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type stagetraceMaps struct {
 	NetnsFilter *ebpf.Map `ebpf:"netns_filter"`
+	Paths       *ebpf.Map `ebpf:"paths"`
 	Scratch     *ebpf.Map `ebpf:"scratch"`
 	SeqDevs     *ebpf.Map `ebpf:"seq_devs"`
+	SeqNew      *ebpf.Map `ebpf:"seq_new"`
 	Seqs        *ebpf.Map `ebpf:"seqs"`
 	Stages      *ebpf.Map `ebpf:"stages"`
 	Stats       *ebpf.Map `ebpf:"stats"`
@@ -190,8 +230,10 @@ type stagetraceMaps struct {
 func (m *stagetraceMaps) Close() error {
 	return _StagetraceClose(
 		m.NetnsFilter,
+		m.Paths,
 		m.Scratch,
 		m.SeqDevs,
+		m.SeqNew,
 		m.Seqs,
 		m.Stages,
 		m.Stats,
@@ -207,6 +249,7 @@ type stagetraceVariables struct {
 	PortMin       *ebpf.Variable `ebpf:"port_min"`
 	ProtoFilter   *ebpf.Variable `ebpf:"proto_filter"`
 	SeqOn         *ebpf.Variable `ebpf:"seq_on"`
+	SeqPaths      *ebpf.Variable `ebpf:"seq_paths"`
 	VxlanPorts    *ebpf.Variable `ebpf:"vxlan_ports"`
 }
 

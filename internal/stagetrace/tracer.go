@@ -64,6 +64,11 @@ type Options struct {
 	// counted as reordered: unlike the receiver's out-of-order queue, a
 	// loss is no reordering here.
 	Seq []Device
+	// SeqPaths records, for TCP over IPv4, each segment's way through the
+	// devices counted (by the IP ID of the skb that carried it), so that a
+	// reordered segment's First shows its path beside its predecessor's.
+	// A map update per skb and device: for finding out, not for benches.
+	SeqPaths bool
 
 	rawOnly bool // skip tp_btf: tests of the fallback
 }
@@ -192,6 +197,7 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 		stagetraceVarProtoFilter:   o.Proto,
 		stagetraceVarNetnsFilterOn: boolByte(len(c.inodes) > 0),
 		stagetraceVarSeqOn:         boolByte(len(c.seq) > 0),
+		stagetraceVarSeqPaths:      boolByte(o.SeqPaths && len(c.seq) > 0),
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
