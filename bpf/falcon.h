@@ -238,10 +238,13 @@ struct split_dev {
 	__u64 hold_busy_ns;
 };
 
-/* Per CPU and split hook (falcon_gro): whether the split program writes
- * metadata into the frames it polls there, when it last polled one (once
- * it polled one since the attach: seen), and the time before which every
- * frame polled there has left GRO. */
+/* Per split hook (falcon_gro): whether the split program writes metadata
+ * into the frames of the NIC's NAPI, when it last polled one (once it
+ * polled one since the attach: seen), and the time before which every
+ * frame polled has left GRO. One state per hook, as the NIC has one NAPI
+ * (a veth wire's single queue): GRO is the NAPI's, wherever it runs. A NIC
+ * of several queues has a NAPI, and a GRO, per queue, which this state
+ * lumps together (falcon's testbeds have none; open). */
 struct gro_state {
 	__u64 flushed_ns;
 	__u64 last_ns;

@@ -229,8 +229,9 @@ int falcon_at_nic(struct __sk_buff *skb)
 /* A poll of a split NIC returned: GRO has let go of what the poll brought,
  * except, on some kernels, what came in the last hold_* ns (falcon_gro's
  * gate, split.c). The stamp precedes the flush of a poll that ran out of
- * budget (that flush follows this tracepoint), but on this CPU, where the
- * split program reads it next, it has happened by then. */
+ * budget (that flush follows this tracepoint), but such a NAPI stays on
+ * this CPU's poll list, so the split program, which runs in its next poll,
+ * reads it after the flush. */
 static __always_inline void gro_flushed(struct napi_struct *napi, int work, int budget)
 {
 	struct net_device *dev = napi->dev;

@@ -102,9 +102,10 @@ struct {
 	__type(value, struct split_dev);
 } falcon_split_devs SEC(".maps");
 
-/* Per split hook, per CPU: its frames' metadata and GRO (split.c). */
+/* Per split hook: its frames' metadata and GRO (split.c). Not per CPU:
+ * GRO's state belongs to the NAPI instance, which moves between CPUs. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, MAX_HOOKS);
 	__type(key, __u32);
 	__type(value, struct gro_state);

@@ -110,11 +110,17 @@ static __always_inline int mark_meta(struct xdp_md *ctx, struct config *cfg)
  * Where marked and unmarked frames of one flow meet, the flow is reordered:
  * at an attach (frames polled before it carry nothing), and at a detach
  * (the frames after it carry nothing). Seen as TCP segments out of order at
- * falcon's comebacks and stand-downs, 3 us apart on the NIC's CPU. So on
- * each CPU the program changes between marking and not only once every
- * frame it polled there has left GRO (gro_flushed in guard.c stamps that),
- * starting unmarked at the attach (the loader resets this state) and
- * ending unmarked once the agent asks (cfg->unmark) before a detach. */
+ * falcon's comebacks and stand-downs, 3 us apart on the NIC's CPU. So the
+ * program changes between marking and not only once every frame it polled
+ * has left GRO (gro_flushed in guard.c stamps that), starting unmarked at
+ * the attach (the loader resets this state) and ending unmarked once the
+ * agent asks (cfg->unmark) before a detach. The state is the NIC's NAPI's,
+ * not a CPU's: kept per CPU, the NIC's NAPI moving to a CPU it had not run
+ * on since the attach found the gate closed there and passed its frames
+ * inline, unmarked and unguarded, past frames of the same flows still in
+ * that CPU's cpumap queue (TCP reordered 200-440 segments in about 1 run
+ * of 15 of TestTCPOrderThroughSwitches/docker/split, traced by stagetrace's
+ * paths). */
 static __always_inline int gro_gate(struct config *cfg, __u32 hid, __u64 now)
 {
 	struct gro_state *g = bpf_map_lookup_elem(&falcon_gro, &hid);

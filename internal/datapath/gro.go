@@ -60,8 +60,8 @@ func groHoldDone(ns, dev string) (uint64, error) {
 }
 
 // registerSplitNIC tells the guard's poll program which hook splits h's
-// device and starts the hook unmarked on every CPU: frames polled before
-// the attach carry nothing (d.mu held; before the XDP attach).
+// device and starts the hook unmarked: frames polled before the attach
+// carry nothing (d.mu held; before the XDP attach).
 func (d *Datapath) registerSplitNIC(id uint32, h Hook, holdDone uint64) error {
 	ino, err := netns.Inode(h.Netns)
 	if err != nil {
@@ -72,8 +72,7 @@ func (d *Datapath) registerSplitNIC(id uint32, h Hook, holdDone uint64) error {
 	if err := d.maps.FalconSplitDevs.Put(&k, &v); err != nil {
 		return fmt.Errorf("register split NIC %s: %w", h, err)
 	}
-	start := make([]falconGroState, possibleCPUs())
-	if err := d.maps.FalconGro.Put(id, start); err != nil {
+	if err := d.maps.FalconGro.Put(id, falconGroState{}); err != nil {
 		return fmt.Errorf("reset GRO state of split NIC %s: %w", h, err)
 	}
 	return nil
@@ -100,21 +99,19 @@ func (d *Datapath) SetUnmarking(on bool) error {
 }
 
 // Unmarked says whether a split program could be detached now without
-// its frames' metadata changing under GRO: on every CPU it marks nothing,
-// or GRO has let go of every frame it marked there (which, while
-// unmarking, also means it marks no more there). True without splits.
+// its frames' metadata changing under GRO: it marks nothing, or GRO has
+// let go of every frame it marked (which, while unmarking, also means it
+// marks no more). True without splits.
 func (d *Datapath) Unmarked() (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, a := range d.splits {
-		var per []falconGroState
-		if err := d.maps.FalconGro.Lookup(a.id, &per); err != nil {
+		var g falconGroState
+		if err := d.maps.FalconGro.Lookup(a.id, &g); err != nil {
 			return false, fmt.Errorf("read GRO state of %s: %w", a.hook, err)
 		}
-		for _, g := range per {
-			if g.Meta != 0 && int64(g.FlushedNs-g.LastNs) <= 0 {
-				return false, nil
-			}
+		if g.Meta != 0 && int64(g.FlushedNs-g.LastNs) <= 0 {
+			return false, nil
 		}
 	}
 	return true, nil
