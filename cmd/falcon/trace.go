@@ -19,7 +19,7 @@ func init() {
 	register(command{name: "trace", summary: "show on which CPU each device stage of each flow runs", run: runTrace})
 }
 
-const traceSynopsis = `[--duration 5s] [--netns NS,...] [--proto tcp|udp|all] [--ports LO[-HI]] [--vxlan-ports P,...] [--seq NS/DEV,...] [--flows N] [--json]`
+const traceSynopsis = `[--duration 5s] [--netns NS,...] [--proto tcp|udp|all] [--ports LO[-HI]] [--vxlan-ports P,...] [--seq NS/DEV,... [--paths]] [--flows N] [--json]`
 
 // traceOut is where the trace command prints; tests replace it.
 var traceOut io.Writer = os.Stdout
@@ -40,6 +40,7 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	ports := fs.String("ports", "", "count only flows with a source or destination port in LO-HI (or one port)")
 	vxlan := fs.String("vxlan-ports", formatPorts(stagetrace.DefaultVXLANPorts), "UDP ports that carry VXLAN, whose inner flow is counted")
 	seq := fs.String("seq", "", "NS/DEV,...: check each flow's order at these devices: sequenced UDP (internal/seqcheck senders) by its numbers, TCP over IPv4 (any sender) by the IP ID, which numbers segments in the order sent, retransmissions included")
+	fs.BoolVar(&a.opts.SeqPaths, "paths", false, "with --seq, for TCP over IPv4: record each segment's way through the devices (CPU, time, skb hash, XDP metadata, outer UDP port and TOS), shown for each flow's first reordered segment and the one before it")
 	tp := fs.String("tracepoint", "netif_receive_skb", "net: tracepoint to count at ("+strings.Join(stagetrace.Tracepoints, ", ")+")")
 	fs.IntVar(&a.flows, "flows", 20, "list the N busiest flows (0: all)")
 	fs.BoolVar(&a.json, "json", false, "print JSON")
@@ -77,6 +78,9 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 			}
 			o.Seq = append(o.Seq, d)
 		}
+	}
+	if o.SeqPaths && len(o.Seq) == 0 {
+		return a, usagef("--paths records the ways of the segments --seq checks: name the devices with --seq")
 	}
 	return a, nil
 }

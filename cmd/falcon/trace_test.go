@@ -29,6 +29,7 @@ func TestTraceBadInput(t *testing.T) {
 		{"--vxlan-ports", "4789,x"},
 		{"--seq", "eth0"},
 		{"--seq", "ns/eth0,eth1"},
+		{"--paths"},
 		{"--flows", "-1"},
 		{"stray"},
 	} {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -166,18 +165,7 @@ func describeInversion(inv *stagetrace.Inversion, switches []time.Duration) stri
 	if inv == nil {
 		return "not recorded"
 	}
-	s := fmt.Sprintf("on CPU %d (%s), %d IDs behind, %s after the segment before it on CPU %d (%s)", inv.CPU, inv.Task, inv.Behind, inv.Gap,
-		inv.PrevCPU, inv.PrevTask)
-	way := func(p []stagetrace.Hop) string {
-		var hops []string
-		for _, h := range p {
-			hops = append(hops, fmt.Sprintf("%s CPU %d %s (hash %#x, meta %d B %#x, outer sport %d, tos %#x)", h.Stage, h.CPU, h.At-inv.At,
-				h.Hash, h.MetaLen, h.Meta, h.OuterSport, h.TOS))
-		}
-		return strings.Join(hops, " -> ")
-	}
-	s += fmt.Sprintf("; its way (ID %d, times from the inversion): %s; the one before it (ID %d): %s",
-		inv.ID, way(inv.Path), inv.PrevID, way(inv.PrevPath))
+	s := inv.String()
 	for i := len(switches) - 1; i >= 0; i-- {
 		if switches[i] <= inv.At {
 			kind := "stand-down"

@@ -1,9 +1,14 @@
 package stagetrace
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +115,41 @@ func TestTCPOrderByIPID(t *testing.T) {
 			t.Errorf("IDs %v: first inversion %+v", c.ids, inv)
 		}
 	}
+
+	// falcon trace --seq --paths: the report carries each flow's first
+	// inversion, its text tells it with both ways, its JSON keeps them.
+	rep, err := tr.Report(time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	for i, fo := range back.Order {
+		r := got[order[i].Flow]
+		if fo.Flow != r.Flow.String() || fo.Reordered != r.Reordered || (fo.First == nil) != (r.First == nil) {
+			t.Errorf("report's order %+v, the tracer's %+v", fo, r)
+			continue
+		}
+		if fo.First == nil {
+			continue
+		}
+		if !reflect.DeepEqual(*fo.First, *r.First) {
+			t.Errorf("%s: the first inversion through JSON %+v, want %+v", fo.Flow, *fo.First, *r.First)
+		}
+		line := "the first " + r.First.String()
+		if !strings.Contains(text.String(), line) || !strings.Contains(line, fmt.Sprintf("its way (ID %d): %s/nic0 CPU", r.First.ID, o.h2)) {
+			t.Errorf("the text report lacks %q:\n%s", line, text.String())
+		}
+	}
+	t.Logf("\n%s", text.String())
 }
 
 // tcpSegment is an IPv4 packet (DF, ID id) carrying a TCP segment of 16

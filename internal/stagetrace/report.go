@@ -49,9 +49,10 @@ type FlowStages struct {
 
 // FlowOrder is one flow's order at the sequence device.
 type FlowOrder struct {
-	Flow      string `json:"flow"`
-	Seen      uint64 `json:"seen"`
-	Reordered uint64 `json:"reordered"`
+	Flow      string     `json:"flow"`
+	Seen      uint64     `json:"seen"`
+	Reordered uint64     `json:"reordered"`
+	First     *Inversion `json:"first_reordered,omitempty"`
 }
 
 // Report reads what the tracer counted over d into a Report, the busiest
@@ -109,7 +110,7 @@ func (t *Tracer) Report(d time.Duration, maxFlows int) (Report, error) {
 		}
 		rep.Order = []FlowOrder{}
 		for _, s := range seqs {
-			rep.Order = append(rep.Order, FlowOrder{Flow: s.Flow.String(), Seen: s.Seen, Reordered: s.Reordered})
+			rep.Order = append(rep.Order, FlowOrder{Flow: s.Flow.String(), Seen: s.Seen, Reordered: s.Reordered, First: s.First})
 		}
 	}
 	return rep, nil
@@ -170,6 +171,9 @@ func (rep Report) WriteText(out io.Writer) {
 		}
 		for _, o := range rep.Order {
 			fmt.Fprintf(out, "  %s: %d seen, %d reordered\n", o.Flow, o.Seen, o.Reordered)
+			if o.First != nil {
+				fmt.Fprintf(out, "      the first %s\n", o.First)
+			}
 		}
 	}
 	if rep.Stats.MapFull > 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -80,30 +81,60 @@ type SeqRecord struct {
 // and the packet before it were handled, how many sequence numbers it was
 // behind, when (CLOCK_MONOTONIC) and how long after the packet before.
 type Inversion struct {
-	CPU, PrevCPU   int
-	Task, PrevTask string // the task each ran in (a cpumap kthread, ksoftirqd, …)
-	Behind         uint64
-	At, Gap        time.Duration
+	CPU      int           `json:"cpu"`
+	PrevCPU  int           `json:"prev_cpu"`
+	Task     string        `json:"task"` // the task each ran in (a cpumap kthread, ksoftirqd, …)
+	PrevTask string        `json:"prev_task"`
+	Behind   uint64        `json:"behind"`
+	At       time.Duration `json:"at_ns"`
+	Gap      time.Duration `json:"gap_ns"`
 	// TCP with Options.SeqPaths: the IPv4 IDs of the two and their ways
 	// through the devices (those the tracer counts), oldest hop first.
-	ID, PrevID     uint16
-	Path, PrevPath []Hop
+	ID       uint16 `json:"id,omitempty"`
+	PrevID   uint16 `json:"prev_id,omitempty"`
+	Path     []Hop  `json:"path,omitempty"`
+	PrevPath []Hop  `json:"prev_path,omitempty"`
 }
 
 // Hop is a device a segment crossed: its stage ("netns/dev"), the CPU and
 // when (CLOCK_MONOTONIC).
 type Hop struct {
-	Stage string
-	CPU   int
-	At    time.Duration
+	Stage string        `json:"stage"`
+	CPU   int           `json:"cpu"`
+	At    time.Duration `json:"at_ns"`
 	// What told the skb apart there: its hash, its XDP metadata's first
 	// 4 bytes (MetaLen bytes in all), a tunnel's outer UDP source port and
 	// the outer TOS.
-	Hash       uint32
-	Meta       uint32
-	MetaLen    int
-	OuterSport uint16
-	TOS        uint8
+	Hash       uint32 `json:"hash"`
+	Meta       uint32 `json:"meta"`
+	MetaLen    int    `json:"meta_len"`
+	OuterSport uint16 `json:"outer_sport"`
+	TOS        uint8  `json:"tos"`
+}
+
+// String tells where the reordered packet and the one before it ran and,
+// where recorded, their ways, hop times counted from the inversion.
+func (inv *Inversion) String() string {
+	s := fmt.Sprintf("on CPU %d (%s), %d behind, %s after the packet before it on CPU %d (%s)",
+		inv.CPU, inv.Task, inv.Behind, inv.Gap, inv.PrevCPU, inv.PrevTask)
+	if inv.Path == nil && inv.PrevPath == nil {
+		return s
+	}
+	way := func(p []Hop) string {
+		hops := make([]string, len(p))
+		for i, h := range p {
+			hops[i] = fmt.Sprintf("%s CPU %d %v (hash %#x", h.Stage, h.CPU, h.At-inv.At, h.Hash)
+			if h.MetaLen > 0 {
+				hops[i] += fmt.Sprintf(", meta %d B %#x", h.MetaLen, h.Meta)
+			}
+			if h.OuterSport != 0 {
+				hops[i] += fmt.Sprintf(", outer sport %d tos %#x", h.OuterSport, h.TOS)
+			}
+			hops[i] += ")"
+		}
+		return strings.Join(hops, " -> ")
+	}
+	return fmt.Sprintf("%s; its way (ID %d): %s; the one before it (ID %d): %s", s, inv.ID, way(inv.Path), inv.PrevID, way(inv.PrevPath))
 }
 
 // Reordering reads the per-flow order counters of the sequence device
