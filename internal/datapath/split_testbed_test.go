@@ -317,7 +317,9 @@ func TestSplitOnTestbed(t *testing.T) {
 		if len(flows) != 8 {
 			t.Fatalf("saw %d flows, want 8", len(flows))
 		}
+		var atNIC uint64
 		for f, st := range flows {
+			atNIC += stagetrace.Total(st[nicStage])
 			t.Logf("%s: nic %s | vxlan %s | container %s", f,
 				stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]), stagetrace.FormatCPUs(st[devStage]))
 			if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
@@ -340,11 +342,16 @@ func TestSplitOnTestbed(t *testing.T) {
 		t.Logf("split: ran on %v, redirected to CPU 1: %d; cpumap CPU 1: %+v", after.RanOn, redirected, cs)
 		// Frames the split program polls on a CPU before a poll there
 		// returned after its first one pass unmarked and uncounted (the
-		// GRO gate, split.c): at most one poll's worth.
+		// GRO gate, split.c): at most one poll's worth. Under emulation
+		// the sender's own backlog drops some before the NIC (6.1 guest:
+		// 3287 of 4000 arrived), so the bar is what reached the NIC.
 		held := after.Holds - before.Holds
-		if redirected+held < 8*500 || held > 64 {
-			t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d sent with at most 64 held",
-				redirected, held, 8*500)
+		if atNIC < 8*500 {
+			t.Logf("%d of the %d datagrams sent reached the NIC: lost on the sending side", atNIC, 8*500)
+		}
+		if redirected+held < atNIC || held > 64 {
+			t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d that reached the NIC with at most 64 held",
+				redirected, held, atNIC)
 		}
 		// Every redirected frame is dropped at the full queue or reaches
 		// the kthread, which builds it or drops it.
