@@ -17,9 +17,11 @@ type Activity struct {
 	Containers     int // container ends the agent follows
 	// Spent: falcon's time on the path and engaged, and its switches;
 	// Tests and ForSteering: the engagement test's verdicts, and those for
-	// steering (adaptive policy).
-	Spent              datapath.Spent
-	Tests, ForSteering uint64
+	// steering (adaptive policy); Probes: the tests begun (each switches
+	// the path twice), and Thin: those that ended without a verdict for
+	// too little traffic.
+	Spent                            datapath.Spent
+	Tests, ForSteering, Probes, Thin uint64
 }
 
 // sampling is a mode that feeds the datapath with load.
@@ -38,6 +40,7 @@ func (a *Agent) Activity() Activity {
 			act.Spent = dp.Spent()
 		}
 		act.Tests, act.ForSteering = m.tested.Load(), m.won.Load()
+		act.Probes, act.Thin = m.probes.Load(), m.thin.Load()
 	}
 	h := a.host
 	h.mu.Lock()

@@ -45,9 +45,15 @@ const (
 	engageIdle   = time.Second
 	// A verdict needs traffic: below about 1,000 packets/s over the four
 	// windows, on or off makes no measurable difference, and standing down
-	// on such noise would leave the next flow unsteered.
+	// on such noise would leave the next flow unsteered. Counted in
+	// packets (TCP segments as received), not in the verdict's bytes: a
+	// TCP ping-pong of 16 B messages at 70,000 a second is 1,000 full
+	// segments' worth of bytes a second, and was judged too thin to test
+	// (below).
 	engageMinPackets = 600
-	engageRetry      = 2 * time.Second
+	// After a test without a verdict, the next one waits engageRetry, then
+	// twice as long each time (retest): each test switches the path twice.
+	engageRetry = 2 * time.Second
 )
 
 func (m *falconMode) engage(ctx context.Context, h *Host) {
@@ -86,18 +92,21 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		last = time.Now()
 		was := !down && m.dp.Config().Engaged
 		on, ok := m.probe(ctx, h)
-		if !ok {
-			// No verdict: try again soon rather than a period later.
-			last = last.Add(engageRetry - engagePeriod)
-			continue
-		}
-		if m.onPath(h, on, "") != nil {
+		switch now := time.Now(); {
+		case !ok:
+			// No verdict: sooner than a period later, but not at once.
+			// Stood down with no wait, it tested back to back: a TCP
+			// ping-pong at 16 B, scored in bytes, was too thin for
+			// each of 10 tests in 10 s, and each switched the path
+			// twice (p99 10-15 x vanilla's, 2 vCPUs).
+			again.unsure(now)
+			last = now.Add(again.wait - engagePeriod)
+		case m.onPath(h, on, "") != nil:
 			continue // said by onPath; the next period tests again
-		}
-		if on {
+		case on:
 			again.steered()
-		} else {
-			again.against(time.Now())
+		default:
+			again.against(now)
 		}
 		if err := h.update(func(s *State) {
 			if s.Engagement != nil {
@@ -107,6 +116,7 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			h.Log().Warn("engagement test: save when it tests again, for status", "err", err)
 		}
 		switch {
+		case !ok:
 		case on && !was:
 			h.Log().Info("steering engaged: the containers received more with it than without falcon")
 		case !on:
@@ -144,6 +154,13 @@ func (r *retest) calm() { *r = retest{idle: true} }
 // against: a verdict against steering at now.
 func (r *retest) against(now time.Time) {
 	r.wait = min(max(2*r.wait, engagePeriod), retestMax)
+	r.idle, r.at = false, now.Add(r.wait)
+}
+
+// unsure: a test without a verdict at now; the waits double from
+// engageRetry, and from where a verdict against left them.
+func (r *retest) unsure(now time.Time) {
+	r.wait = min(max(2*r.wait, engageRetry), retestMax)
 	r.idle, r.at = false, now.Add(r.wait)
 }
 
@@ -202,22 +219,24 @@ func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 	m.probing.Store(true)
 	defer m.probing.Store(false)
 	var steering, off []uint64
+	var pkts uint64
 	for _, steer := range []bool{a, !a, !a, a} {
 		if m.onPath(h, steer, "") != nil {
 			return false, false
 		}
-		b, ok := m.deliveredOver(ctx, h, engageWindow)
+		d, ok := m.deliveredOver(ctx, h, engageWindow)
 		if !ok {
 			return false, false
 		}
+		pkts += d.packets
 		if steer {
-			steering = append(steering, b)
+			steering = append(steering, d.score)
 		} else {
-			off = append(off, b)
+			off = append(off, d.score)
 		}
 	}
 	carried := [2]uint64{sum(off), sum(steering)}
-	if carried[0]+carried[1] < engageMinPackets {
+	if pkts < engageMinPackets {
 		m.thin.Add(1)
 		return false, false // too little traffic to tell (or none: a busy CPU of other work)
 	}
@@ -262,21 +281,27 @@ func sum(xs []uint64) (n uint64) {
 	return n
 }
 
-// deliveredOver counts what the containers' sockets received during d:
-// UDP datagrams, and TCP bytes in segments of a 1500-byte MTU.
-func (m *falconMode) deliveredOver(ctx context.Context, h *Host, d time.Duration) (uint64, bool) {
+// delivery is what the containers' sockets received: score, UDP datagrams
+// and TCP bytes in segments of a 1500-byte MTU, which the verdict
+// compares; packets, UDP datagrams and TCP segments as received, which
+// say whether there was traffic enough to tell.
+type delivery struct{ score, packets uint64 }
+
+// deliveredOver says what the containers' sockets received during d.
+func (m *falconMode) deliveredOver(ctx context.Context, h *Host, d time.Duration) (delivery, bool) {
 	nss := m.containerNetns()
 	b0, ok := m.delivered(h, nss)
 	if !ok {
-		return 0, false
+		return delivery{}, false
 	}
 	select {
 	case <-ctx.Done():
-		return 0, false
+		return delivery{}, false
 	case <-time.After(d):
 	}
 	b1, ok := m.delivered(h, nss)
-	return b1 - b0, ok && b1 >= b0
+	ok = ok && b1.score >= b0.score && b1.packets >= b0.packets
+	return delivery{b1.score - b0.score, b1.packets - b0.packets}, ok
 }
 
 // TCP is counted in bytes, not in Tcp InSegs: the kernel counts a GRO
@@ -287,16 +312,18 @@ func (m *falconMode) deliveredOver(ctx context.Context, h *Host, d time.Duration
 // TCP traffic add up.
 const tcpSegment = 1448
 
-func (m *falconMode) delivered(h *Host, nss []string) (uint64, bool) {
-	var n uint64
+func (m *falconMode) delivered(h *Host, nss []string) (delivery, bool) {
+	var n delivery
 	for _, ns := range nss {
 		s, err := procfs.ReadSNMP(ns)
 		if err != nil {
-			return 0, false // a container came or went: this window is void
+			return n, false // a container came or went: this window is void
 		}
-		n += uint64(s.UDP("InDatagrams")) // IPv4 and IPv6
+		udp, segs := uint64(s.UDP("InDatagrams")), uint64(s["Tcp"]["InSegs"]) // UDP: IPv4 and IPv6
+		n.packets += udp + segs
+		n.score += udp
 		if m.noSockDiag.Load() {
-			n += uint64(s["Tcp"]["InSegs"])
+			n.score += segs
 			continue
 		}
 		b, err := tcpBytesReceived(ns)
@@ -306,11 +333,11 @@ func (m *falconMode) delivered(h *Host, nss []string) (uint64, bool) {
 			// off or not loadable): segments, for every window from now on.
 			m.noSockDiag.Store(true)
 			h.Log().Warn("engagement test: no TCP socket statistics (sock_diag); TCP is scored by Tcp InSegs, which counts a GRO batch as one", "err", err)
-			return 0, false
+			return n, false
 		case err != nil:
-			return 0, false
+			return n, false
 		}
-		n += b / tcpSegment
+		n.score += b / tcpSegment
 	}
 	return n, len(nss) > 0
 }

@@ -67,4 +67,26 @@ func TestRetest(t *testing.T) {
 	if !r.due(now) || r.wait != 0 {
 		t.Errorf("calm: due %v, wait %v", r.due(now), r.wait)
 	}
+	// Tests without a verdict wait too, from engageRetry, even right
+	// after a calm: stood down, they ran back to back before.
+	waits = waits[:0]
+	for range 9 {
+		r.unsure(now)
+		if r.due(now) || !r.due(now.Add(r.wait)) {
+			t.Fatalf("no verdict: due at once or not after its wait of %v", r.wait)
+		}
+		waits = append(waits, r.wait)
+		now = now.Add(r.wait)
+	}
+	want = []time.Duration{2, 4, 8, 16, 32, 64, 128, 256, 320}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("waits without a verdict %v, want %v s", waits, want)
+		}
+	}
+	r.steered()
+	r.unsure(now)
+	if r.wait != engageRetry {
+		t.Errorf("after a verdict for steering, a test without one waits %v, want %v", r.wait, engageRetry)
+	}
 }

@@ -198,7 +198,8 @@ func tcpReorder(c map[string]int64, orderChecked bool) *TCPReorder {
 // FalconActivity is falcon's state over a window: the shares of it with
 // the programs on the path and with steering engaged, how often it came
 // back and stood down (the engagement test switches four times), and the
-// engagement tests that ended in it, and those for steering.
+// engagement tests that ended in it, and those for steering; the tests
+// begun, and those that ended without a verdict for too little traffic.
 type FalconActivity struct {
 	OnPathPct   float64 `json:"on_path_pct"`
 	EngagedPct  float64 `json:"engaged_pct"`
@@ -206,6 +207,8 @@ type FalconActivity struct {
 	StandDowns  uint64  `json:"stand_downs"`
 	Tests       uint64  `json:"engagement_tests"`
 	ForSteering uint64  `json:"tests_for_steering"`
+	Probes      uint64  `json:"tests_begun"`
+	Thin        uint64  `json:"tests_thin"`
 }
 
 func falconActivity(before, after agent.Activity) *FalconActivity {
@@ -215,7 +218,8 @@ func falconActivity(before, after agent.Activity) *FalconActivity {
 	}
 	pct := func(x time.Duration) float64 { return 100 * x.Seconds() / d.Loaded.Seconds() }
 	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
-		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering}
+		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
+		Probes: after.Probes - before.Probes, Thin: after.Thin - before.Thin}
 }
 
 // BPFCost is one program's runs and run time over a window, summed over
