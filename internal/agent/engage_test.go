@@ -40,24 +40,7 @@ func TestRetest(t *testing.T) {
 		t.Fatal("a new spell after calm is not tested at once")
 	}
 	now := t0
-	var waits []time.Duration
-	for range 8 {
-		r.against(now)
-		if r.due(now.Add(r.wait - time.Millisecond)) {
-			t.Fatalf("due %v before its wait of %v", time.Millisecond, r.wait)
-		}
-		if !r.due(now.Add(r.wait)) {
-			t.Fatalf("not due after its wait of %v", r.wait)
-		}
-		waits = append(waits, r.wait)
-		now = now.Add(r.wait)
-	}
-	want := []time.Duration{10, 20, 40, 80, 160, 320, 320, 320}
-	for i := range want {
-		if waits[i] != want[i]*time.Second {
-			t.Fatalf("waits %v, want %v s", waits, want)
-		}
-	}
+	now = waits(t, &r, now, "against", r.against, 10, 20, 40, 80, 160, 320, 320, 320)
 	r.steered()
 	r.against(now)
 	if r.wait != engagePeriod {
@@ -69,24 +52,26 @@ func TestRetest(t *testing.T) {
 	}
 	// Tests without a verdict wait too, from engageRetry, even right
 	// after a calm: stood down, they ran back to back before.
-	waits = waits[:0]
-	for range 9 {
-		r.unsure(now)
-		if r.due(now) || !r.due(now.Add(r.wait)) {
-			t.Fatalf("no verdict: due at once or not after its wait of %v", r.wait)
-		}
-		waits = append(waits, r.wait)
-		now = now.Add(r.wait)
-	}
-	want = []time.Duration{2, 4, 8, 16, 32, 64, 128, 256, 320}
-	for i := range want {
-		if waits[i] != want[i]*time.Second {
-			t.Fatalf("waits without a verdict %v, want %v s", waits, want)
-		}
-	}
+	now = waits(t, &r, now, "without a verdict", r.unsure, 2, 4, 8, 16, 32, 64, 128, 256, 320)
 	r.steered()
 	r.unsure(now)
 	if r.wait != engageRetry {
 		t.Errorf("after a verdict for steering, a test without one waits %v, want %v", r.wait, engageRetry)
 	}
+}
+
+// waits gives r one outcome after another, each when the wait before ran
+// out, and wants each wait (s) in turn: not due a moment before, due at
+// its end. It returns the time of the last.
+func waits(t *testing.T, r *retest, now time.Time, what string, outcome func(time.Time), want ...time.Duration) time.Time {
+	t.Helper()
+	for i, w := range want {
+		outcome(now)
+		if r.wait != w*time.Second || r.due(now.Add(r.wait-time.Millisecond)) || !r.due(now.Add(r.wait)) {
+			t.Fatalf("%s, outcome %d: wait %v (due a moment before: %v), want %v s", what, i+1, r.wait,
+				r.due(now.Add(r.wait-time.Millisecond)), w)
+		}
+		now = now.Add(r.wait)
+	}
+	return now
 }
