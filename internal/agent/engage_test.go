@@ -39,8 +39,7 @@ func TestRetest(t *testing.T) {
 	if !r.due(t0) {
 		t.Fatal("a new spell after calm is not tested at once")
 	}
-	now := t0
-	now = waits(t, &r, now, "against", r.against, 10, 20, 40, 80, 160, 320, 320, 320)
+	now := waits(t, &r, t0, "against", r.against, 10, 20, 40, 80, 160, 320, 320, 320)
 	r.steered()
 	r.against(now)
 	if r.wait != engagePeriod {
