@@ -138,11 +138,12 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 // and 2.33 x vanilla; before this, only a calm of standUpCalm (no CPU
 // busy), which a steady load never gives, allowed another test. On 2
 // vCPUs, where steering never pays, the tests cost at most 2 windows of
-// 150 ms in 10 s, then less and less.
+// 150 ms in 10 s, then less and less. A test without a verdict waits
+// too (unsure), from engageRetry.
 type retest struct {
 	idle bool          // stood down for want of a busy CPU: test the next spell at once
-	at   time.Time     // after a verdict against: test again from then
-	wait time.Duration // how long the last verdict against waits
+	at   time.Time     // after a verdict against or none: test again from then
+	wait time.Duration // how long the last such outcome waits
 }
 
 const retestMax = 320 * time.Second
