@@ -47,7 +47,7 @@ const (
 	// windows, on or off makes no measurable difference, and standing down
 	// on such noise would leave the next flow unsteered. Counted in
 	// packets (TCP segments as received), not in the verdict's bytes: a
-	// TCP ping-pong of 16 B messages at 70,000 a second is 1,000 full
+	// TCP ping-pong of 16 B messages at 70,000 a second is about 770 full
 	// segments' worth of bytes a second, and was judged too thin to test
 	// (below).
 	engageMinPackets = 600
