@@ -95,6 +95,16 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			}
 		}
 	}
+	// A figure drawn from a bench that stands complete is written before
+	// anything runs: it does not wait on the benches before its source's
+	// turn, which an interrupt may never reach.
+	for _, fb := range benches {
+		if fb.Done != "" {
+			if f, err := bench.ReadFile(fb.File); err == nil {
+				drawn(fb.Preset, f)
+			}
+		}
+	}
 	for i, fb := range benches {
 		tag := fmt.Sprintf("%s (%s %s, %d/%d)", fb.Preset, fb.Paper, fb.Figure, i+1, len(benches))
 		if ctx.Err() != nil {
@@ -104,9 +114,6 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		if fb.Done != "" {
 			note("falcon bench: %s: not run again: %s", tag, fb.Done)
 			summary = append(summary, tag+": "+fb.Done)
-			if f, err := bench.ReadFile(fb.File); err == nil {
-				drawn(fb.Preset, f)
-			}
 			continue
 		}
 		if fb.Skip != "" {
@@ -115,6 +122,10 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			if err := bench.WriteFile(fb.File, bench.NotRunFile(fb, version, commandLine())); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
 			}
+			continue
+		}
+		if fb.From != "" && written[fb.Preset] {
+			note("falcon bench: %s: drawn from the complete bench of %s into %s", tag, fb.From, fb.File)
 			continue
 		}
 		if fb.From != "" {
