@@ -207,8 +207,10 @@ type FalconActivity struct {
 	StandDowns  uint64  `json:"stand_downs"`
 	Tests       uint64  `json:"engagement_tests"`
 	ForSteering uint64  `json:"tests_for_steering"`
-	Probes      uint64  `json:"tests_begun"`
-	Thin        uint64  `json:"tests_thin"`
+	// Probes and Thin are nil in files from before falcon counted them:
+	// unknown, not none.
+	Probes *uint64 `json:"tests_begun,omitempty"`
+	Thin   *uint64 `json:"tests_thin,omitempty"`
 }
 
 func falconActivity(before, after agent.Activity) *FalconActivity {
@@ -219,8 +221,10 @@ func falconActivity(before, after agent.Activity) *FalconActivity {
 	pct := func(x time.Duration) float64 { return 100 * x.Seconds() / d.Loaded.Seconds() }
 	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
 		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
-		Probes: after.Probes - before.Probes, Thin: after.Thin - before.Thin}
+		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin)}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // BPFCost is one program's runs and run time over a window, summed over
 // its attachments.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -280,11 +281,11 @@ func TestProgressLines(t *testing.T) {
 // A window's falcon activity is the agent's accumulated state differenced
 // over the window, as shares of it; other modes have none.
 func TestFalconActivity(t *testing.T) {
-	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1}
-	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1}
+	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1}
+	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3}
 	got := falconActivity(before, after)
-	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1}
-	if got == nil || *got != *want {
+	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
@@ -294,8 +295,19 @@ func TestFalconActivity(t *testing.T) {
 	r.Summarize()
 	var b strings.Builder
 	writeFalconActivity(&b, &File{Results: []Result{r}})
-	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 1.0 ± 0.0 |") {
+	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
 		t.Fatalf("table:\n%s", b.String())
+	}
+	// A file from before the tests begun were counted says it does not
+	// know them, not that there were none.
+	old := *want
+	old.Probes, old.Thin = nil, nil
+	r = Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []Run{{PPS: 1, Falcon: &old}}}
+	r.Summarize()
+	b.Reset()
+	writeFalconActivity(&b, &File{Results: []Result{r}})
+	if !strings.Contains(b.String(), "| 5.0 | – | 1.0 | – |") {
+		t.Fatalf("table of an older file:\n%s", b.String())
 	}
 }
 

@@ -52,6 +52,9 @@ func Metrics(r Run) map[string]float64 {
 	if f := r.Falcon; f != nil {
 		m["falcon_on_path_pct"], m["falcon_engaged_pct"] = f.OnPathPct, f.EngagedPct
 		m["falcon_switches"], m["falcon_tests"] = float64(f.Comebacks+f.StandDowns), float64(f.Tests)
+		if f.Probes != nil && f.Thin != nil {
+			m["falcon_tests_begun"], m["falcon_tests_thin"] = float64(*f.Probes), float64(*f.Thin)
+		}
 	}
 	perS := func(n uint64) float64 {
 		if r.WindowS <= 0 {
