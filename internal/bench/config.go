@@ -31,7 +31,7 @@ type Config struct {
 	Clients      int      `json:"clients"` // udp-stress senders
 	SenderCPUs   []int    `json:"sender_cpus"`
 	ReceiverCPUs []int    `json:"receiver_cpus"`
-	Rate         int      `json:"rate"` // latency-load messages/s
+	Rate         int      `json:"rate"` // latency-load(-tcp) messages/s
 	// Rates are the rates workloads' rates (--rates), HotspotRate
 	// hotspot's light rate (--hotspot-rate); each is kept only where a
 	// workload runs at it.

@@ -55,7 +55,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.sender, "sender", SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
 		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+")")
-	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load")
+	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load and latency-load-tcp")
 	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
 		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
 	fs.StringVar(&f.hotspotRate, "hotspot-rate", "20Kpps", "the rate of each hotspot and hotspot-tcp flow while light (as --rates: 20Kpps, 200M; for hotspot-tcp a packet rate counts full 1448 B segments)")

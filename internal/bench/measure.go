@@ -134,7 +134,7 @@ func (e *env) orderCheck() (*stagetrace.Tracer, error) {
 // tcpWorkload says whether a workload's traffic is TCP.
 func tcpWorkload(name string) bool {
 	switch name {
-	case "tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp", "hotspot-tcp":
+	case "tcp", "multi-flow-tcp", "latency-tcp", "latency-load-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp", "hotspot-tcp":
 		return true
 	}
 	return false
@@ -147,7 +147,7 @@ func (e *env) drive(ctx context.Context) (Run, error) {
 		return e.udpStress(ctx)
 	case "udp", "tcp", "multi-flow", "multi-flow-tcp":
 		return e.iperf3(ctx)
-	case "latency", "latency-tcp", "latency-load":
+	case "latency", "latency-tcp", "latency-load", "latency-load-tcp":
 		return e.latency(ctx)
 	case "memcached":
 		return e.memcached(ctx)
@@ -275,7 +275,7 @@ func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int3
 // trips for ping-pong).
 func (e *env) latency(ctx context.Context) (Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
-	tcp := e.cs.Workload == "latency-tcp"
+	tcp := tcpWorkload(e.cs.Workload)
 	port := e.port(11211, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
 	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
@@ -283,7 +283,7 @@ func (e *env) latency(ctx context.Context) (Run, error) {
 	})
 	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
 		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
-	if e.cs.Workload == "latency-load" {
+	if e.cs.Workload == "latency-load" || e.cs.Workload == "latency-load-tcp" {
 		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
 	}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })

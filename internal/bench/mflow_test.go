@@ -138,7 +138,7 @@ func TestTCPReorderCounters(t *testing.T) {
 	if o := tcpReorder(counters, true); o.Order == nil || *o.Order != (TCPOrder{Segments: 1000}) {
 		t.Errorf("tcpReorder with the order check: %+v", o.Order)
 	}
-	for _, w := range []string{"tcp", "multi-flow-tcp", "latency-tcp", "memcached", "web"} {
+	for _, w := range []string{"tcp", "multi-flow-tcp", "latency-tcp", "latency-load-tcp", "memcached", "web"} {
 		if !tcpWorkload(w) {
 			t.Errorf("%s is TCP", w)
 		}

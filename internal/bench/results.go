@@ -38,7 +38,7 @@ type Result struct {
 	Size     int    `json:"size"`
 	Flows    int    `json:"flows"`
 	Clients  int    `json:"clients,omitempty"` // udp-stress senders
-	Rate     int    `json:"rate,omitempty"`    // latency-load messages/s
+	Rate     int    `json:"rate,omitempty"`    // latency-load(-tcp) messages/s
 	// Offered is the rate each flow's sender was held to: the rates
 	// workloads' case rate, hotspot's light rate.
 	Offered *Offered `json:"offered,omitempty"`

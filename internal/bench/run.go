@@ -193,7 +193,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			switch cs.Workload {
 			case "udp-stress":
 				res.Clients = r.cfg.Clients
-			case "latency-load":
+			case "latency-load", "latency-load-tcp":
 				res.Rate = r.cfg.Rate
 			}
 			describeCase(&res, cs, r.cfg)

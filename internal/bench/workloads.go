@@ -36,6 +36,8 @@ var workloadKinds = []workloadKind{
 	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "latency-load-tcp", summary: "sockperf TCP under-load at a fixed --rate: modes compared at one load, where overload-latency-tcp measures each at its own highest",
+		tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows clients of 10 connections each",
 		// memcached's items stop at 1 MiB, key and header included.
 		// memcaslap opens 1024 connections at most.
