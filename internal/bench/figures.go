@@ -96,11 +96,11 @@ var figureTable = []figurePreset{
 		what:  "per-CPU usr/sys/softirq/irq/idle under UDP stress at 16 B, host vs docker, vanilla and falcon",
 		flags: map[string]string{"layouts": "host,docker", "modes": overlayModes(), "workloads": "udp-stress:16"}},
 	{name: "fig12", paper: "FALCON", figure: "Fig. 12", base: "latency",
-		what: "latency underloaded, UDP ping-pong and sockperf under load at --rate at 16 B (a), TCP ping-pong at 4 KiB (b), and overloaded, " +
+		what: "latency underloaded, UDP ping-pong and sockperf under load at --rate at 16 B (a), TCP under load at --rate at 4 KiB (b), and overloaded, " +
 			"UDP and TCP at 16 B each at its highest rate without drops (c, d); host vs docker, vanilla, falcon and falcon+split",
 		flags: map[string]string{"modes": "vanilla,falcon,falcon+split",
-			"workloads": "latency,latency-load,latency-tcp:4K,overload-latency:16,overload-latency-tcp:16"},
-		differs: "the paper's underloaded TCP ran at a fixed rate, here ping-pong"},
+			"workloads": "latency,latency-load,latency-load-tcp:4K,overload-latency:16,overload-latency-tcp:16"},
+		differs: "the paper does not give its fixed rate; here --rate's 10,000 messages/s"},
 	{name: "fig13", paper: "FALCON", figure: "Fig. 13", base: "multi-flow",
 		what: "1, 2, 4 and 8 flows in one container, UDP 16 B and TCP 4 KiB, host vs docker, vanilla, falcon and falcon+split; " +
 			"falcon+split on the host layout is the paper's Host+ (c, d: GRO splitting of the host's own NIC)",
