@@ -74,3 +74,29 @@ func waits(t *testing.T, r *retest, now time.Time, what string, outcome func(tim
 	}
 	return now
 }
+
+// On the path, falcon stands down after engageIdle with no CPU busy
+// (calm) or with no CPU to steer to that has room (full), not before, and
+// not while both a busy CPU and one with room are seen.
+func TestNothingToDo(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		name       string
+		busy, room bool
+		calm       bool
+		stand      bool
+	}{
+		{"busy, room", true, true, false, false},
+		{"calm", false, true, true, true},
+		{"full", true, false, false, true},
+	} {
+		sp := spells{busy: t0, roomy: t0}
+		for now := t0; now.Sub(t0) <= engageIdle+engageWindow; now = now.Add(engageWindow) {
+			sp.see(now, c.busy, c.room)
+			why, calm := sp.nothingToDo(now)
+			if want := c.stand && now.Sub(t0) > engageIdle; (why != "") != want || (want && calm != c.calm) {
+				t.Errorf("%s after %v: %q, calm %v", c.name, now.Sub(t0), why, calm)
+			}
+		}
+	}
+}

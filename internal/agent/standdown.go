@@ -12,7 +12,8 @@ import (
 // steered), programs that return at once still cost about 5 % and the
 // whole datapath 10–14 %, and a ping-pong's round trip 8–20 %. So falcon
 // takes itself off the path whenever it has nothing to do: when no CPU
-// has been busy for engageIdle (nothing to relieve), and when the
+// has been busy for engageIdle (nothing to relieve), when no CPU it
+// steers to has had room as long (nothing to steer to), and when the
 // engagement test finds that steering does not pay. It drains every flow
 // back inline, puts RPS back, detaches every hook, arrival counter, split
 // program and the guard's tracepoint programs, and the packets run
