@@ -312,7 +312,7 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 			pm(r.Summary["falcon_switches"], 1, ""), begun, pm(r.Summary["falcon_tests"], 1, ""), thin))
 	}
 	writeSection(b, rows, "Falcon during the windows (% of each window on the path and engaged; switches on or off the path; engagement tests begun, "+
-		"ended with a verdict and ended without one for too little traffic; per window):",
+		"ended with a verdict and ended without one for too little traffic, each counted in the window where it began or ended; per window):",
 		"| layout | mode | workload | size | on the path % | engaged % | switches | tests begun | verdicts | too thin |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
 }
 
