@@ -291,11 +291,11 @@ func TestFalconActivity(t *testing.T) {
 	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
 		t.Fatal("an agent without falcon's datapath has no falcon activity")
 	}
-	r := Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
+	r := Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
 	r.Summarize()
 	var b strings.Builder
 	writeFalconActivity(&b, &File{Results: []Result{r}})
-	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
+	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 1 | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
 		t.Fatalf("table:\n%s", b.String())
 	}
 	// A file from before the tests begun were counted says it does not

@@ -307,13 +307,13 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 		if x, ok := r.Summary["falcon_tests_begun"]; ok {
 			begun, thin = pm(x, 1, ""), pm(r.Summary["falcon_tests_thin"], 1, "")
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
-			FormatSize(r.Size), pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
+			FormatSize(r.Size), r.Flows, pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
 			pm(r.Summary["falcon_switches"], 1, ""), begun, pm(r.Summary["falcon_tests"], 1, ""), thin))
 	}
 	writeSection(b, rows, "Falcon during the windows (% of each window on the path and engaged; switches on or off the path; engagement tests begun, "+
 		"ended with a verdict and ended without one for too little traffic, each counted in the window where it began or ended; per window):",
-		"| layout | mode | workload | size | on the path % | engaged % | switches | tests begun | verdicts | too thin |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+		"| layout | mode | workload | size | flows | on the path % | engaged % | switches | tests begun | verdicts | too thin |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 }
 
 // writePaperClaims sets beside a measured ratio what the papers report
