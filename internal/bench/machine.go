@@ -61,8 +61,9 @@ func DescribeMachine(toolNames []string) Machine {
 		}
 	}
 	m.OS = strings.Trim(fileField("/etc/os-release", "PRETTY_NAME", '='), `"`)
-	out, err := exec.Command("systemd-detect-virt").Output()
-	m.Virt = virtualization(string(out), errors.Is(err, exec.ErrNotFound), fileField("/proc/cpuinfo", "flags", ':'))
+	vm, err := exec.Command("systemd-detect-virt", "--vm").Output()
+	ct, _ := exec.Command("systemd-detect-virt", "--container").Output()
+	m.Virt = virtualization(string(vm), string(ct), errors.Is(err, exec.ErrNotFound), fileField("/proc/cpuinfo", "flags", ':'))
 	m.ToolsDir = toolpath.Dir()
 	for _, t := range toolNames {
 		// The version of the copy that ran: the bundle's when it has one.
@@ -78,12 +79,17 @@ func DescribeMachine(toolNames []string) Machine {
 	return m
 }
 
-// virtualization is systemd-detect-virt's answer ("kvm", "none": it exits 1
-// on bare metal but still says so), or where it is missing (a minimal
-// image: the 16-vCPU machine of results/scale-16cpu-kvm had none) what the
-// CPU's hypervisor flag says.
-func virtualization(detect string, missing bool, cpuFlags string) string {
-	if v := strings.TrimSpace(detect); v != "" {
+// virtualization is systemd-detect-virt's answer for the machine ("kvm",
+// "none": it exits 1 on bare metal but still says so), with the container
+// it runs in, if any: asked without --vm it names the container only, and
+// the 2-vCPU machine here, a KVM guest, read as "docker". Where it is
+// missing (a minimal image: the 16-vCPU machine of results/scale-16cpu-kvm
+// had none), what the CPU's hypervisor flag says.
+func virtualization(vm, container string, missing bool, cpuFlags string) string {
+	if v := strings.TrimSpace(vm); v != "" {
+		if c := strings.TrimSpace(container); c != "" && c != "none" {
+			return v + ", in a " + c + " container"
+		}
 		return v
 	}
 	if !missing {
