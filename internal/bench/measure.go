@@ -283,7 +283,7 @@ func (e *env) latency(ctx context.Context) (Run, error) {
 	})
 	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
 		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
-	if e.cs.Workload == "latency-load" || e.cs.Workload == "latency-load-tcp" {
+	if atRate(e.cs.Workload) {
 		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
 	}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })

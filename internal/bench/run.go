@@ -190,10 +190,10 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		for _, cs := range tp.Cases {
 			res := Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
 				Testbed: name, Runs: []Run{}}
-			switch cs.Workload {
-			case "udp-stress":
+			switch {
+			case cs.Workload == "udp-stress":
 				res.Clients = r.cfg.Clients
-			case "latency-load", "latency-load-tcp":
+			case atRate(cs.Workload):
 				res.Rate = r.cfg.Rate
 			}
 			describeCase(&res, cs, r.cfg)

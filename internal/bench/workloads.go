@@ -21,6 +21,7 @@ type workloadKind struct {
 	// threads (0: only the testbed bounds them).
 	maxFlows int
 	latency  bool   // reports latency percentiles
+	rate     bool   // sockperf under-load at --rate
 	kernel   bool   // the kernel sender can drive it (--sender kernel)
 	client   string // the client tool, where it is not tool (the server)
 	// headline overrides the metric headline() infers from the others.
@@ -35,9 +36,9 @@ var workloadKinds = []workloadKind{
 	{name: "multi-flow-tcp", summary: "N iperf3 TCP flows (--flows), one client and one server each", tool: "iperf3", maxSize: MaxSize, flows: true},
 	{name: "latency", summary: "sockperf UDP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
 	{name: "latency-tcp", summary: "sockperf TCP ping-pong", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
-	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+	{name: "latency-load", summary: "sockperf UDP under-load at a fixed --rate", tool: "sockperf", maxSize: MaxUDPSize, latency: true, rate: true},
 	{name: "latency-load-tcp", summary: "sockperf TCP under-load at a fixed --rate: modes compared at one load, where overload-latency-tcp measures each at its own highest",
-		tool: "sockperf", maxSize: MaxUDPSize, latency: true},
+		tool: "sockperf", maxSize: MaxUDPSize, latency: true, rate: true},
 	{name: "memcached", summary: "memcaslap (9 gets to 1 set, values of the size) against memcached; --flows clients of 10 connections each",
 		// memcached's items stop at 1 MiB, key and header included.
 		// memcaslap opens 1024 connections at most.
@@ -65,6 +66,12 @@ func lookupWorkload(name string) (workloadKind, bool) {
 		}
 	}
 	return workloadKind{}, false
+}
+
+// atRate says whether a workload runs at --rate.
+func atRate(name string) bool {
+	w, _ := lookupWorkload(name)
+	return w.rate
 }
 
 func workloadNames() []string {
