@@ -97,6 +97,18 @@ func (e *env) describe() []string {
 }
 
 func (e *env) measure(ctx context.Context) (Run, error) {
+	waited, err := awaitReassembly(ctx, e.tb)
+	if err != nil {
+		return Run{}, err
+	}
+	run, err := e.measureNow(ctx)
+	if waited >= reassemblyPoll {
+		run.ReassemblyWaitS = waited.Seconds()
+	}
+	return run, err
+}
+
+func (e *env) measureNow(ctx context.Context) (Run, error) {
 	if e.cfg.Sender == SenderKernel {
 		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
 	}

@@ -80,6 +80,9 @@ type Run struct {
 	// SetupRetries: iperf3 UDP clients started again because the datagram
 	// that sets up their stream was lost (workload.ErrUDPSetupLost).
 	SetupRetries int `json:"setup_retries,omitempty"`
+	// ReassemblyWaitS is how long the run waited before it began for IP
+	// fragment reassembly to drop what earlier runs left (awaitReassembly).
+	ReassemblyWaitS float64 `json:"reassembly_wait_s,omitempty"`
 	// Reordering is what reordering cost TCP over the window (TCP
 	// workloads; files from before it have none).
 	Reordering *TCPReorder `json:"reordering,omitempty"`

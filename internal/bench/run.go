@@ -331,6 +331,9 @@ func runLine(r Run) string {
 		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
 	}
 	s += ", softirq % " + strings.Join(soft, "/")
+	if r.ReassemblyWaitS > 0 {
+		s += fmt.Sprintf(" (began after %.1f s: fragments of datagrams earlier runs lost had to expire)", r.ReassemblyWaitS)
+	}
 	if r.SetupRetries > 0 {
 		s += fmt.Sprintf(" (%d UDP client(s) started again: the datagram setting up the stream was lost)", r.SetupRetries)
 	}

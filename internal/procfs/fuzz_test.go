@@ -72,6 +72,15 @@ func FuzzParseSNMP(f *testing.F) {
 	})
 }
 
+func FuzzParseFragMemory(f *testing.F) {
+	addFiles(f, "sockstat*")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if v, err := ParseFragMemory(b); err == nil && v < 0 {
+			t.Fatalf("memory %d", v)
+		}
+	})
+}
+
 // FuzzParsePerCPU covers /proc/softirqs and /proc/interrupts, one layout.
 func FuzzParsePerCPU(f *testing.F) {
 	addFiles(f, "softirqs-*")
