@@ -53,13 +53,6 @@ func (o SendOptions) validate() error {
 	return netns.Check(o.Netns)
 }
 
-// SendSeq sends flows × pktsPerFlow numbered datagrams of size bytes from
-// namespace ns to dst:port, on no particular CPU.
-func SendSeq(ctx context.Context, ns string, dst netip.Addr, port uint16, flows, pktsPerFlow, size int) error {
-	return Send(ctx, SendOptions{Netns: ns, Dst: dst, Port: port, Flows: flows,
-		PktsPerFlow: pktsPerFlow, Size: size, CPU: -1})
-}
-
 // Send sends the flows o describes and returns once all are sent or ctx
 // ends. Datagrams a full socket or device queue refuses are retried, so
 // every number leaves the sender.

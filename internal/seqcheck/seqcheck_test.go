@@ -19,7 +19,7 @@ func TestSendRecvInOrder(t *testing.T) {
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := SendSeq(ctx, "", lo, r.Addr().Port(), 4, 500, 100); err != nil {
+	if err := Send(ctx, SendOptions{Dst: lo, Port: r.Addr().Port(), Flows: 4, PktsPerFlow: 500, Size: 100, CPU: -1}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.Wait(ctx, 0)

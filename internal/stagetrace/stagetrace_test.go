@@ -161,7 +161,11 @@ func testStagesAcrossOverlay(t *testing.T, raw bool) {
 	}
 	defer tr.Close()
 	t.Logf("attached at %s", tr.Hook())
-	sent := sendTraffic(t, o, -1)
+	// One sending CPU: a sender the scheduler moves mid-flow fills two
+	// CPUs' backlogs, and the kernel then delivers the flow out of order
+	// by itself (CI saw 9 of 300 reordered so), which is not the tracer's
+	// to explain.
+	sent := sendTraffic(t, o, 0)
 
 	recs, err := tr.Snapshot()
 	if err != nil {
