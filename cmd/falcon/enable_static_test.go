@@ -170,7 +170,9 @@ func TestStaticModesCLI(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })
-	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	// A hang guard: an agent under emulation takes over 30 s to be ready
+	// (internal/agent's helperAgent).
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code == 0 {
 			if !strings.Contains(out, "agent pid") {

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -36,28 +34,7 @@ func TestKilledAgentUnderTraffic(t *testing.T) {
 	}
 	pinDir := o.pinDir(key)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$")
-	cmd.Env = append(os.Environ(), "FALCON_TEST_AGENT="+h.Netns+","+o.StateRoot+","+o.PinRoot+",paper")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		// A failure before the takeover leaves the dead agent's programs
-		// attached; the next test must find none.
-		if _, err := Disable(o); err != nil {
-			t.Errorf("disable after the test: %v", err)
-		}
-	}()
-	deadline := time.Now().Add(60 * time.Second) // a hang guard
-	for r, err := Status(o); err != nil || !r.Ready; r, err = Status(o) {
-		if time.Now().After(deadline) {
-			t.Fatalf("helper agent never became ready: %+v %v", r, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd := helperAgent(t, o, "paper")
 
 	var (
 		steeredAtKill, steeredAfter datapath.Pending
