@@ -91,7 +91,7 @@ for t in $TESTS; do
 	for k in ${SKIP:-}; do [ "${k%%:*}" = "$pkg" ] && skip=${k#*:}; done
 	echo "guest: testing $pkg on $(uname -r)" >/dev/console
 	start=$(date +%s)
-	(cd $REPO/$pkg && $BIN/$name.test -test.v -test.count=${COUNT:-1} -test.timeout=15m ${run:+-test.run "$run"} ${skip:+-test.skip "$skip"} >$out/$name.log 2>&1)
+	(cd $REPO/$pkg && $BIN/$name.test -test.v -test.count=${COUNT:-1} -test.timeout=30m ${run:+-test.run "$run"} ${skip:+-test.skip "$skip"} >$out/$name.log 2>&1)
 	echo "$? $(($(date +%s) - start))" >$out/$name.rc
 	tail -3 $out/$name.log >/dev/console
 done

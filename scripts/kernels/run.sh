@@ -12,7 +12,8 @@
 # Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent, cmd)
 #        KERNEL_SKIP   "pkg:regexp ..." tests not to run (go test -test.skip);
 #                      default: the list below under TCG, none under KVM
-#        KERNEL_TIMEOUT  minutes per kernel (default 30)
+#        KERNEL_TIMEOUT  minutes per kernel (default 60: under TCG on a
+#                      slow host datapath took 12 min and agent over 15)
 #        KERNEL_COUNT  runs of each test (go test -test.count; default 1), to
 #                      chase a failure that comes and goes
 #        KERNEL_CACHE  packages, binaries and logs (default .cache/kernels)
@@ -27,7 +28,7 @@ export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 cache=${KERNEL_CACHE:-$repo/.cache/kernels}
 series_list=${*:-6.1 6.12}
 tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon}
-timeout_min=${KERNEL_TIMEOUT:-30}
+timeout_min=${KERNEL_TIMEOUT:-60}
 # KVM where it runs stock kernels; a host whose /dev/kvm is PVM (kvm_pvm, a
 # paravirtual nested KVM) only runs PVM-built guests, and a stock kernel hangs
 # there right after decompressing: software emulation (TCG) instead.
