@@ -198,9 +198,9 @@ func (e *env) hotspot(ctx context.Context) (Run, error) {
 
 // lightTime is how long flow 0 stays light: to about the middle of the
 // window, counted from its launch (the traffic detection takes about
-// trafficPolls polls, then the warm-up), in iperf3's whole seconds.
+// trafficSteady, then the warm-up), in iperf3's whole seconds.
 func (e *env) lightTime() time.Duration {
-	mid := trafficPolls*trafficPoll + time.Duration(e.cfg.Warmup) + time.Duration(e.cfg.Duration)/2
+	mid := trafficSteady + time.Duration(e.cfg.Warmup) + time.Duration(e.cfg.Duration)/2
 	return max(mid.Round(time.Second), time.Second)
 }
 

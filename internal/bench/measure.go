@@ -481,15 +481,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Traffic counts as flowing once the packet counters of the clients' and
-// servers' namespaces grew in every poll for trafficPolls polls: the tools
+// servers' namespaces grew in every poll for trafficSteady: the tools
 // start at their own pace (sockperf spends two seconds in a warm-up stage
 // that sends a handful of messages and then waits), so the warm-up and the
 // window are timed from the first steady traffic, not from the launch.
 // (A burst, or a few packets held up by ARP on the overlay, does not
 // last 200 ms.)
+// It is timed, not a count of polls: reading the counters of every
+// namespace takes time of its own, much of it under emulation, and the
+// clients' tail pays for every poll.
 const (
 	trafficPoll    = 25 * time.Millisecond
-	trafficPolls   = 8
+	trafficSteady  = 200 * time.Millisecond
 	trafficTimeout = 15 * time.Second
 )
 
@@ -510,7 +513,9 @@ func (e *env) awaitTraffic(ctx context.Context, t traffic) (time.Time, error) {
 		return time.Time{}, err
 	}
 	deadline := time.Now().Add(trafficTimeout)
-	for grew := 0; grew < trafficPolls; {
+	// since: the poll from which the counters grew at every poll.
+	var since time.Time
+	for at := time.Now(); ; {
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("no traffic between the clients and servers within %s", trafficTimeout)
 		}
@@ -521,14 +526,18 @@ func (e *env) awaitTraffic(ctx context.Context, t traffic) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		if n > last {
-			grew++
-		} else {
-			grew = 0
+		now := time.Now()
+		switch {
+		case n <= last:
+			since = time.Time{}
+		case since.IsZero():
+			since = at
 		}
-		last = n
+		if !since.IsZero() && now.Sub(since) >= trafficSteady {
+			return now.UTC(), nil
+		}
+		last, at = n, now
 	}
-	return time.Now().UTC(), nil
 }
 
 // sample is every counter at one end of the window.

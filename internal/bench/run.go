@@ -76,11 +76,11 @@ func EstimateRun(c Config) time.Duration {
 }
 
 // tail keeps the clients sending a little past the window, so the window
-// never sees them stop. The window opens only after trafficPolls polls of
+// never sees them stop. The window opens only after trafficSteady of
 // steady traffic, and the tools' own start and the closing sample come on
 // top of that: half a second for those (with 300 ms, a client stopped
 // 33 ms early on the host and 1 ms early in the 6.1 guest under emulation).
-const tail = trafficPolls*trafficPoll + 500*time.Millisecond
+const tail = trafficSteady + 500*time.Millisecond
 
 // Execute builds a fresh testbed for each layout × mode (with
 // --interleave, for each layout), sets the mode up, runs the cases there,
