@@ -255,9 +255,11 @@ func (s *spells) nothingToDo(now time.Time) (why string, calm bool) {
 // in state A; the caller switches if the verdict says so.
 func (m *falconMode) probe(ctx context.Context, h *Host) (on, ok bool) {
 	a := !m.dp.Config().StoodDown
-	m.probes.Add(1)
+	// probing first: whoever waits for it to clear then sees every begun
+	// test either counted as ended (thin, tested) or not yet begun.
 	m.probing.Store(true)
 	defer m.probing.Store(false)
+	m.probes.Add(1)
 	var steering, off []uint64
 	var pkts uint64
 	for _, steer := range []bool{a, !a, !a, a} {
