@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -20,7 +21,10 @@ import (
 )
 
 // buildFalcon builds the real binary: enable starts 'falcon agent' from its
-// own executable, which a test binary is not.
+// own executable, which a test binary is not. Built once per test process
+// and shared: a build per test cost each one a link, about a minute each in
+// the 6.1 guest under TCG (TestDaemonLayoutsCLI spent 64 s there and
+// skipped both its cases).
 func buildFalcon(t *testing.T) string {
 	t.Helper()
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -29,13 +33,37 @@ func buildFalcon(t *testing.T) string {
 			t.Skip("no go toolchain to build falcon with")
 		}
 	}
-	bin := filepath.Join(t.TempDir(), "falcon")
-	cmd := exec.Command(gobin, "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build falcon: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "falcon-cli-test-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "falcon")
+		cmd := exec.Command(gobin, "build", "-o", bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build falcon: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // falcon runs the binary and returns its combined output and exit status.
