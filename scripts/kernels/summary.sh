@@ -49,8 +49,9 @@ done
 echo
 if [ -n "${SKIP:-}" ]; then
 	echo 'Not run in the guest (`KERNEL_SKIP`, `go test -test.skip`): tests that only hold falcon to a speed'
-	echo "or a volume, which software emulation cannot reach — emulator speed, not a kernel feature"
-	echo "(scripts/kernels/run.sh says why, test by test):"
+	echo "or a volume, which software emulation cannot reach — emulator speed, not a kernel feature —"
+	echo "and the layout sweeps' cases beyond docker and docker-ipv6, whose layouts differ in names and"
+	echo "addresses, not in what the kernel does (scripts/kernels/run.sh says why, test by test):"
 	echo
 	for k in $SKIP; do echo "- ${k%%:*}: \`${k#*:}\`"; done
 	echo
