@@ -71,8 +71,8 @@ esac
 # flannel's and calico's layouts differ from docker's in device names and
 # addresses, not in anything the kernel does, and each case takes about
 # 50 s under TCG (TestSteeringLayouts, TestMflowLayouts and
-# TestEnableStatusDisable spent 430 s on them on a slow host, which put the
-# README's test command at 76 min of CI's 90). The host runs every layout.
+# TestEnableStatusDisable spent 370 s on them on a slow host, which put the
+# README's test command at 79 min of CI's 90). The host runs every layout.
 tcg_layouts='(flannel|calico|flannel-ipv6|calico-ipv6)'
 if [ -z "${KERNEL_SKIP+set}" ]; then
 	if [ "$accel" = tcg ]; then
