@@ -21,6 +21,9 @@ var catalogue = []catalogueEntry{
 	{"vanilla", ModeVanilla, "", "the kernel as it comes: nothing is changed (bench's baseline)"},
 	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load (the default)"},
 	{"falcon+split", ModeFalcon, "split=true", "falcon, and split the NIC stage off the interrupt CPU (XDP + cpumap)"},
+	{"fastpath", ModeFastpath, "", "the cached fast path: a flow the overlay has carried skips its devices (VXLAN, bridge or routing, netfilter, veth backlog)"},
+	{"falcon+fastpath", ModeFalcon, "fastpath=true", "falcon, and the cached fast path beside it"},
+	{"falcon+split+fastpath", ModeFalcon, "split=true,fastpath=true", "falcon+split, and the cached fast path beside it"},
 	{"mflow", ModeFalcon, "split=true,batch=256,policy=paper", "MFLOW: split each elephant flow into micro-flows of 256 packets over the split CPUs (TCP; UDP with allow-reorder)"},
 	{"rps", ModeRPS, "", "the Kubernetes RPS/RFS study's RPS: rps_cpus on the host's overlay devices"},
 	{"rps+", ModeRPS, "container-level=true", "RPS, also on the containers' eth0"},
@@ -48,11 +51,21 @@ var implementations = map[string]implementation{
 		new:  func() Mode { return &falconMode{} },
 		what: "falcon to steer",
 		preflight: func(o Options) error {
+			if o.Fastpath {
+				if err := datapath.FastPathSupported(); err != nil {
+					return err
+				}
+			}
 			if o.Split {
 				return datapath.SplitSupported()
 			}
 			return datapath.Supported()
 		},
+	},
+	ModeFastpath: {
+		new:       func() Mode { return &fastMode{} },
+		what:      "a fast path to cache",
+		preflight: func(Options) error { return datapath.FastPathSupported() },
 	},
 	ModeRPS: {new: func() Mode { return &rpsMode{} }, what: "RPS/RFS on it"},
 	ModeRFS: {

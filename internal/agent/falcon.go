@@ -58,6 +58,8 @@ type falconMode struct {
 	// loaded is dp for Activity, which may run beside Stop (a metrics
 	// scrape): set once loaded and never cleared.
 	loaded atomic.Pointer[datapath.Datapath]
+	// fast is the cached fast path, with the setting fastpath=true.
+	fast fastPath
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -73,6 +75,11 @@ func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
 	cfg := m.config(h, ov)
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if h.Opts.Fastpath {
+		if err := checkFastPath(h, ov); err != nil {
+			return err
+		}
 	}
 	return m.checkSplit(h, ov)
 }
@@ -136,6 +143,11 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	}
 	if err := m.attachAll(h, ov, true); err != nil {
 		return err
+	}
+	if h.Opts.Fastpath {
+		if err := m.fast.start(h, ov); err != nil {
+			return err
+		}
 	}
 	// The engagement test starts once everything is attached: its
 	// engageIdle counts from here, not from before a slow attach.
@@ -212,6 +224,9 @@ func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 	defer m.mu.Unlock()
 	m.setOverlay(ov)
 	var errs []error
+	if h.Opts.Fastpath {
+		errs = append(errs, m.fast.sync(h, ov))
+	}
 	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
 		if err := m.dp.SetConfig(cfg); err != nil {
 			errs = append(errs, err)
@@ -259,8 +274,9 @@ func (m *falconMode) Stop(h *Host) error {
 		m.bg.Wait()
 		m.cancel = nil
 	}
+	fastErr := m.fast.stop(h)
 	if m.dp == nil {
-		return nil
+		return fastErr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -285,7 +301,7 @@ func (m *falconMode) Stop(h *Host) error {
 		m.forgetSplits(h)
 	}
 	m.dp, m.hooks, m.stages = nil, nil, nil
-	return err
+	return errors.Join(err, fastErr)
 }
 
 // steered lists the devices whose stage falcon steers, so whose RPS must

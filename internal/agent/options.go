@@ -56,7 +56,9 @@ type Options struct {
 	// Split moves the NIC stage's skb allocation and GRO to SplitCPUs
 	// (nil = CPUs) with XDP and a cpumap (split.go); SplitProto limits it
 	// to inner tcp or udp ("" = all).
-	Split      bool   `json:"split,omitempty"`
+	Split bool `json:"split,omitempty"`
+	// Fastpath runs the cached fast path beside steering (fastpath.go).
+	Fastpath   bool   `json:"fastpath,omitempty"`
 	SplitCPUs  []int  `json:"split_cpus,omitempty"`
 	SplitProto string `json:"split_proto,omitempty"`
 	// HostNICs are NICs of the host network itself whose stage the split
@@ -198,7 +200,7 @@ func sameSettings(a, b Options) bool {
 		a.DrainTimeout == b.DrainTimeout &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
 		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
-		a.FlowEntries == b.FlowEntries && a.Split == b.Split && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
+		a.FlowEntries == b.FlowEntries && a.Split == b.Split && a.Fastpath == b.Fastpath && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
 		a.SplitProto == b.SplitProto && slices.Equal(a.HostNICs, b.HostNICs) && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
 		a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
 }

@@ -109,6 +109,8 @@ var settings = []setting{
 		}},
 	boolSetting("split", "falcon mode: move the NIC stage (skb allocation, GRO from Linux 6.15, IP, UDP, VXLAN) off "+
 		"the interrupt CPU with native XDP and a cpumap (true/false)", func(o *Options) *bool { return &o.Split }, ModeFalcon),
+	boolSetting("fastpath", "falcon mode: run the cached fast path too, so a cached flow's fused stage is the one "+
+		"falcon places (true/false)", func(o *Options) *bool { return &o.Fastpath }, ModeFalcon),
 	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
 		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),
 	{name: "split-proto", impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",

@@ -39,12 +39,15 @@ type Report struct {
 	StoodDown bool `json:"stood_down"`
 	// Engagement: the adaptive policy's verdicts so far and the last one's
 	// figures (why falcon is on or off the path).
-	Engagement *Engagement       `json:"engagement,omitempty"`
-	Load       *LoadReport       `json:"load,omitempty"`
-	Stages     []StageReport     `json:"stages,omitempty"`
-	Totals     *Decisions        `json:"totals,omitempty"`
-	Split      *SplitReport      `json:"split,omitempty"`
-	Devices    []discover.Device `json:"devices,omitempty"`
+	Engagement *Engagement   `json:"engagement,omitempty"`
+	Load       *LoadReport   `json:"load,omitempty"`
+	Stages     []StageReport `json:"stages,omitempty"`
+	Totals     *Decisions    `json:"totals,omitempty"`
+	Split      *SplitReport  `json:"split,omitempty"`
+	// FastPath: the cached fast path's entries, hits, misses, the packets
+	// it left to the slow path by reason, and invalidations.
+	FastPath *FastReport       `json:"fastpath,omitempty"`
+	Devices  []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -127,6 +130,9 @@ func Status(opts Options) (*Report, error) {
 	}
 	r.Devices = st.Devices
 	r.Static, r.Values = st.Static, st.Values
+	if r.Running {
+		r.FastPath = readFastReport(dir)
+	}
 	switch {
 	case st.Static && !st.Ready && r.Running:
 		r.Problem = fmt.Sprintf("mode %s is being applied", st.Options.Mode)

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -104,6 +105,7 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 	}
 	writeSplit(w, r.Split)
+	writeFast(w, r.FastPath)
 	if len(r.Devices) > 0 {
 		fmt.Fprintln(w, "\noverlay:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -268,4 +270,26 @@ func relative(a, b uint64) string {
 		return "no traffic off the path"
 	}
 	return fmt.Sprintf("%+.1f %%", (float64(a)/float64(b)-1)*100)
+}
+
+// writeFast shows the fast path: what it cached and carried, and why the
+// packets it left to the slow path went there.
+func writeFast(w io.Writer, f *FastReport) {
+	if f == nil {
+		return
+	}
+	c := f.Counters
+	fmt.Fprintf(w, "fast path: %d ingress and %d egress entries, generation %d (%d invalidations), on %d devices\n",
+		f.IngressEntries, f.EgressEntries, f.Generation, f.Invalidations, len(f.Hooks))
+	fmt.Fprintf(w, "  ingress: %d hits, %d misses, %d learned; egress: %d hits, %d misses, %d learned\n",
+		c["ingress_hit"], c["ingress_miss"], c["ingress_learned"], c["egress_hit"], c["egress_miss"], c["egress_learned"])
+	var why []string
+	for _, k := range datapath.FastCounters[6:] {
+		if c[k] > 0 {
+			why = append(why, fmt.Sprintf("%s %d", k, c[k]))
+		}
+	}
+	if len(why) > 0 {
+		fmt.Fprintf(w, "  left to the slow path: %s\n", strings.Join(why, ", "))
+	}
 }

@@ -157,8 +157,11 @@ func Cleanup(pinDir string, hooks []Hook) error {
 			continue
 		}
 		clean := cleanupHook
-		if h.Role == HookSplit {
+		switch h.Role {
+		case HookSplit:
 			clean = cleanupSplit
+		case HookFastNIC, HookFastVeth:
+			clean = cleanupFast
 		}
 		err := netns.Do(h.Netns, func() error { return clean(h) })
 		if err != nil {

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR MIT)
+/* falcon's cached fast path (docs/fastpath.md): four tc programs that let a
+ * flow the overlay has already carried skip the overlay's devices.
+ *
+ *   fpath_nic_in   NIC, ingress: a cached VXLAN packet loses its outer
+ *                  headers, gets the Ethernet header the slow path gave it
+ *                  and goes straight into the container (bpf_redirect_peer).
+ *   fpath_veth_eg  container's host-side veth, egress: where the slow
+ *                  path's ingress ends; learns ingress entries.
+ *   fpath_veth_in  container's host-side veth, ingress: a cached packet gets
+ *                  the outer headers the VXLAN device built for its flow and
+ *                  leaves by the NIC (bpf_redirect).
+ *   fpath_nic_eg   NIC, egress: where the slow path's egress ends; learns
+ *                  egress entries.
+ *
+ * Nothing is guessed: an entry holds what the slow path was seen to do to
+ * the flow after the host's netfilter accepted it, and only while the
+ * agent's generation (bumped on any change of rules, routes, neighbours,
+ * links or containers) is the one it was learned under. */
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "fastpath.h"
+#include "parse.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* TC_ACT_UNSPEC (TCX_NEXT): a packet the fast path leaves alone goes on to
+ * the next program at the hook (falcon's steering, in falcon+fastpath). */
+#define PASS TC_ACT_UNSPEC
+
+#define OUTER_LEN 50  /* outer Ethernet 14 + IPv4 20 + UDP 8 + VXLAN 8 */
+#define INNER_IP 64   /* the inner IPv4 header behind OUTER_LEN and the inner Ethernet */
+#define GUARD_NS 1000000000ULL /* a packet can't sit in the kernel's queues this long */
+#define TOUCH_NS 1000000000ULL /* how often a used entry's clock is written */
+#define TCP_CTRL 0x07 /* FIN | SYN | RST */
+
+struct fp_counters {
+	__u64 n[FP_CNT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_config);
+} fp_conf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_counters);
+} fp_stats SEC(".maps");
+
+#define FLOW_MAP(name, vtype)                          \
+	struct {                                       \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);   \
+		__uint(max_entries, FP_FLOWS);         \
+		__type(key, struct fp_key);            \
+		__type(value, vtype);                  \
+	} name SEC(".maps")
+
+FLOW_MAP(fp_in, struct fp_ingress);
+FLOW_MAP(fp_eg, struct fp_egress);
+FLOW_MAP(fp_pend_in, struct fp_pending);
+FLOW_MAP(fp_pend_eg, struct fp_pending);
+
+static __always_inline void count(enum fp_counter c)
+{
+	__u32 zero = 0;
+	struct fp_counters *s = bpf_map_lookup_elem(&fp_stats, &zero);
+
+	if (s && c < FP_CNT_MAX)
+		s->n[c]++;
+}
+
+/* The configuration, or 0 while the fast path is off: also when the agent
+ * has stopped renewing it, so a killed agent's programs, whose caches no
+ * one invalidates any more, stop using them within a second. */
+static __always_inline struct fp_config *config(__u64 now)
+{
+	__u32 zero = 0;
+	struct fp_config *c = bpf_map_lookup_elem(&fp_conf, &zero);
+
+	return c && c->on && now < c->alive_until_ns ? c : 0;
+}
+
+/* What an inner IPv4 packet is, for the caches. */
+struct inner {
+	struct fp_key k;
+	__u8 tos, ttl, tcp_flags;
+};
+
+/* Reads the inner IPv4 header at off: 0, or -1 for a packet the fast path
+ * leaves alone (not TCP/UDP, IP options, a fragment). */
+static __always_inline int inner_ip4(struct __sk_buff *skb, __u32 off, struct inner *in)
+{
+	struct iphdr4 ip;
+	__be16 ports[2];
+
+	if (bpf_skb_load_bytes(skb, off, &ip, sizeof(ip)))
+		return -1;
+	if (ip.ver_ihl != 0x45 || (ip.frag_off & bpf_htons(0x3fff)))
+		return -1;
+	if (ip.protocol != PROTO_TCP && ip.protocol != PROTO_UDP)
+		return -1;
+	if (bpf_skb_load_bytes(skb, off + 20, ports, sizeof(ports)))
+		return -1;
+	__builtin_memset(in, 0, sizeof(*in));
+	in->k.saddr = ip.saddr;
+	in->k.daddr = ip.daddr;
+	in->k.sport = ports[0];
+	in->k.dport = ports[1];
+	in->k.proto = ip.protocol;
+	in->tos = ip.tos;
+	in->ttl = ip.ttl;
+	if (ip.protocol == PROTO_TCP && bpf_skb_load_bytes(skb, off + 33, &in->tcp_flags, 1))
+		return -1;
+	return 0;
+}
+
+/* What the outer headers of a VXLAN packet say. */
+struct outer {
+	__be32 saddr, daddr;
+	__u32 vni;
+	__u16 port;
+	__be16 udp_check;
+};
+
+static __always_inline int is_port(struct fp_config *c, __u16 port)
+{
+#pragma clang loop unroll(full)
+	for (int i = 0; i < FP_PORTS; i++)
+		if (i < c->nports && c->ports[i] == port)
+			return 1;
+	return 0;
+}
+
+/* Reads an IPv4 VXLAN packet's outer headers: 0, or -1 for anything else
+ * (VLAN tags, IP options, fragments, other ports). */
+static __always_inline int vxlan_outer(struct __sk_buff *skb, struct fp_config *c, struct outer *o)
+{
+	struct iphdr4 ip;
+	struct udphdr_ udp;
+	__u8 vx[8];
+	__be16 proto;
+
+	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+		return -1;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
+		return -1;
+	if (ip.ver_ihl != 0x45 || (ip.frag_off & bpf_htons(0x3fff)) || ip.protocol != PROTO_UDP)
+		return -1;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + 20, &udp, sizeof(udp)))
+		return -1;
+	if (!is_port(c, bpf_ntohs(udp.dest)))
+		return -1;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + 28, vx, sizeof(vx)) || !(vx[0] & VXLAN_FLAG_VNI))
+		return -1;
+	if (bpf_skb_load_bytes(skb, 12 + OUTER_LEN, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+		return -1;
+	o->saddr = ip.saddr;
+	o->daddr = ip.daddr;
+	o->vni = (__u32)vx[4] << 16 | (__u32)vx[5] << 8 | vx[6];
+	o->port = bpf_ntohs(udp.dest);
+	o->udp_check = udp.check;
+	return 0;
+}
+
+/* The ordering guard: may the flow take the fast path now? Only when none
+ * of its packets is still on the slow path (or the last went there so long
+ * ago that it has been delivered or dropped). */
+static __always_inline int guard_open(void *pend, struct fp_key *k, __u64 now)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
+
+	if (!p || !p->inflight)
+		return 1;
+	if (now - p->last_ns > GUARD_NS) {
+		p->inflight = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* Hands a packet of the flow to the slow path: counts it in flight and
+ * notes what it looked like, so the end of the slow path can tell what
+ * the overlay changed. */
+static __always_inline void to_slow(void *pend, struct inner *in, struct fp_pending *init, __u32 gen, __u64 now)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
+
+	if (!p) {
+		init->inflight = 1;
+		init->last_ns = now;
+		init->gen = gen;
+		init->tos = in->tos;
+		init->ttl = in->ttl;
+		if (!bpf_map_update_elem(pend, &in->k, init, BPF_NOEXIST))
+			return;
+		p = bpf_map_lookup_elem(pend, &in->k);
+		if (!p)
+			return;
+	}
+	if (p->tos != in->tos || p->ttl != in->ttl)
+		p->varies = 1;
+	/* gen is the generation every packet now in flight was handed over
+	 * under; one handed over under another makes it 0 (never current)
+	 * until the flow's slow packets have drained. */
+	if (!p->inflight)
+		p->gen = gen;
+	else if (p->gen != gen)
+		p->gen = 0;
+	__sync_fetch_and_add(&p->inflight, 1);
+	p->last_ns = now;
+}
+
+/* At the end of the slow path: one of the flow's packets arrived. Returns
+ * the flow's pending record if the packet may teach the cache: every packet
+ * in flight was handed over under the current generation, and the slow
+ * path changed nothing but, at most, one hop of TTL. */
+static __always_inline struct fp_pending *arrived(void *pend, struct inner *in, struct fp_config *c, __u8 *ttl_dec)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
+
+	/* Nothing in flight: the packet did not come the slow way (a fast
+	 * packet leaving by the NIC), or came after the guard gave up on it. */
+	if (!p || !p->inflight)
+		return 0;
+	__sync_fetch_and_add(&p->inflight, -1);
+	if (p->gen != c->gen || c->gen == 0)
+		return 0;
+	if (p->varies || p->tos != in->tos || (__u8)(p->ttl - in->ttl) > 1) {
+		count(FP_CHANGED);
+		return 0;
+	}
+	*ttl_dec = p->ttl - in->ttl;
+	return p;
+}
+
+/* Decrements the IPv4 TTL at off and fixes the header checksum. */
+static __always_inline int ttl_dec(struct __sk_buff *skb, __u32 off)
+{
+	__be16 old, new;
+
+	if (bpf_skb_load_bytes(skb, off + 8, &old, sizeof(old)))
+		return -1;
+	new = old;
+	((__u8 *)&new)[0]--;
+	if (bpf_l3_csum_replace(skb, off + 10, old, new, sizeof(new)))
+		return -1;
+	return bpf_skb_store_bytes(skb, off + 8, &new, sizeof(new), 0);
+}
+
+static __always_inline void touch(__u64 *used, __u64 now)
+{
+	if (now - *used > TOUCH_NS)
+		*used = now;
+}
+
+SEC("tc")
+int fpath_nic_in(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct fp_config *c = config(now);
+	struct fp_pending init = {};
+	struct fp_ingress *e;
+	struct outer o;
+	struct inner in;
+
+	if (!c || vxlan_outer(skb, c, &o))
+		return PASS;
+	if (inner_ip4(skb, INNER_IP, &in)) {
+		count(FP_NOT_ELIGIBLE);
+		return PASS;
+	}
+	e = bpf_map_lookup_elem(&fp_in, &in.k);
+	if (!e) {
+		count(FP_IN_MISS);
+	} else if (e->gen != c->gen) {
+		count(FP_STALE);
+	} else if (e->remote != o.saddr || e->local != o.daddr || e->vni != o.vni || e->port != o.port) {
+		count(FP_SPOOF);
+	} else if (in.tcp_flags & TCP_CTRL) {
+		count(FP_CONTROL);
+		if (in.tcp_flags & 0x05) /* FIN or RST: the flow ends, relearn a new one */
+			bpf_map_delete_elem(&fp_in, &in.k);
+	} else if (skb->gso_segs > 1 || skb->gso_size) {
+		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
+		 * GSO type as the VXLAN device does on decapsulation. */
+		count(FP_NOT_ELIGIBLE);
+	} else if (!guard_open(&fp_pend_in, &in.k, now)) {
+		count(FP_GUARD_WAIT);
+	} else {
+		__u8 eth[14];
+		__u32 ifindex = e->ifindex;
+		int dec = e->ttl_dec;
+
+		__builtin_memcpy(eth, e->eth, sizeof(eth));
+		touch(&e->used_ns, now);
+		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, c->decap_flags)) {
+			count(FP_HELPER_FAIL);
+			goto slow;
+		}
+		/* From here the packet is decapsulated: it can only go on. */
+		if (bpf_skb_store_bytes(skb, 0, eth, sizeof(eth), 0) || (dec && ttl_dec(skb, ETH_HLEN))) {
+			count(FP_HELPER_FAIL);
+			return TC_ACT_SHOT;
+		}
+		count(FP_IN_HIT);
+		return bpf_redirect_peer(ifindex, 0);
+	}
+slow:
+	init.outer_saddr = o.saddr;
+	init.outer_daddr = o.daddr;
+	init.vni = o.vni;
+	init.port = o.port;
+	to_slow(&fp_pend_in, &in, &init, c->gen, now);
+	return PASS;
+}
+
+SEC("tc")
+int fpath_veth_eg(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct fp_config *c = config(now);
+	struct fp_ingress e = {};
+	struct fp_pending *p;
+	struct inner in;
+	__be16 proto;
+	__u8 dec = 0;
+
+	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+		return PASS;
+	if (inner_ip4(skb, ETH_HLEN, &in))
+		return PASS;
+	p = arrived(&fp_pend_in, &in, c, &dec);
+	if (!p || (in.tcp_flags & TCP_CTRL))
+		return PASS;
+	if (bpf_skb_load_bytes(skb, 0, e.eth, sizeof(e.eth)))
+		return PASS;
+	e.gen = c->gen;
+	e.ifindex = skb->ifindex;
+	e.remote = p->outer_saddr;
+	e.local = p->outer_daddr;
+	e.vni = p->vni;
+	e.port = p->port;
+	e.ttl_dec = dec;
+	e.used_ns = now;
+	if (!bpf_map_update_elem(&fp_in, &in.k, &e, BPF_ANY))
+		count(FP_IN_LEARN);
+	return PASS;
+}
+
+/* Writes the learned outer headers in front of the packet (room made),
+ * with this packet's lengths, IP ID and header checksum. */
+static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e)
+{
+	__u8 hdr[FP_HDR];
+	struct iphdr4 *ip = (void *)(hdr + ETH_HLEN);
+	struct udphdr_ *udp = (void *)(hdr + ETH_HLEN + 20);
+	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
+		      BPF_F_ADJ_ROOM_ENCAP_L2_ETH | BPF_F_ADJ_ROOM_ENCAP_L2(ETH_HLEN);
+	__s64 sum;
+	__u32 len;
+
+	__builtin_memcpy(hdr, e->hdr, sizeof(hdr));
+	if (bpf_skb_adjust_room(skb, OUTER_LEN, BPF_ADJ_ROOM_MAC, flags))
+		return -1;
+	len = skb->len;
+	ip->tot_len = bpf_htons(len - ETH_HLEN);
+	ip->id = bpf_get_prandom_u32();
+	ip->check = 0;
+	sum = bpf_csum_diff(0, 0, (__be32 *)ip, 20, 0);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	ip->check = ~sum;
+	udp->len = bpf_htons(len - ETH_HLEN - 20);
+	/* No outer UDP checksum, whatever the device's udpcsum: over IPv4 a
+	 * zero checksum is what RFC 7348 recommends and every receiver takes,
+	 * and the real one would need the whole packet summed. */
+	udp->check = 0;
+	return bpf_skb_store_bytes(skb, 0, hdr, sizeof(hdr), 0);
+}
+
+SEC("tc")
+int fpath_veth_in(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct fp_config *c = config(now);
+	struct fp_pending init = {};
+	struct fp_egress *e;
+	struct inner in;
+	__be16 proto;
+
+	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+		return PASS;
+	if (inner_ip4(skb, ETH_HLEN, &in)) {
+		count(FP_NOT_ELIGIBLE);
+		return PASS;
+	}
+	e = bpf_map_lookup_elem(&fp_eg, &in.k);
+	if (!e) {
+		count(FP_EG_MISS);
+	} else if (e->gen != c->gen) {
+		count(FP_STALE);
+	} else if (e->ifindex != skb->ifindex) {
+		count(FP_SPOOF);
+	} else if (in.tcp_flags & TCP_CTRL) {
+		count(FP_CONTROL);
+		if (in.tcp_flags & 0x05)
+			bpf_map_delete_elem(&fp_eg, &in.k);
+	} else if (!guard_open(&fp_pend_eg, &in.k, now)) {
+		count(FP_GUARD_WAIT);
+	} else {
+		__u32 nic = e->nic;
+		int dec = e->ttl_dec;
+
+		touch(&e->used_ns, now);
+		if (encap(skb, e)) {
+			count(FP_HELPER_FAIL);
+			return TC_ACT_SHOT;
+		}
+		if (dec && ttl_dec(skb, INNER_IP)) {
+			count(FP_HELPER_FAIL);
+			return TC_ACT_SHOT;
+		}
+		count(FP_EG_HIT);
+		return bpf_redirect(nic, 0);
+	}
+	init.ifindex = skb->ifindex;
+	to_slow(&fp_pend_eg, &in, &init, c->gen, now);
+	return PASS;
+}
+
+SEC("tc")
+int fpath_nic_eg(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct fp_config *c = config(now);
+	struct fp_egress e = {};
+	struct fp_pending *p;
+	struct outer o;
+	struct inner in;
+	__u8 dec = 0;
+
+	if (!c || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
+		return PASS;
+	p = arrived(&fp_pend_eg, &in, c, &dec);
+	if (!p || (in.tcp_flags & TCP_CTRL))
+		return PASS;
+	if (bpf_skb_load_bytes(skb, 0, e.hdr, sizeof(e.hdr)))
+		return PASS;
+	e.gen = c->gen;
+	e.nic = skb->ifindex;
+	e.ifindex = p->ifindex;
+	e.ttl_dec = dec;
+	e.used_ns = now;
+	if (!bpf_map_update_elem(&fp_eg, &in.k, &e, BPF_ANY))
+		count(FP_EG_LEARN);
+	return PASS;
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/* Types shared between the fast path (fastpath.c) and its Go loader
+ * (internal/datapath/fastpath.go). bpf2go turns each struct into a Go type;
+ * fields are naturally aligned so both agree without packing. */
+#ifndef FALCON_FASTPATH_H
+#define FALCON_FASTPATH_H
+
+#include <linux/types.h>
+
+#define FP_FLOWS 65536
+#define FP_PORTS 8
+#define FP_HDR 64 /* outer Ethernet, IPv4, UDP, VXLAN, inner Ethernet */
+
+/* The inner flow, in network byte order as it is on the wire. */
+struct fp_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+/* The agent's settings. gen is bumped on every change that could alter
+ * what the slow path does (rules, routes, neighbours, links, containers):
+ * an entry learned under an older generation is never used. */
+struct fp_config {
+	__u64 alive_until_ns; /* CLOCK_MONOTONIC: off after this unless renewed */
+	__u32 gen;
+	__u32 on;
+	__u32 nports;
+	__u32 decap_flags; /* BPF_F_ADJ_ROOM_DECAP_L3_IPV4 where the kernel has it */
+	__u16 ports[FP_PORTS]; /* VXLAN UDP ports, host order */
+};
+
+/* A flow's packets that took the slow path and are not yet seen where the
+ * slow path ends: while any is in flight the flow stays on the slow path,
+ * so a fast packet never overtakes a slow one (the ordering guard). */
+struct fp_pending {
+	__u64 last_ns;  /* the latest packet handed to the slow path */
+	__u32 inflight; /* handed to the slow path, not yet seen at the end */
+	__u32 gen;      /* generation when the first of them was handed over */
+	__be32 outer_saddr; /* ingress: what the NIC saw */
+	__be32 outer_daddr;
+	__u32 vni;
+	__u32 ifindex; /* egress: the container's host-side veth */
+	__u16 port;    /* ingress: the outer UDP destination port, host order */
+	__u8 tos;
+	__u8 ttl;
+	__u8 varies; /* tos or ttl differed between packets: never cached */
+	__u8 pad[7];
+};
+
+/* Ingress: learned at a container's host-side veth (egress) from a
+ * decapsulated packet the host's netfilter had accepted. */
+struct fp_ingress {
+	__u64 used_ns;
+	__u32 gen;
+	__u32 ifindex; /* the host-side veth: bpf_redirect_peer's target */
+	__be32 remote; /* the outer source that carried it */
+	__be32 local;  /* the outer destination */
+	__u32 vni;
+	__u16 port;
+	__u8 eth[14]; /* the Ethernet header the slow path gave it */
+	__u8 ttl_dec; /* routed layouts: the slow path decremented the TTL */
+	__u8 pad[3];
+};
+
+/* Egress: learned at the NIC (egress) from the encapsulated packet the slow
+ * path built for the flow. */
+struct fp_egress {
+	__u64 used_ns;
+	__u32 gen;
+	__u32 nic;     /* where it left */
+	__u32 ifindex; /* the container's host-side veth it came from */
+	__u8 ttl_dec;
+	__u8 pad[3];
+	__u8 hdr[FP_HDR];
+};
+
+enum fp_counter {
+	FP_IN_HIT = 0,
+	FP_IN_MISS,
+	FP_EG_HIT,
+	FP_EG_MISS,
+	FP_IN_LEARN,
+	FP_EG_LEARN,
+	FP_GUARD_WAIT,  /* cached, but the flow's slow packets were still in flight */
+	FP_STALE,       /* cached under an older generation */
+	FP_SPOOF,       /* VNI, outer source or destination, or inner source not as learned */
+	FP_CHANGED,     /* the slow path changed the packet beyond TTL: never cached */
+	FP_CONTROL,     /* TCP SYN, FIN or RST: always the slow path */
+	FP_NOT_ELIGIBLE, /* not IPv4 TCP/UDP, IP options, a fragment */
+	FP_HELPER_FAIL, /* a helper refused the packet: it took the slow path */
+	FP_CNT_MAX,
+};
+
+#endif

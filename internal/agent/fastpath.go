@@ -1,0 +1,318 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/fileutil"
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// ModeFastpath is the cached fast path alone (docs/fastpath.md); falcon's
+// implementation runs it beside steering with the setting fastpath=true.
+const ModeFastpath = "fastpath"
+
+const (
+	// fastRenew: how often the agent tells the programs it is alive, and
+	// fastAlive how long they trust their caches without hearing so.
+	fastRenew = 250 * time.Millisecond
+	fastAlive = time.Second
+	// fastIdle: an entry unused this long is removed (the LRU maps also
+	// evict the least used when full).
+	fastIdle = time.Minute
+	// fastStatsFile is what status reads of a running fast path.
+	fastStatsFile = "fastpath.json"
+)
+
+// fastPath runs the fast path for one host namespace: programs on its NIC
+// and every container's host-side veth, the whole cache invalidated on any
+// announced change of rules, routes, neighbours or links, and on any
+// container coming or going.
+type fastPath struct {
+	mu     sync.Mutex
+	fp     *datapath.FastPath
+	hooks  map[string]datapath.Hook
+	cancel context.CancelFunc
+	bg     sync.WaitGroup
+	// invalidations: caches dropped since start (by announcements and
+	// container changes).
+	invalidations atomic.Uint64
+}
+
+// FastReport is the fast path's part of falcon status.
+type FastReport struct {
+	datapath.FastStats
+	Invalidations uint64    `json:"invalidations"`
+	Hooks         []string  `json:"hooks"`
+	Updated       time.Time `json:"updated"`
+}
+
+// checkFastPath says why the fast path cannot run on ov, if it cannot.
+func checkFastPath(h *Host, ov *discover.Overlay) error {
+	if err := datapath.FastPathSupported(); err != nil {
+		return err
+	}
+	if err := checkOverlay(h, ov); err != nil {
+		return err
+	}
+	for _, vx := range ov.Role(discover.RoleOverlay) {
+		if vx.VXLAN == nil || vx.VXLAN.FlowBased {
+			return fmt.Errorf("the fast path cannot cache %s: a flow-based (external) VXLAN device takes its tunnel from per-packet metadata", vx.Name)
+		}
+	}
+	for _, nic := range ov.Role(discover.RoleNIC) {
+		if nic.Netns != h.Opts.Netns {
+			return fmt.Errorf("the fast path needs the NIC in the host namespace; %s is in %s", nic.Name, netns.Label(nic.Netns))
+		}
+		if err := ipv4Underlay(nic); err != nil {
+			return err
+		}
+	}
+	reason, err := unsafeRules(h.Opts.Netns)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return fmt.Errorf("the fast path would skip what the host's netfilter decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
+	}
+	return nil
+}
+
+// ipv4Underlay refuses an overlay over IPv6: the VXLAN device must then set
+// the outer UDP checksum, over the whole packet, which tc cannot afford.
+func ipv4Underlay(nic discover.Device) error {
+	var v4 int
+	err := netns.Do(nic.Netns, func() error {
+		l, err := netlink.LinkByIndex(nic.Ifindex)
+		if err != nil {
+			return err
+		}
+		as, err := netlink.AddrList(l, netlink.FAMILY_V4)
+		v4 = len(as)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read the addresses of %s: %w", nic.Name, err)
+	}
+	if v4 == 0 {
+		return fmt.Errorf("the fast path needs an IPv4 underlay: %s has no IPv4 address (over IPv6 the VXLAN device sets an outer UDP checksum, which the fast path does not compute)", nic.Name)
+	}
+	return nil
+}
+
+func vxlanPorts(ov *discover.Overlay) []int {
+	var ports []int
+	for _, vx := range ov.Role(discover.RoleOverlay) {
+		if vx.VXLAN != nil && !containsInt(ports, vx.VXLAN.Port) && len(ports) < datapath.MaxPorts {
+			ports = append(ports, vx.VXLAN.Port)
+		}
+	}
+	return ports
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// start loads the programs, attaches them and begins watching for changes.
+func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
+	fds, err := openWatch(h.Opts.Netns)
+	if err != nil {
+		return err
+	}
+	fp, err := datapath.NewFastPath(vxlanPorts(ov))
+	if err != nil {
+		closeAll(fds)
+		return err
+	}
+	f.fp, f.hooks = fp, map[string]datapath.Hook{}
+	if err := f.sync(h, ov); err != nil {
+		closeAll(fds)
+		return errors.Join(err, f.stop(h))
+	}
+	if err := fp.Renew(fastAlive); err != nil {
+		closeAll(fds)
+		return errors.Join(err, f.stop(h))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.bg.Add(2)
+	go func() {
+		defer f.bg.Done()
+		if err := watch(ctx, fds, f.invalidate); err != nil {
+			// Blind to changes, the caches can't be trusted: the
+			// programs stop using them when renewal stops.
+			h.Log().Error("fast path: watching for changes failed; the fast path is off", "err", err)
+			cancel()
+		}
+	}()
+	go func() {
+		defer f.bg.Done()
+		f.keepAlive(ctx, h)
+	}()
+	h.Log().Info("fast path on", "hooks", len(f.hooks), "ports", vxlanPorts(ov))
+	return nil
+}
+
+func (f *fastPath) invalidate() {
+	if err := f.fp.Invalidate(); err == nil {
+		f.invalidations.Add(1)
+	}
+}
+
+// keepAlive renews the programs' trust, ages idle entries and publishes
+// the statistics, until ctx ends.
+func (f *fastPath) keepAlive(ctx context.Context, h *Host) {
+	tick := time.NewTicker(fastRenew)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := f.fp.Renew(fastAlive); err != nil {
+			h.Log().Error("fast path: renew", "err", err)
+		}
+		if n%4 == 0 {
+			f.publish(h)
+		}
+		if n%40 == 0 {
+			f.fp.Age(fastIdle)
+		}
+	}
+}
+
+func (f *fastPath) publish(h *Host) {
+	r, err := f.report()
+	if err != nil {
+		return
+	}
+	fileutil.WriteJSON(filepath.Join(h.Dir, fastStatsFile), r, 0o600)
+}
+
+func (f *fastPath) report() (*FastReport, error) {
+	st, err := f.fp.Stats()
+	if err != nil {
+		return nil, err
+	}
+	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now()}
+	f.mu.Lock()
+	for _, hk := range f.hooks {
+		r.Hooks = append(r.Hooks, fmt.Sprintf("%s (%s)", hk.Name, hk.Role))
+	}
+	f.mu.Unlock()
+	return r, nil
+}
+
+// sync attaches to the NIC and every host-side veth of ov and detaches from
+// those gone; any change invalidates the caches.
+func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := map[string]datapath.Hook{}
+	for _, d := range ov.Devices {
+		role := datapath.HookRole("")
+		switch {
+		case d.Role == discover.RoleNIC:
+			role = datapath.HookFastNIC
+		case d.Role == discover.RoleHostVeth && d.Netns == h.Opts.Netns:
+			role = datapath.HookFastVeth
+		default:
+			continue
+		}
+		want[d.Key()] = datapath.Hook{Netns: d.Netns, Ifindex: d.Ifindex, Name: d.Name, Role: role}
+	}
+	changed := false
+	for k, hk := range f.hooks {
+		if _, ok := want[k]; !ok {
+			if err := f.fp.Detach(hk); err != nil {
+				return err
+			}
+			h.RemoveHooks(hk)
+			delete(f.hooks, k)
+			changed = true
+		}
+	}
+	for k, hk := range want {
+		if _, ok := f.hooks[k]; ok {
+			continue
+		}
+		if err := h.AddHooks(hk); err != nil {
+			return err
+		}
+		if err := f.fp.Attach(hk); err != nil {
+			return err
+		}
+		f.hooks[k] = hk
+		changed = true
+	}
+	if changed {
+		f.invalidate()
+	}
+	return nil
+}
+
+func (f *fastPath) stop(h *Host) error {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.bg.Wait()
+	if f.fp == nil {
+		return nil
+	}
+	err := f.fp.Close()
+	var hooks []datapath.Hook
+	for _, hk := range f.hooks {
+		hooks = append(hooks, hk)
+	}
+	f.hooks = nil
+	os.Remove(filepath.Join(h.Dir, fastStatsFile))
+	return errors.Join(err, h.RemoveHooks(hooks...))
+}
+
+// fastMode is the fast path alone.
+type fastMode struct {
+	fast  fastPath
+	ready atomic.Bool
+}
+
+func (m *fastMode) Check(h *Host, ov *discover.Overlay) error { return checkFastPath(h, ov) }
+
+func (m *fastMode) Start(h *Host, ov *discover.Overlay) error {
+	if err := m.fast.start(h, ov); err != nil {
+		return err
+	}
+	m.ready.Store(true)
+	return nil
+}
+
+func (m *fastMode) Update(h *Host, ov *discover.Overlay) error { return m.fast.sync(h, ov) }
+func (m *fastMode) Ready() bool                                { return m.ready.Load() }
+func (m *fastMode) Stop(h *Host) error                         { m.ready.Store(false); return m.fast.stop(h) }
+
+// readFastReport is a running agent's last published fast path report.
+func readFastReport(dir string) *FastReport {
+	var r FastReport
+	b, err := os.ReadFile(filepath.Join(dir, fastStatsFile))
+	if err != nil || json.Unmarshal(b, &r) != nil {
+		return nil
+	}
+	return &r
+}

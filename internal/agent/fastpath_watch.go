@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// The kernel's announcements that can change what the slow path does to a
+// flow: links (state, MTU, master), addresses, neighbours and FDB entries
+// (RTM_*NEIGH, also for AF_BRIDGE), routes, and every nftables ruleset
+// generation (NFT_MSG_NEWGEN ends each committed batch, iptables-nft's
+// included). Each one invalidates the whole cache: what a change affects is
+// not worth computing when relearning costs one slow packet per flow.
+const (
+	rtGroups = unix.RTMGRP_LINK | unix.RTMGRP_NEIGH | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
+		unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE
+	nfnlGroupNftables = 7 // NFNLGRP_NFTABLES
+)
+
+// openWatch opens the two netlink sockets in namespace ns (a socket stays in
+// the namespace it was made in).
+func openWatch(ns string) (fds []int, err error) {
+	err = netns.Do(ns, func() error {
+		rt, err := netlinkSocket(unix.NETLINK_ROUTE, rtGroups, 0)
+		if err != nil {
+			return fmt.Errorf("rtnetlink: %w", err)
+		}
+		fds = append(fds, rt)
+		nf, err := netlinkSocket(unix.NETLINK_NETFILTER, 0, nfnlGroupNftables)
+		if err != nil {
+			return fmt.Errorf("nftables notifications: %w", err)
+		}
+		fds = append(fds, nf)
+		return nil
+	})
+	if err != nil {
+		closeAll(fds)
+		return nil, fmt.Errorf("watch network namespace %s for changes: %w", netns.Label(ns), err)
+	}
+	return fds, nil
+}
+
+func netlinkSocket(proto, groups, group int) (int, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: uint32(groups)}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if group != 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, group); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+	}
+	// A full receive buffer loses announcements: ENOBUFS then says so,
+	// and is taken as a change too.
+	unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 1<<20)
+	return fd, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// watch calls changed for every announcement on fds until ctx ends; it
+// closes fds.
+func watch(ctx context.Context, fds []int, changed func()) error {
+	defer closeAll(fds)
+	pfds := make([]unix.PollFd, len(fds))
+	for i, fd := range fds {
+		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	buf := make([]byte, 1<<16)
+	for ctx.Err() == nil {
+		n, err := unix.Poll(pfds, 50)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		if n <= 0 {
+			continue
+		}
+		news := false
+		for i := range pfds {
+			if pfds[i].Revents == 0 {
+				continue
+			}
+			// Drain everything queued: one invalidation covers it all.
+			for {
+				_, _, err := unix.Recvfrom(fds[i], buf, unix.MSG_DONTWAIT)
+				if errors.Is(err, unix.EAGAIN) {
+					break
+				}
+				news = true
+				if err != nil && !errors.Is(err, unix.ENOBUFS) {
+					return err
+				}
+			}
+		}
+		if news {
+			changed()
+		}
+	}
+	return nil
+}

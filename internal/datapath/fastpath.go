@@ -1,0 +1,288 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
+)
+
+// The fast path's hook roles: where its programs attach (bpf/fastpath.c).
+const (
+	// HookFastNIC: the underlay NIC, ingress (decapsulate and deliver) and
+	// egress (learn what the VXLAN device built).
+	HookFastNIC HookRole = "fastpath-nic"
+	// HookFastVeth: a container's host-side veth, ingress (encapsulate and
+	// send) and egress (learn what the slow path delivered).
+	HookFastVeth HookRole = "fastpath-veth"
+)
+
+// fastPrefix names the fast path's programs and cls_bpf filters, so that
+// Cleanup finds them and falcon's own cleanup leaves them alone.
+const fastPrefix = "fpath_"
+
+// The fast path's filter on kernels without tcx: after falcon's (priority
+// 1), which passes every packet on.
+const fastFilterPrio, fastFilterHandle = 250, 250
+
+// FastCounters names the slots of enum fp_counter (bpf/fastpath.h).
+var FastCounters = []string{
+	"ingress_hit", "ingress_miss", "egress_hit", "egress_miss",
+	"ingress_learned", "egress_learned", "guard_wait", "stale",
+	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
+	"helper_failed",
+}
+
+// FastPathSupported says whether this kernel can run the fast path: tc
+// programs and bpf_redirect_peer (Linux 5.10) for tc.
+func FastPathSupported() error {
+	if err := Supported(); err != nil {
+		return err
+	}
+	err := features.HaveProgramHelper(ebpf.SchedCLS, asm.FnRedirectPeer)
+	if errors.Is(err, ebpf.ErrNotSupported) {
+		return fmt.Errorf("this kernel lacks the BPF helper bpf_redirect_peer (Linux 5.10), which the fast path needs to deliver into a container")
+	}
+	return err
+}
+
+// FastPath is the loaded fast path: its maps, its four programs and where
+// they are attached.
+type FastPath struct {
+	mu    sync.Mutex
+	objs  fastpathObjects
+	cfg   fastpathFpConfig
+	hooks map[hookKey][]fastAttachment
+	// forceClsact makes attach skip tcx (tests of the pre-6.6 path).
+	forceClsact bool
+}
+
+type fastAttachment struct {
+	link   link.Link
+	filter *netlink.BpfFilter
+}
+
+// NewFastPath loads the fast path for VXLAN devices on ports; it starts
+// with empty caches, off until Renew.
+func NewFastPath(ports []int) (*FastPath, error) {
+	if len(ports) == 0 || len(ports) > MaxPorts {
+		return nil, fmt.Errorf("fast path: %d VXLAN ports, want 1 to %d", len(ports), MaxPorts)
+	}
+	f := &FastPath{hooks: map[hookKey][]fastAttachment{}}
+	if err := loadFastpathObjects(&f.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load the fast path: %+v", ve)
+		}
+		return nil, fmt.Errorf("load the fast path: %w", err)
+	}
+	f.cfg.Gen = 1
+	f.cfg.On = 1
+	for i, p := range ports {
+		f.cfg.Ports[i] = uint16(p)
+	}
+	f.cfg.Nports = uint32(len(ports))
+	return f, nil
+}
+
+// Renew keeps the fast path on for d more: the programs stop using their
+// caches when the agent stops renewing (a killed agent invalidates nothing).
+func (f *FastPath) Renew(d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.AliveUntilNs = monotonicNow() + uint64(d)
+	return f.objs.FpConf.Put(uint32(0), f.cfg)
+}
+
+// Invalidate makes every cached entry unusable at once: the next packet of
+// every flow takes the slow path, which teaches the caches again.
+func (f *FastPath) Invalidate() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.Gen++
+	if f.cfg.Gen == 0 { // 0 marks a flow whose slow packets span generations
+		f.cfg.Gen = 1
+	}
+	return f.objs.FpConf.Put(uint32(0), f.cfg)
+}
+
+// Generation is the current cache generation.
+func (f *FastPath) Generation() uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cfg.Gen
+}
+
+// Attach attaches the fast path's programs at h (role HookFastNIC or
+// HookFastVeth), ingress and egress, in h's namespace.
+func (f *FastPath) Attach(h Hook) error {
+	var in, eg *ebpf.Program
+	switch h.Role {
+	case HookFastNIC:
+		in, eg = f.objs.FpathNicIn, f.objs.FpathNicEg
+	case HookFastVeth:
+		in, eg = f.objs.FpathVethIn, f.objs.FpathVethEg
+	default:
+		return fmt.Errorf("hook %s: role %q is not the fast path's", h, h.Role)
+	}
+	if h.Ifindex <= 0 {
+		return fmt.Errorf("hook %s: ifindex must be positive", h)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.hooks[h.key()]; ok {
+		return nil
+	}
+	var atts []fastAttachment
+	err := netns.Do(h.Netns, func() error {
+		if _, err := hookDevice(h, "fast path"); err != nil {
+			return err
+		}
+		for _, dir := range []struct {
+			prog   *ebpf.Program
+			egress bool
+		}{{eg, true}, {in, false}} { // learn before using
+			a, err := f.attachOne(h.Ifindex, dir.prog, dir.egress)
+			if err != nil {
+				return fmt.Errorf("hook %s: %w", h, err)
+			}
+			atts = append(atts, a)
+		}
+		return nil
+	})
+	if err != nil {
+		netns.Do(h.Netns, func() error { return detachFast(h.Ifindex, atts) })
+		return err
+	}
+	f.hooks[h.key()] = atts
+	return nil
+}
+
+func (f *FastPath) attachOne(ifindex int, prog *ebpf.Program, egress bool) (fastAttachment, error) {
+	if !f.forceClsact {
+		at := ebpf.AttachTCXIngress
+		if egress {
+			at = ebpf.AttachTCXEgress
+		}
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: at, Anchor: link.Tail()})
+		if err == nil {
+			return fastAttachment{link: l}, nil
+		}
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			return fastAttachment{}, fmt.Errorf("attach tcx: %w", err)
+		}
+	}
+	if err := netlink.QdiscAdd(clsactQdisc(ifindex)); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fastAttachment{}, fmt.Errorf("add clsact qdisc: %w", err)
+	}
+	info, _ := prog.Info()
+	name := fastPrefix
+	if info != nil {
+		name = info.Name
+	}
+	fl := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifindex, Parent: filterParent(egress),
+			Handle: fastFilterHandle, Priority: fastFilterPrio, Protocol: unix.ETH_P_ALL,
+		},
+		Fd: prog.FD(), Name: name, DirectAction: true,
+	}
+	if err := netlink.FilterReplace(fl); err != nil {
+		deleteClsactIfEmpty(ifindex)
+		return fastAttachment{}, fmt.Errorf("add cls_bpf filter: %w", err)
+	}
+	return fastAttachment{filter: fl}, nil
+}
+
+func detachFast(ifindex int, atts []fastAttachment) error {
+	var errs []error
+	filters := false
+	for _, a := range atts {
+		switch {
+		case a.link != nil:
+			errs = append(errs, a.link.Close())
+		case a.filter != nil:
+			if err := netlink.FilterDel(a.filter); err != nil && !gone(err) {
+				errs = append(errs, err)
+			}
+			filters = true
+		}
+	}
+	if filters {
+		errs = append(errs, deleteClsactIfEmpty(ifindex))
+	}
+	return errors.Join(errs...)
+}
+
+// Detach removes the programs from h; not attached is no error.
+func (f *FastPath) Detach(h Hook) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	atts, ok := f.hooks[h.key()]
+	if !ok {
+		return nil
+	}
+	delete(f.hooks, h.key())
+	if !netns.Exists(h.Netns) {
+		return nil
+	}
+	return netns.Do(h.Netns, func() error { return detachFast(h.Ifindex, atts) })
+}
+
+// Close detaches everything and releases the programs and maps.
+func (f *FastPath) Close() error {
+	f.mu.Lock()
+	hooks := f.hooks
+	f.hooks = map[hookKey][]fastAttachment{}
+	f.mu.Unlock()
+	var errs []error
+	for k, atts := range hooks {
+		if netns.Exists(k.netns) {
+			errs = append(errs, netns.Do(k.netns, func() error { return detachFast(k.ifindex, atts) }))
+		}
+	}
+	errs = append(errs, f.objs.Close())
+	return errors.Join(errs...)
+}
+
+// cleanupFast removes what a killed agent's fast path left at h: cls_bpf
+// filters (tcx links die with the agent's file descriptors).
+func cleanupFast(h Hook) error {
+	l, err := hookLink(h)
+	if l == nil {
+		return err
+	}
+	var errs []error
+	removed := false
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(l, parent)
+		if err != nil {
+			if !gone(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		for _, fl := range fs {
+			if bf, ok := fl.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, fastPrefix) {
+				if err := netlink.FilterDel(bf); err != nil && !gone(err) {
+					errs = append(errs, err)
+				}
+				removed = true
+			}
+		}
+	}
+	if removed {
+		errs = append(errs, deleteClsactIfEmpty(h.Ifindex))
+	}
+	return errors.Join(errs...)
+}
