@@ -5,8 +5,10 @@
  *   fpath_nic_in   NIC, ingress: a cached VXLAN packet loses its outer
  *                  headers, gets the Ethernet header the slow path gave it
  *                  and goes straight into the container (bpf_redirect_peer).
- *   fpath_veth_eg  container's host-side veth, egress: where the slow
- *                  path's ingress ends; learns ingress entries.
+ *   fpath_veth_eg  container's host-side veth, egress: where the host's
+ *                  part of the slow path ends; learns ingress entries.
+ *   fpath_pod_in   the container's end, ingress: past the veth's backlog,
+ *                  where a slow packet has really arrived (the guard).
  *   fpath_veth_in  container's host-side veth, ingress: a cached packet gets
  *                  the outer headers the VXLAN device built for its flow and
  *                  leaves by the NIC (bpf_redirect).
@@ -218,19 +220,82 @@ static __always_inline void to_slow(void *pend, struct inner *in, struct fp_pend
 	p->last_ns = now;
 }
 
-/* At the end of the slow path: one of the flow's packets arrived. Returns
- * the flow's pending record if the packet may teach the cache: every packet
- * in flight was handed over under the current generation, and the slow
- * path changed nothing but, at most, one hop of TTL. */
-static __always_inline struct fp_pending *arrived(void *pend, struct inner *in, struct fp_config *c, __u8 *ttl_dec)
+/* One of the flow's slow packets is past every queue: the guard counts it
+ * off. */
+static __always_inline void arrived(void *pend, struct fp_key *k)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
+
+	/* Nothing in flight: the packet did not come the slow way (a fast
+	 * packet), or came after the guard gave up on it. */
+	if (p && p->inflight)
+		__sync_fetch_and_add(&p->inflight, -1);
+}
+
+/* Slow packets that reached a container's end on this CPU and may still be
+ * on their way up its stack: a fast packet taking the short way on another
+ * CPU could overtake them at the socket. They count as arrived when the
+ * NAPI poll that delivered them returns (the stack is done with every skb
+ * it handed up) or, a list being at most net.core.gro_normal_batch (8)
+ * long, when FP_RING more have come after them. */
+#define FP_RING 16
+
+struct fp_ring {
+	struct fp_key k[FP_RING];
+	__u32 head, n;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_ring);
+} fp_arrivals SEC(".maps");
+
+static __always_inline void note_arrival(struct fp_key *k)
+{
+	__u32 zero = 0;
+	struct fp_ring *r = bpf_map_lookup_elem(&fp_arrivals, &zero);
+	__u32 i;
+
+	if (!r)
+		return;
+	i = r->head & (FP_RING - 1);
+	if (r->n >= FP_RING)
+		arrived(&fp_pend_in, &r->k[i]);
+	else
+		r->n++;
+	r->k[i] = *k;
+	r->head++;
+}
+
+/* napi_poll(napi, work, budget) fires once the poll has returned. */
+SEC("tp_btf/napi_poll")
+int fpath_poll(__u64 *ctx)
+{
+	__u32 zero = 0;
+	struct fp_ring *r = bpf_map_lookup_elem(&fp_arrivals, &zero);
+
+	if (!r || !r->n)
+		return 0;
+#pragma clang loop unroll(full)
+	for (int j = 0; j < FP_RING; j++)
+		if (j < r->n)
+			arrived(&fp_pend_in, &r->k[(r->head - 1 - j) & (FP_RING - 1)]);
+	r->n = 0;
+	return 0;
+}
+
+/* Where the slow path has done all it does to a packet of the flow: the
+ * flow's pending record if the packet may teach the cache, i.e. every
+ * packet in flight was handed over under the current generation and the
+ * slow path changed nothing but, at most, one hop of TTL. */
+static __always_inline struct fp_pending *teaches(void *pend, struct inner *in, struct fp_config *c, __u8 *ttl_dec)
 {
 	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
 
-	/* Nothing in flight: the packet did not come the slow way (a fast
-	 * packet leaving by the NIC), or came after the guard gave up on it. */
 	if (!p || !p->inflight)
 		return 0;
-	__sync_fetch_and_add(&p->inflight, -1);
 	if (p->gen != c->gen || c->gen == 0)
 		return 0;
 	if (p->varies || p->tos != in->tos || (__u8)(p->ttl - in->ttl) > 1) {
@@ -323,6 +388,25 @@ slow:
 }
 
 SEC("tc")
+int fpath_pod_in(struct __sk_buff *skb)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct fp_config *c = config(now);
+	struct inner in;
+	__be16 proto;
+
+	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+		return PASS;
+	if (!inner_ip4(skb, ETH_HLEN, &in)) {
+		struct fp_pending *p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
+
+		if (p && p->inflight)
+			note_arrival(&in.k);
+	}
+	return PASS;
+}
+
+SEC("tc")
 int fpath_veth_eg(struct __sk_buff *skb)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -337,7 +421,7 @@ int fpath_veth_eg(struct __sk_buff *skb)
 		return PASS;
 	if (inner_ip4(skb, ETH_HLEN, &in))
 		return PASS;
-	p = arrived(&fp_pend_in, &in, c, &dec);
+	p = teaches(&fp_pend_in, &in, c, &dec);
 	if (!p || (in.tcp_flags & TCP_CTRL))
 		return PASS;
 	if (bpf_skb_load_bytes(skb, 0, e.eth, sizeof(e.eth)))
@@ -449,7 +533,8 @@ int fpath_nic_eg(struct __sk_buff *skb)
 
 	if (!c || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
 		return PASS;
-	p = arrived(&fp_pend_eg, &in, c, &dec);
+	p = teaches(&fp_pend_eg, &in, c, &dec);
+	arrived(&fp_pend_eg, &in.k);
 	if (!p || (in.tcp_flags & TCP_CTRL))
 		return PASS;
 	if (bpf_skb_load_bytes(skb, 0, e.hdr, sizeof(e.hdr)))

@@ -234,6 +234,8 @@ func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
 			role = datapath.HookFastNIC
 		case d.Role == discover.RoleHostVeth && d.Netns == h.Opts.Netns:
 			role = datapath.HookFastVeth
+		case d.Role == discover.RoleContainer:
+			role = datapath.HookFastPod
 		default:
 			continue
 		}

@@ -25,6 +25,9 @@ const (
 	// HookFastVeth: a container's host-side veth, ingress (encapsulate and
 	// send) and egress (learn what the slow path delivered).
 	HookFastVeth HookRole = "fastpath-veth"
+	// HookFastPod: a container's end, ingress, past the veth's backlog:
+	// where a packet on the slow path has arrived for the ordering guard.
+	HookFastPod HookRole = "fastpath-pod"
 )
 
 // fastPrefix names the fast path's programs and cls_bpf filters, so that
@@ -63,6 +66,7 @@ type FastPath struct {
 	objs  fastpathObjects
 	cfg   fastpathFpConfig
 	hooks map[hookKey][]fastAttachment
+	poll  link.Link // the guard's count of arrivals at napi_poll's return
 	// forceClsact makes attach skip tcx (tests of the pre-6.6 path).
 	forceClsact bool
 }
@@ -79,12 +83,17 @@ func NewFastPath(ports []int) (*FastPath, error) {
 		return nil, fmt.Errorf("fast path: %d VXLAN ports, want 1 to %d", len(ports), MaxPorts)
 	}
 	f := &FastPath{hooks: map[hookKey][]fastAttachment{}}
-	if err := loadFastpathObjects(&f.objs, nil); err != nil {
+	err := loadFastpathObjects(&f.objs, nil)
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("load the fast path: %+v", ve)
 		}
 		return nil, fmt.Errorf("load the fast path: %w", err)
+	}
+	if f.poll, err = link.AttachTracing(link.TracingOptions{Program: f.objs.FpathPoll}); err != nil {
+		f.objs.Close()
+		return nil, fmt.Errorf("fast path: attach to the napi_poll tracepoint: %w", err)
 	}
 	f.cfg.Gen = 1
 	f.cfg.On = 1
@@ -123,8 +132,8 @@ func (f *FastPath) Generation() uint32 {
 	return f.cfg.Gen
 }
 
-// Attach attaches the fast path's programs at h (role HookFastNIC or
-// HookFastVeth), ingress and egress, in h's namespace.
+// Attach attaches the fast path's programs at h, in h's namespace: at a
+// NIC or host-side veth ingress and egress, at a container's end ingress.
 func (f *FastPath) Attach(h Hook) error {
 	var in, eg *ebpf.Program
 	switch h.Role {
@@ -132,6 +141,8 @@ func (f *FastPath) Attach(h Hook) error {
 		in, eg = f.objs.FpathNicIn, f.objs.FpathNicEg
 	case HookFastVeth:
 		in, eg = f.objs.FpathVethIn, f.objs.FpathVethEg
+	case HookFastPod:
+		in = f.objs.FpathPodIn
 	default:
 		return fmt.Errorf("hook %s: role %q is not the fast path's", h, h.Role)
 	}
@@ -152,6 +163,9 @@ func (f *FastPath) Attach(h Hook) error {
 			prog   *ebpf.Program
 			egress bool
 		}{{eg, true}, {in, false}} { // learn before using
+			if dir.prog == nil {
+				continue
+			}
 			a, err := f.attachOne(h.Ifindex, dir.prog, dir.egress)
 			if err != nil {
 				return fmt.Errorf("hook %s: %w", h, err)
@@ -250,6 +264,9 @@ func (f *FastPath) Close() error {
 		if netns.Exists(k.netns) {
 			errs = append(errs, netns.Do(k.netns, func() error { return detachFast(k.ifindex, atts) }))
 		}
+	}
+	if f.poll != nil {
+		errs = append(errs, f.poll.Close())
 	}
 	errs = append(errs, f.objs.Close())
 	return errors.Join(errs...)

@@ -80,10 +80,18 @@ type fastpathFpPending struct {
 	_          [4]byte
 }
 
+type fastpathFpRing struct {
+	_    structs.HostLayout
+	K    [16]fastpathFpKey
+	Head uint32
+	N    uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	fastpathMapFpArrivals   = "fp_arrivals"
 	fastpathMapFpConf       = "fp_conf"
 	fastpathMapFpEg         = "fp_eg"
 	fastpathMapFpIn         = "fp_in"
@@ -92,6 +100,8 @@ const (
 	fastpathMapFpStats      = "fp_stats"
 	fastpathProgFpathNicEg  = "fpath_nic_eg"
 	fastpathProgFpathNicIn  = "fpath_nic_in"
+	fastpathProgFpathPodIn  = "fpath_pod_in"
+	fastpathProgFpathPoll   = "fpath_poll"
 	fastpathProgFpathVethEg = "fpath_veth_eg"
 	fastpathProgFpathVethIn = "fpath_veth_in"
 )
@@ -140,6 +150,8 @@ type fastpathSpecs struct {
 type fastpathProgramSpecs struct {
 	FpathNicEg  *ebpf.ProgramSpec `ebpf:"fpath_nic_eg"`
 	FpathNicIn  *ebpf.ProgramSpec `ebpf:"fpath_nic_in"`
+	FpathPodIn  *ebpf.ProgramSpec `ebpf:"fpath_pod_in"`
+	FpathPoll   *ebpf.ProgramSpec `ebpf:"fpath_poll"`
 	FpathVethEg *ebpf.ProgramSpec `ebpf:"fpath_veth_eg"`
 	FpathVethIn *ebpf.ProgramSpec `ebpf:"fpath_veth_in"`
 }
@@ -148,12 +160,13 @@ type fastpathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
-	FpConf   *ebpf.MapSpec `ebpf:"fp_conf"`
-	FpEg     *ebpf.MapSpec `ebpf:"fp_eg"`
-	FpIn     *ebpf.MapSpec `ebpf:"fp_in"`
-	FpPendEg *ebpf.MapSpec `ebpf:"fp_pend_eg"`
-	FpPendIn *ebpf.MapSpec `ebpf:"fp_pend_in"`
-	FpStats  *ebpf.MapSpec `ebpf:"fp_stats"`
+	FpArrivals *ebpf.MapSpec `ebpf:"fp_arrivals"`
+	FpConf     *ebpf.MapSpec `ebpf:"fp_conf"`
+	FpEg       *ebpf.MapSpec `ebpf:"fp_eg"`
+	FpIn       *ebpf.MapSpec `ebpf:"fp_in"`
+	FpPendEg   *ebpf.MapSpec `ebpf:"fp_pend_eg"`
+	FpPendIn   *ebpf.MapSpec `ebpf:"fp_pend_in"`
+	FpStats    *ebpf.MapSpec `ebpf:"fp_stats"`
 }
 
 // fastpathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -182,16 +195,18 @@ func (o *fastpathObjects) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
-	FpConf   *ebpf.Map `ebpf:"fp_conf"`
-	FpEg     *ebpf.Map `ebpf:"fp_eg"`
-	FpIn     *ebpf.Map `ebpf:"fp_in"`
-	FpPendEg *ebpf.Map `ebpf:"fp_pend_eg"`
-	FpPendIn *ebpf.Map `ebpf:"fp_pend_in"`
-	FpStats  *ebpf.Map `ebpf:"fp_stats"`
+	FpArrivals *ebpf.Map `ebpf:"fp_arrivals"`
+	FpConf     *ebpf.Map `ebpf:"fp_conf"`
+	FpEg       *ebpf.Map `ebpf:"fp_eg"`
+	FpIn       *ebpf.Map `ebpf:"fp_in"`
+	FpPendEg   *ebpf.Map `ebpf:"fp_pend_eg"`
+	FpPendIn   *ebpf.Map `ebpf:"fp_pend_in"`
+	FpStats    *ebpf.Map `ebpf:"fp_stats"`
 }
 
 func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
+		m.FpArrivals,
 		m.FpConf,
 		m.FpEg,
 		m.FpIn,
@@ -213,6 +228,8 @@ type fastpathVariables struct {
 type fastpathPrograms struct {
 	FpathNicEg  *ebpf.Program `ebpf:"fpath_nic_eg"`
 	FpathNicIn  *ebpf.Program `ebpf:"fpath_nic_in"`
+	FpathPodIn  *ebpf.Program `ebpf:"fpath_pod_in"`
+	FpathPoll   *ebpf.Program `ebpf:"fpath_poll"`
 	FpathVethEg *ebpf.Program `ebpf:"fpath_veth_eg"`
 	FpathVethIn *ebpf.Program `ebpf:"fpath_veth_in"`
 }
@@ -221,6 +238,8 @@ func (p *fastpathPrograms) Close() error {
 	return _FastpathClose(
 		p.FpathNicEg,
 		p.FpathNicIn,
+		p.FpathPodIn,
+		p.FpathPoll,
 		p.FpathVethEg,
 		p.FpathVethIn,
 	)

@@ -160,7 +160,7 @@ func Cleanup(pinDir string, hooks []Hook) error {
 		switch h.Role {
 		case HookSplit:
 			clean = cleanupSplit
-		case HookFastNIC, HookFastVeth:
+		case HookFastNIC, HookFastVeth, HookFastPod:
 			clean = cleanupFast
 		}
 		err := netns.Do(h.Netns, func() error { return clean(h) })
