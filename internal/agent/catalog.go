@@ -219,6 +219,11 @@ func Preflight(o Options) error {
 	return nil
 }
 
+// BothWays says whether the mode of o changes the sending side too, so a
+// bench or a cluster runs it on every host: the fast path's egress half
+// encapsulates where the packets leave.
+func BothWays(o Options) bool { return o.Mode == ModeFastpath || o.Fastpath }
+
 // NeedsOverlay says, for a mode that changes an overlay, what a layout
 // without one lacks ("falcon to steer"); "" for vanilla.
 func NeedsOverlay(o Options) string {

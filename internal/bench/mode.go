@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -153,7 +154,17 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 	if err != nil {
 		return SetUp{}, err
 	}
-	return SetUp{Undo: a.Stop, Activity: a.Activity}, nil
+	if !agent.BothWays(o) || tb.Layout == "host" {
+		return SetUp{Undo: a.Stop, Activity: a.Activity}, nil
+	}
+	// The fast path's egress half runs on the sending host.
+	so := o
+	so.Netns = tb.Hosts[0].Netns
+	s, err := agent.Start(ctx, so)
+	if err != nil {
+		return SetUp{}, errors.Join(err, a.Stop())
+	}
+	return SetUp{Undo: func() error { return errors.Join(s.Stop(), a.Stop()) }, Activity: a.Activity}, nil
 }
 
 func (m catalogueMode) Unsupported(layout string) string {
