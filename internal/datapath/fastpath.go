@@ -46,6 +46,10 @@ var FastCounters = []string{
 	"helper_failed",
 }
 
+// FastSlowReasons are the counters of packets left to the slow path, by
+// reason: every FastCounters name after the hits, misses and learnings.
+func FastSlowReasons() []string { return FastCounters[6:] }
+
 // FastPathSupported says whether this kernel can run the fast path: tc
 // programs and bpf_redirect_peer (Linux 5.10) for tc.
 func FastPathSupported() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/internal/datapath"
 )
 
 // Collector reads the agent's state at each scrape, through the same
@@ -150,4 +151,23 @@ func (e emitter) report(r *agent.Report) {
 			e.emit("falcon_micro_flow_packets_total", float64(m.SplitPackets))
 		}
 	}
+	e.fastPath(r.FastPath)
+}
+
+func (e emitter) fastPath(f *agent.FastReport) {
+	if f == nil {
+		return
+	}
+	c := f.Counters
+	e.emit("falcon_fastpath_entries", float64(f.IngressEntries), "ingress")
+	e.emit("falcon_fastpath_entries", float64(f.EgressEntries), "egress")
+	for _, dir := range []string{"ingress", "egress"} {
+		e.emit("falcon_fastpath_packets_total", float64(c[dir+"_hit"]), dir, "hit")
+		e.emit("falcon_fastpath_packets_total", float64(c[dir+"_miss"]), dir, "miss")
+		e.emit("falcon_fastpath_packets_total", float64(c[dir+"_learned"]), dir, "learned")
+	}
+	for _, reason := range datapath.FastSlowReasons() {
+		e.emit("falcon_fastpath_slow_path_packets_total", float64(c[reason]), reason)
+	}
+	e.emit("falcon_fastpath_invalidations_total", float64(f.Invalidations))
 }
