@@ -15,7 +15,7 @@ test: build vet
 
 # The root integration tests of datapath, agent and cmd inside Debian's own
 # kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
-# results/kernels-<series>.md. KERNELS="6.1 6.12" by default; the README's
+# results/kernels-qemu/kernels-<series>.md. KERNELS="6.1 6.12" by default; the README's
 # test command (and CI) runs `make test test-kernels KERNELS=6.1`.
 KERNELS ?= 6.1 6.12
 test-kernels:
@@ -39,10 +39,10 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 
-# The main job: host vs docker overlay (vs falcon), results under results/.
+# The main job: host vs docker overlay (vs falcon), results under results/demo-HOST/.
 demo: build
-	mkdir -p results
-	./bin/falcon bench --preset demo --json results/demo-$$(hostname)-$$(date +%Y%m%d-%H%M%S).json
+	mkdir -p results/demo-$$(hostname)
+	./bin/falcon bench --preset demo --json results/demo-$$(hostname)/$$(date +%Y%m%d-%H%M%S).json
 
 # The benchmark bundle: falcon, run.sh and iperf3/sockperf/ethtool/memcached/memcaslap/nginx/wrk from
 # Debian's packages with their libraries, for machines with no registry or

@@ -19,9 +19,9 @@ import (
 // replica sweep, memcached's latency, and falcon sim's prediction.
 var reportHTMLFiles = []string{
 	"../../internal/bench/testdata/results.json",
-	"../../results/k8s-rps-rfs-2cpu-vm.json",
-	"../../results/memcached-2cpu-vm.json",
-	"../../results/sim-prediction-2cpu-vm.json",
+	"../../results/k8s-rps-rfs-2cpu-vm/k8s-rps-rfs-2cpu-vm.json",
+	"../../results/workloads-2cpu-vm/memcached-2cpu-vm.json",
+	"../../results/sim-2cpu-vm/sim-prediction-2cpu-vm.json",
 }
 
 // renderReportPage runs falcon report --html on reportHTMLFiles and

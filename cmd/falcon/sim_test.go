@@ -12,7 +12,7 @@ import (
 )
 
 // recordedCalibration is the calibration the README quotes (2 vCPUs).
-const recordedCalibration = "../../results/calibration-2cpu-vm.json"
+const recordedCalibration = "../../results/sim-2cpu-vm/calibration-2cpu-vm.json"
 
 // TestSimBadInput: every mistake is reported before anything is simulated
 // or written.

@@ -187,7 +187,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // not grow, and its disable must leave nothing.
 //
 // FALCON_DRILL_CHURN sets the duration (the suite runs 60 s;
-// results/reliability-churn.md has 5 minutes), FALCON_DRILL_CHURN_RATE
+// results/reliability-2cpu-vm/reliability-churn.md has 5 minutes), FALCON_DRILL_CHURN_RATE
 // the containers a minute.
 func TestDrillContainerChurn(t *testing.T) {
 	needTestbed(t)

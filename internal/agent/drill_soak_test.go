@@ -128,7 +128,7 @@ func (m mixedLoad) String() string {
 // back on stale load, TCP may queue no segment out of order where the same
 // mix without falcon (a shorter run first) queued none, and the agent's
 // process may not grow. Not in the suite: FALCON_DRILL_SOAK=10m runs it
-// (results/reliability-soak.md); FALCON_DRILL_SOAK_BASELINE sets the run
+// (results/reliability-2cpu-vm/reliability-soak.md); FALCON_DRILL_SOAK_BASELINE sets the run
 // without falcon (45s), FALCON_DRILL_SOAK_POLICY the policy (paper, at a
 // 60 % threshold: it moves flows whenever a load crosses it).
 func TestDrillSoak(t *testing.T) {

@@ -32,7 +32,7 @@ import (
 // (this file), containers churning under a running agent (drill_churn_test.go)
 // and a long soak of mixed traffic (drill_soak_test.go). Each runs a bounded
 // version in the suite and the full one when an environment variable asks
-// for it; results/reliability-*.md hold the full runs' figures.
+// for it; results/reliability-2cpu-vm/ holds the full runs' figures.
 
 // envInt reads a positive count from the environment, def when unset.
 func envInt(t *testing.T, name string, def int) int {
@@ -608,7 +608,7 @@ func hogSwing(period time.Duration) (stop func() error) {
 // end within small bounds of what they were after the first cycles.
 //
 // FALCON_DRILL_CYCLES sets the number of cycles: the suite runs 40, 70 s
-// where a cycle takes 1.8 s (results/reliability-cycles.md: 1000 need
+// where a cycle takes 1.8 s (results/reliability-2cpu-vm/reliability-cycles.md: 1000 need
 // -timeout 40m) and 5 min where the program loads compete with the
 // saturated CPUs for 7 s a cycle (2 vCPUs under KVM in docker, CI). FALCON_DRILL_SMAPS=1 breaks the memory
 // samples down by mapping, FALCON_DRILL_LOG=1 prints the agent's last log

@@ -7,7 +7,7 @@ import (
 )
 
 // The new workloads' first real runs (docker, vanilla and falcon, one run
-// each, on the 2-vCPU development machine; results/workloads-2cpu-vm.md):
+// each, on the 2-vCPU development machine; results/workloads-2cpu-vm/workloads-2cpu-vm.md):
 // each file reads back, its summaries are its runs', and the table shows
 // its section.
 func TestRecordedWorkloads(t *testing.T) {
@@ -30,7 +30,7 @@ func TestRecordedWorkloads(t *testing.T) {
 				h.HeavyAtS < h.WindowEndS && h.Flows[0].AfterPPS > 2*h.Flows[0].BeforePPS
 		}},
 	} {
-		f, err := ReadFile("../../results/" + c.file)
+		f, err := ReadFile("../../results/workloads-2cpu-vm/" + c.file)
 		if err != nil {
 			t.Fatal(err)
 		}

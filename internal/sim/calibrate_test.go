@@ -9,7 +9,7 @@ import (
 
 // calFile is the calibration the README quotes, recorded on this
 // project's 2-vCPU machine (falcon bench --calibrate).
-const calFile = "../../results/calibration-2cpu-vm.json"
+const calFile = "../../results/sim-2cpu-vm/calibration-2cpu-vm.json"
 
 func readCal(t *testing.T) *bench.File {
 	t.Helper()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Boots Debian's own kernel packages under QEMU/KVM and runs falcon's root
 # integration tests inside, one kernel after another; writes a summary per
-# kernel to results/kernels-<series>.md (and the logs to .cache/kernels/out/).
+# kernel to results/kernels-qemu/kernels-<series>.md (and the logs to .cache/kernels/out/).
 #
 # The guest's root file system is the host's, shared read-only over
 # virtio-9p, with tmpfs on /tmp and /run; a small initramfs (busybox-static
@@ -62,7 +62,7 @@ esac
 #   TestDrillEnableDisableCycles, TestDrillContainerChurn: the reliability
 #     drills, 40 cycles and a minute of churn under traffic (6.12 under TCG:
 #     out of the drill's time by the second cycle; 20 minutes gone); their
-#     figures come from the host (results/reliability-*.md);
+#     figures come from the host (results/reliability-2cpu-vm/);
 #   TestEngagementTestReordersNothing: full-rate flows through the adaptive
 #     policy's engagement test, whose windows need traffic enough to tell
 #     (6.1 under TCG: 2 of 3 tests too thin, 156 s; the switches themselves
@@ -183,8 +183,8 @@ ENV
 		-virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
 		|| echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
 	secs=$(($(date +%s) - $(cat "$out/start" 2>/dev/null || date +%s)))
-	mkdir -p results
-	"$repo/scripts/kernels/summary.sh" "$series" "$out" "$secs" >"results/kernels-$series.md" || status=1
-	cat "results/kernels-$series.md"
+	mkdir -p results/kernels-qemu
+	"$repo/scripts/kernels/summary.sh" "$series" "$out" "$secs" >"results/kernels-qemu/kernels-$series.md" || status=1
+	cat "results/kernels-qemu/kernels-$series.md"
 done
 exit $status
