@@ -439,6 +439,14 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	return PASS;
 }
 
+/* Would the packet, encapsulated, exceed the NIC's MTU? */
+static __always_inline int too_big(struct __sk_buff *skb, __u32 nic)
+{
+	__u32 mtu = 0;
+
+	return bpf_check_mtu(skb, nic, &mtu, OUTER_LEN, 0) != 0;
+}
+
 /* Writes the learned outer headers in front of the packet (room made),
  * with this packet's lengths, IP ID and header checksum. */
 static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e)
@@ -499,6 +507,9 @@ int fpath_veth_in(struct __sk_buff *skb)
 			bpf_map_delete_elem(&fp_eg, &in.k);
 	} else if (!guard_open(&fp_pend_eg, &in.k, now)) {
 		count(FP_GUARD_WAIT);
+	} else if (!skb->gso_size && too_big(skb, e->nic)) {
+		/* The slow path would fragment the outer packet (or refuse it). */
+		count(FP_NOT_ELIGIBLE);
 	} else {
 		__u32 nic = e->nic;
 		int dec = e->ttl_dec;
