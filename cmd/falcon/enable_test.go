@@ -110,7 +110,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	h := tb.Hosts[1]
 	c := h.Containers[0]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
-	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)
+	stateDir := stateDirOf(t, h.Netns)
 	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, "eth0")
 
 	for _, bad := range []struct {

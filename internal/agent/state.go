@@ -153,3 +153,12 @@ func StateDir(opts Options) (string, error) {
 	}
 	return opts.stateDir(key), nil
 }
+
+// PinDir is where the agent of opts.Netns pins its maps.
+func PinDir(opts Options) (string, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return "", err
+	}
+	return opts.pinDir(key), nil
+}

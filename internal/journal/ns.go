@@ -66,8 +66,8 @@ func privateMounts(name string, sys, proc bool, fn func() error) error {
 	var target *os.File
 	if name != "" {
 		var err error
-		if target, err = os.Open(netns.Path(name)); err != nil {
-			return fmt.Errorf("network namespace %q: %w", name, err)
+		if target, err = netns.Open(name); err != nil {
+			return err
 		}
 		defer target.Close()
 	}
