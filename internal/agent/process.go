@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // The agent process's own settings: where it logs and where it serves
@@ -37,14 +39,14 @@ func CheckMetricsAddr(addr string) error {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q: want HOST:PORT, e.g. 127.0.0.1:9750 or :9750", addr)
+		return fmt.Errorf("%s: want HOST:PORT, e.g. 127.0.0.1:9750 or :9750", quote.Short(addr))
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+		return fmt.Errorf("%s: port %s is not a number from 0 to 65535", quote.Short(addr), quote.Short(port))
 	}
 	if host != "" && net.ParseIP(host) == nil {
 		if _, err := net.LookupHost(host); err != nil {
-			return fmt.Errorf("%q: unknown host %q", addr, host)
+			return fmt.Errorf("%s: unknown host %s", quote.Short(addr), quote.Short(host))
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // File system magics (linux/magic.h): every namespace file is an nsfs
@@ -35,7 +37,7 @@ func Identify(name string) (ID, error) {
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return ID{}, fmt.Errorf("network namespace %s: %w", Quote(name), err)
+		return ID{}, fmt.Errorf("network namespace %s: %w", quote.Short(name), err)
 	}
 	return ID{Dev: st.Dev, Ino: st.Ino}, nil
 }
@@ -54,12 +56,12 @@ func Open(name string) (*os.File, error) {
 	defer unix.Close(fd)
 	f, err := os.OpenFile("/proc/thread-self/fd/"+strconv.Itoa(fd), os.O_RDONLY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", Quote(name), err)
+		return nil, fmt.Errorf("network namespace %s: %w", quote.Short(name), err)
 	}
 	t, err := unix.IoctlRetInt(int(f.Fd()), nsGetNstype)
 	if err == nil && t != unix.CLONE_NEWNET {
 		f.Close()
-		return nil, fmt.Errorf("%s is a namespace, but not a network namespace", Quote(name))
+		return nil, fmt.Errorf("%s is a namespace, but not a network namespace", quote.Short(name))
 	}
 	return f, nil // ENOTTY: a kernel before 4.11, which cannot tell
 }
@@ -74,9 +76,9 @@ func openPath(name string) (int, error) {
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return -1, fmt.Errorf("network namespace %s not found (see 'ip netns list'): %w", Quote(name), os.ErrNotExist)
+			return -1, fmt.Errorf("network namespace %s not found (see 'ip netns list'): %w", quote.Short(name), os.ErrNotExist)
 		}
-		return -1, fmt.Errorf("network namespace %s: %w", Quote(name), err)
+		return -1, fmt.Errorf("network namespace %s: %w", quote.Short(name), err)
 	}
 	magic, err := fsMagic(fd)
 	if err == nil && magic == procMagic && isLink(fd) {
@@ -84,7 +86,7 @@ func openPath(name string) (int, error) {
 		// itself whatever the link's text says. Only procfs's are followed.
 		unix.Close(fd)
 		if fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
-			return -1, fmt.Errorf("network namespace %s: %w", Quote(name), err)
+			return -1, fmt.Errorf("network namespace %s: %w", quote.Short(name), err)
 		}
 		magic, err = fsMagic(fd)
 	}
@@ -94,7 +96,7 @@ func openPath(name string) (int, error) {
 		if err != nil {
 			what = err.Error()
 		}
-		return -1, fmt.Errorf("%s is not a network namespace: %s", Quote(name), what)
+		return -1, fmt.Errorf("%s is not a network namespace: %s", quote.Short(name), what)
 	}
 	return fd, nil
 }
@@ -110,14 +112,4 @@ func fsMagic(fd int) (int64, error) {
 func isLink(fd int) bool {
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
-}
-
-// Quote quotes a namespace name for an error message, at most its first
-// 64 bytes: a name is whatever a user or a file gave.
-func Quote(name string) string {
-	const max = 64
-	if len(name) > max {
-		return strconv.Quote(name[:max]) + "…"
-	}
-	return strconv.Quote(name)
 }
