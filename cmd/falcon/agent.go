@@ -33,7 +33,7 @@ func runAgent(args []string) error {
 		ready.Report(err)
 		return err
 	}
-	o.Log = agent.NewLogger(os.Stderr, o.LogFormat).With("pid", os.Getpid())
+	o.Log = agent.NewLogger(agent.LogWriter(o), o.LogFormat).With("pid", os.Getpid())
 	var started func(*agent.Agent)
 	if o.MetricsAddr != "" {
 		// Bound now, served below: a port in use stops the agent before
