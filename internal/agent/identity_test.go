@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -76,5 +77,25 @@ func TestKeyReservedNames(t *testing.T) {
 		if _, err := os.Stat(keep); err != nil {
 			t.Fatalf("disable --netns %s: %v", ns, err)
 		}
+	}
+}
+
+// Two agents for one namespace by two names: the second is refused, and
+// the first runs on.
+func TestStartRefusesAlias(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 1)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	startAgent(context.Background(), t, o)
+	alias := o
+	alias.Netns = netns.Path(o.Netns)
+	if b, err := Start(context.Background(), alias); !errors.Is(err, ErrRunning) {
+		if err == nil {
+			b.Stop()
+		}
+		t.Fatalf("Start as %s: %v, want ErrRunning", alias.Netns, err)
+	}
+	if r, err := Status(alias); err != nil || !r.Ready {
+		t.Errorf("the first agent, seen as %s: %+v %v", alias.Netns, r, err)
 	}
 }
