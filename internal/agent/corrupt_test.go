@@ -59,6 +59,9 @@ func TestCorruptStateRecovery(t *testing.T) {
 			if err := os.WriteFile(sf, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
+			if r, err := Status(o); c.corrupt != "pin_dir" && (err != nil || !strings.Contains(r.Problem, "falcon disable")) {
+				t.Errorf("status with the state %s: %+v, %v", c.corrupt, r, err)
+			}
 			o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 			switch c.then {
 			case "disable":
@@ -99,4 +102,27 @@ func sameRxQuiet(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// An agent that runs with its state unreadable is stopped by Disable all
+// the same (the kernel's lock record names it), and undoes its changes.
+func TestDisableStopsAgentWithCorruptState(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 1)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	cmd := helperAgent(t, o, "")
+	dir, err := StateDir(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte(`{"pid":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if was, err := Disable(o); err != nil || !was {
+		t.Fatalf("Disable: %v %v", was, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("agent exited with %v", err)
+	}
+	noTrace(t, tb, o)
 }

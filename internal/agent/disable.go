@@ -68,7 +68,10 @@ func Disable(opts Options) (bool, error) {
 func stopAgent(dir string) error {
 	st, err := readState(dir)
 	if err != nil {
-		return fmt.Errorf("an agent holds %s but its state is unreadable (%v); stop it by hand", dir, err)
+		// The kernel knows who holds the lock, whatever the state says.
+		if st = (&State{Pid: lockHolder(dir)}); st.Pid == 0 {
+			return fmt.Errorf("an agent holds %s but its state is unreadable (%v); stop it by hand", dir, err)
+		}
 	}
 	if st.Pid == os.Getpid() {
 		return errors.New("the agent runs in this process: stop it with its Stop method")

@@ -99,3 +99,20 @@ func TestStartRefusesAlias(t *testing.T) {
 		t.Errorf("the first agent, seen as %s: %+v %v", alias.Netns, r, err)
 	}
 }
+
+// The kernel's record of the lock names its holder, for when the state
+// that would say it is unreadable.
+func TestLockHolder(t *testing.T) {
+	dir := t.TempDir()
+	if pid := lockHolder(dir); pid != 0 {
+		t.Errorf("no lock: holder %d", pid)
+	}
+	l, err := tryLock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.release()
+	if pid := lockHolder(dir); pid != os.Getpid() {
+		t.Errorf("lock held by this process (%d): holder %d", os.Getpid(), pid)
+	}
+}
