@@ -43,3 +43,27 @@ func TestRestoreChecksPaths(t *testing.T) {
 		t.Errorf("after the restore: %v, %+v; want the refused entries dropped", err, j.Entries())
 	}
 }
+
+// A file left where a namespace was bind-mounted (a runtime that unmounted
+// it and did not remove the file) means the namespace is gone there: its
+// values are dropped, and the restore does not fail on them.
+func TestRestoreAfterNetnsLeftAFile(t *testing.T) {
+	ns, _ := setup(t)
+	file := filepath.Join(t.TempDir(), "journal.json")
+	j, _ := Open(file)
+	if err := j.Apply(ns, []Change{{ctrRPS, "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	ip(t, "netns", "del", ns)
+	left := filepath.Join(netns.Dir, ns)
+	if err := os.WriteFile(left, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(left)
+	if err := j.Restore(); err != nil {
+		t.Errorf("Restore: %v", err)
+	}
+	if n := len(j.Entries()); n != 0 {
+		t.Errorf("%d entries left: %+v", n, j.Entries())
+	}
+}

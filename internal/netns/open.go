@@ -22,6 +22,11 @@ const (
 // namespace an nsfs file is.
 const nsGetNstype = 0xb703
 
+// ErrNotNetns is wrapped by the error for a path that is there but is no
+// network namespace: a FIFO, a device, a file left behind where a
+// namespace was bind-mounted once.
+var ErrNotNetns = errors.New("not a network namespace")
+
 // ID identifies a namespace for as long as it lives, however it is named:
 // the device and inode of its nsfs file. Two names of one namespace (""
 // and /proc/1/ns/net, foo and /run/netns/foo) have one ID.
@@ -61,7 +66,7 @@ func Open(name string) (*os.File, error) {
 	t, err := unix.IoctlRetInt(int(f.Fd()), nsGetNstype)
 	if err == nil && t != unix.CLONE_NEWNET {
 		f.Close()
-		return nil, fmt.Errorf("%s is a namespace, but not a network namespace", quote.Short(name))
+		return nil, fmt.Errorf("%s is %w: a namespace of another kind", quote.Short(name), ErrNotNetns)
 	}
 	return f, nil // ENOTTY: a kernel before 4.11, which cannot tell
 }
@@ -96,7 +101,7 @@ func openPath(name string) (int, error) {
 		if err != nil {
 			what = err.Error()
 		}
-		return -1, fmt.Errorf("%s is not a network namespace: %s", quote.Short(name), what)
+		return -1, fmt.Errorf("%s is %w: %s", quote.Short(name), ErrNotNetns, what)
 	}
 	return fd, nil
 }
