@@ -15,6 +15,11 @@ func init() {
 }
 
 func runAgent(args []string) error {
+	// A log reader that died (a closed terminal, a pipe to a pager that
+	// quit) makes a write to stderr fail with EPIPE: Go's default is to
+	// die of SIGPIPE then, with nothing restored. The agent logs on
+	// without a reader instead, and cleans up when it is stopped.
+	signal.Ignore(syscall.SIGPIPE)
 	fs := newFlagSet("agent", agentSynopsis)
 	f := agent.AddFlags(fs)
 	readyFD := fs.Int("ready-fd", -1, "internal: file descriptor on which to report readiness (used by falcon enable)")
@@ -28,7 +33,7 @@ func runAgent(args []string) error {
 		ready.Report(err)
 		return err
 	}
-	o.Log = agent.NewLogger(os.Stderr, o.LogFormat).With("pid", os.Getpid())
+	o.Log = agent.NewLogger(agent.LogWriter(o), o.LogFormat).With("pid", os.Getpid())
 	var started func(*agent.Agent)
 	if o.MetricsAddr != "" {
 		// Bound now, served below: a port in use stops the agent before

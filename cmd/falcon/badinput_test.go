@@ -17,7 +17,6 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -71,8 +70,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 		if code != c.code || !strings.Contains(out, c.msg) {
 			t.Errorf("falcon %s: exit %d, %q; want exit %d and %q", strings.Join(c.args, " "), code, out, c.code, c.msg)
 		}
-		for _, ns := range []string{h2, plain, "fct-no-such-netns"} {
-			for _, p := range []string{filepath.Join(agent.DefaultStateRoot, ns), filepath.Join(agent.DefaultPinRoot, ns)} {
+		if left := leftState("fct-no-such-netns"); len(left) > 0 {
+			t.Errorf("falcon %s left %v", strings.Join(c.args, " "), left)
+		}
+		for _, ns := range []string{h2, plain} {
+			for _, p := range []string{stateDirOf(t, ns), pinDirOf(t, ns)} {
 				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("falcon %s left %s", strings.Join(c.args, " "), p)
 				}
@@ -98,11 +100,17 @@ func runBounded(t *testing.T, bin string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	return runCtx(ctx, t, bin, args...)
+}
+
+// runCtx runs the binary until ctx ends.
+func runCtx(ctx context.Context, t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Errorf("falcon %v still ran after a minute:\n%s", args, out)
+		t.Errorf("falcon %v still ran at its deadline:\n%s", args, out)
 		return string(out), -1
 	case err == nil:
 		return string(out), 0

@@ -79,7 +79,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if prefix := fmt.Sprintf("fb-b%d-", os.Getpid()); strings.Contains(string(nss), prefix) {
 		t.Errorf("namespaces left behind:\n%s", nss)
 	}
-	if m, _ := filepath.Glob(filepath.Join(agent.DefaultStateRoot, fmt.Sprintf("fb-b%d-*", os.Getpid()))); len(m) > 0 {
-		t.Errorf("agent state left behind: %v", m)
+	if left := leftState(fmt.Sprintf("fb-b%d-", os.Getpid())); len(left) > 0 {
+		t.Errorf("agent state left behind: %v", left)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,7 +69,7 @@ func TestStaticModesCLI(t *testing.T) {
 	}
 	h := tb.Hosts[1]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
-	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)
+	stateDir := stateDirOf(t, h.Netns)
 	hostDevs, ctrs := studyDevs(h)
 	snap := func() map[string]string {
 		m := map[string]string{"global": sockFlowEntries(t)}

@@ -110,7 +110,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	h := tb.Hosts[1]
 	c := h.Containers[0]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
-	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)
+	stateDir := stateDirOf(t, h.Netns)
 	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, "eth0")
 
 	for _, bad := range []struct {
@@ -166,6 +166,22 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	out, _ = falcon(t, bin, "status", "--netns", h.Netns)
 	if !strings.Contains(out, "threshold 90%") || !strings.Contains(out, ": ready") {
 		t.Errorf("status after re-enable:\n%s", out)
+	}
+	// Bad input leaves the running agent alone; the namespace by another
+	// name is the same namespace, with the same agent.
+	pid := statusJSON(t, bin, h.Netns).Pid
+	for _, args := range [][]string{{"--mode", "mflow:elephant=NaN"}, {"--mode", "mflow:elephant=Inf"}, {"--mode", "falcon:cpus=" + strings.Repeat("x,", 1<<14)}, {"--mode", strings.Repeat("m", 100_000)}} {
+		args = append([]string{"enable", "--netns", h.Netns}, args...)
+		if out, code := falcon(t, bin, args...); code != 2 || len(out) > 1000 {
+			t.Errorf("falcon %.80q: exit %d, %.2000s; want a short usage error", args, code, out)
+		}
+	}
+	alias := filepath.Join(netns.Dir, h.Netns)
+	if out, _ := falcon(t, bin, "enable", "--netns", alias, "--policy", "paper", "--threshold", "90"); !strings.Contains(out, "already enabled") {
+		t.Errorf("enable --netns %s: %s", alias, out)
+	}
+	if r := statusJSON(t, bin, alias); r.Pid != pid || !r.Ready {
+		t.Errorf("after bad input and an alias's enable: agent pid %d, ready %v; was pid %d", r.Pid, r.Ready, pid)
 	}
 
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 || !strings.Contains(out, "restored") {

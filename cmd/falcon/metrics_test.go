@@ -50,7 +50,7 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 			t.Errorf("disable: exit %d\n%s", code, out)
 		}
 	})
-	pins := filepath.Join(agent.DefaultPinRoot, h2)
+	pins := pinDirOf(t, h2)
 	clients, servers := tb.Endpoints()
 	if out, err := exec.Command("ip", "netns", "exec", clients[0].Netns, "ping", "-c", "1", "-W", "5", servers[0].Addr).CombinedOutput(); err != nil {
 		t.Fatalf("ping: %v\n%s", err, out)
@@ -405,7 +405,7 @@ func labels(m *dto.Metric) string {
 // object, and the decisions that matter are there, once each.
 func jsonLog(t *testing.T, ns string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(agent.DefaultStateRoot, ns, agent.LogFile))
+	b, err := os.ReadFile(filepath.Join(stateDirOf(t, ns), agent.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
@@ -38,11 +39,12 @@ type serviceSpec struct {
 }
 
 // The agent serves metrics where the ConfigMap says, and every way of
-// finding it agrees on that port: the pod's scrape annotations, its
-// declared port, and the Service and ServiceMonitor.
+// finding them agrees on that port: the pod's declared port, and the
+// opt-in Service, NetworkPolicy and ServiceMonitor in prometheus/. No scrape
+// annotations point at a port that only the node's loopback serves.
 func TestMetricsAreScrapeable(t *testing.T) {
 	objs := objects(t)
-	_, port, err := net.SplitHostPort(objs["ConfigMap"].Data["metrics-addr"])
+	host, port, err := net.SplitHostPort(objs["ConfigMap"].Data["metrics-addr"])
 	if err != nil {
 		t.Fatalf("ConfigMap metrics-addr %q: %v", objs["ConfigMap"].Data["metrics-addr"], err)
 	}
@@ -50,9 +52,8 @@ func TestMetricsAreScrapeable(t *testing.T) {
 	if err := json.Unmarshal(objs["DaemonSet"].Spec, &ds); err != nil {
 		t.Fatal(err)
 	}
-	ann := ds.Template.Metadata.Annotations
-	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port || ann["prometheus.io/path"] != "/metrics" {
-		t.Errorf("pod annotations %v: want prometheus.io/scrape true, port %s, path /metrics", ann, port)
+	if ann := ds.Template.Metadata.Annotations; ann["prometheus.io/scrape"] == "true" && loopback(host) {
+		t.Errorf("pod annotations %v ask to be scraped on a port the node's loopback alone serves", ann)
 	}
 	declared := false
 	for _, p := range ds.Template.Spec.Containers[0].Ports {
@@ -64,7 +65,11 @@ func TestMetricsAreScrapeable(t *testing.T) {
 		t.Errorf("the agent's container declares no TCP port %s named metrics: %+v", port, ds.Template.Spec.Containers[0].Ports)
 	}
 
-	svc, ok := objs["Service"]
+	optIn := map[string]object{}
+	for _, m := range jsonDocs(t, "prometheus/service.yaml", "prometheus/networkpolicy.yaml") {
+		optIn[m.Doc.Kind] = m.Doc
+	}
+	svc, ok := optIn["Service"]
 	if !ok {
 		t.Fatal("no Service for the ServiceMonitor")
 	}
@@ -81,6 +86,28 @@ func TestMetricsAreScrapeable(t *testing.T) {
 		strconv.Itoa(ss.Ports[0].Port) != port || ss.Ports[0].TargetPort != "metrics" {
 		t.Errorf("Service %+v: want headless, selecting the agents, port %s named metrics to their metrics port", ss, port)
 	}
+	var np struct {
+		PodSelector struct {
+			MatchLabels map[string]string `json:"matchLabels"`
+		} `json:"podSelector"`
+		Ingress []struct {
+			Ports []struct {
+				Port any `json:"port"`
+			} `json:"ports"`
+		} `json:"ingress"`
+	}
+	if err := json.Unmarshal(optIn["NetworkPolicy"].Spec, &np); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range np.PodSelector.MatchLabels {
+		if ds.Template.Metadata.Labels[k] != v {
+			t.Errorf("NetworkPolicy selects %s=%s, which the agent's pods lack", k, v)
+		}
+	}
+	if len(np.PodSelector.MatchLabels) == 0 || len(np.Ingress) != 1 || len(np.Ingress[0].Ports) != 1 ||
+		fmt.Sprint(np.Ingress[0].Ports[0].Port) != port {
+		t.Errorf("NetworkPolicy %+v: want the agents' pods, one ingress rule to port %s", np, port)
+	}
 
 	// The ServiceMonitor is a CRD the offline validator has no schema for:
 	// checked here against the Service instead.
@@ -88,6 +115,7 @@ func TestMetricsAreScrapeable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
 	var ms []struct {
 		Doc struct {
 			APIVersion, Kind string

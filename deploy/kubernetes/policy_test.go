@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/internal/agent"
 )
 
 const namespace = "falcon-system"
@@ -219,14 +221,25 @@ func TestAgentPodMounts(t *testing.T) {
 			mounted[p] = !m.ReadOnly
 		}
 	}
-	for path, rw := range map[string]bool{"/sys": true, "/sys/fs/bpf": true, "/run/falcon": true, "/run/netns": false} {
-		w, ok := mounted[path]
-		switch {
-		case !ok:
-			t.Errorf("node's %s is not mounted", path)
-		case rw && !w:
-			t.Errorf("node's %s is mounted read-only; the agent writes there", path)
+	// Every path the agent writes lies in a writable mount of the node's
+	// own directory: elsewhere it would be the pod's read-only root, lost
+	// with the pod.
+	for _, p := range append(agent.WrittenPaths(), "/sys/class/net", "/sys/fs/bpf") {
+		at := ""
+		for m := range mounted {
+			if (p == m || strings.HasPrefix(p, m+"/")) && len(m) > len(at) {
+				at = m
+			}
 		}
+		switch {
+		case at == "":
+			t.Errorf("the agent writes %s, which no volume of the node's holds", p)
+		case !mounted[at]:
+			t.Errorf("the agent writes %s, but the node's %s is mounted read-only", p, at)
+		}
+	}
+	if _, ok := mounted["/run/netns"]; !ok {
+		t.Errorf("node's /run/netns is not mounted")
 	}
 	if types["/run/falcon"] != "DirectoryOrCreate" {
 		t.Errorf("/run/falcon hostPath type %q: the journal directory must be created on a fresh node", types["/run/falcon"])

@@ -9,6 +9,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // The mode catalogue: every mode falcon knows, by the name that enable
@@ -151,21 +152,21 @@ func ParseMode(spec string, o *Options) error {
 	name, rest, hasSettings := strings.Cut(strings.TrimSpace(spec), ":")
 	i := slices.IndexFunc(catalogue, func(e catalogueEntry) bool { return e.name == name })
 	if i < 0 {
-		return settingErrorf("unknown mode %q: want one of %s", name, strings.Join(ModeNames(), ", "))
+		return settingErrorf("unknown mode %s: want one of %s", quote.Short(name), strings.Join(ModeNames(), ", "))
 	}
 	e := catalogue[i]
 	o.Mode = e.impl
 	for _, kv := range append(splitSettings(e.settings), splitSettings(rest)...) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
-			return settingErrorf("mode %s: %q: want key=value", name, kv)
+			return settingErrorf("mode %s: %s: want key=value", name, quote.Short(kv))
 		}
 		s := lookupSetting(k, e.impl)
 		if s == nil {
-			return settingErrorf("mode %s: unknown setting %q: want one of %s", name, k, strings.Join(settingNames(e.impl), ", "))
+			return settingErrorf("mode %s: unknown setting %s: want one of %s", name, quote.Short(k), strings.Join(settingNames(e.impl), ", "))
 		}
 		if err := s.apply(o, v); err != nil {
-			return settingErrorf("mode %s: %s=%s: %v", name, k, v, err)
+			return settingErrorf("mode %s: %s=%s: %v", name, k, quote.Prefix(v), err)
 		}
 	}
 	if hasSettings && rest == "" {

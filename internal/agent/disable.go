@@ -13,6 +13,7 @@ import (
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/journal"
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // StopTimeout is how long Disable waits for a running agent to undo its
@@ -67,7 +68,10 @@ func Disable(opts Options) (bool, error) {
 func stopAgent(dir string) error {
 	st, err := readState(dir)
 	if err != nil {
-		return fmt.Errorf("an agent holds %s but its state is unreadable (%v); stop it by hand", dir, err)
+		// The kernel knows who holds the lock, whatever the state says.
+		if st = (&State{Pid: lockHolder(dir)}); st.Pid == 0 {
+			return fmt.Errorf("an agent holds %s but its state is unreadable (%v); stop it by hand", dir, err)
+		}
 	}
 	if st.Pid == os.Getpid() {
 		return errors.New("the agent runs in this process: stop it with its Stop method")
@@ -133,7 +137,11 @@ func (d *deadDatapath) remove(taken []datapath.Hook) error {
 func undoDead(dir, pinDir string, log *slog.Logger, takeOver bool) (*deadDatapath, error) {
 	st, err := readState(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
+		// The journal, not the state, holds the values to restore: a
+		// state file that cannot be read must not keep them changed.
+		log.Warn("the dead agent's state is unreadable: restoring the values its journal holds; lost with it: which devices "+
+			"its programs were attached to, so a tc filter of falcon's (kernels without tcx) may stay attached, doing nothing", "error", err)
+		st = nil
 	}
 	// A takeover that died halfway left these.
 	if err := datapath.Cleanup(pinDir+deadSuffix, nil); err != nil {
@@ -148,8 +156,11 @@ func undoDead(dir, pinDir string, log *slog.Logger, takeOver bool) (*deadDatapat
 	left := &deadDatapath{pinDir: pinDir}
 	if st != nil {
 		left.hooks = st.Hooks
-		if st.PinDir != "" {
-			left.pinDir = st.PinDir
+		if st.PinDir != "" && st.PinDir != pinDir {
+			// Only this namespace's own pin directory: a state that names
+			// another path (edited, or corrupt) must not have it renamed
+			// or emptied.
+			log.Warn("the dead agent's state names a pin directory that is not its own: ignored", "pin_dir", quote.Short(st.PinDir), "own", pinDir)
 		}
 		switch {
 		case st.Static:

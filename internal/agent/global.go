@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -19,11 +20,23 @@ import (
 // stop must not switch it off under the others. So they are held, not
 // journaled per agent: the first holder records the old value (before
 // writing the new one), later ones join, and the last one to let go
-// restores it. The record sits in one fixed place for the whole kernel.
-const (
-	globalFile = "/run/falcon-global.json"
-	globalLock = "/run/falcon-global.lock"
+// restores it. The record sits in one fixed place for the whole kernel,
+// under DefaultStateRoot, which the DaemonSet mounts from the node: in a
+// pod's own /run it would be neither writable nor outlive the pod. Keys
+// (ns-DEV-INODE) never name these files.
+var (
+	globalFile = filepath.Join(DefaultStateRoot, "global.json")
+	globalLock = filepath.Join(DefaultStateRoot, "global.lock")
 )
+
+// WrittenPaths are where the agent writes on the node, besides the
+// namespaces' sysfs and /proc/sys values: its state and journal, the
+// kernel-wide holds, its pins. The DaemonSet mounts each from the node,
+// writable, and the systemd unit lets the agent write there and nowhere
+// else (deploy/).
+func WrittenPaths() []string {
+	return []string{DefaultStateRoot, globalFile, globalLock, DefaultPinRoot}
+}
 
 type globalHold struct {
 	Path    string   `json:"path"`
@@ -138,9 +151,17 @@ func withGlobal(fn func(hs *[]globalHold, save func() error) error) error {
 // flockPath takes an exclusive lock on path. The lock file is removed once
 // it guards nothing, so a lock taken on a file that was removed meanwhile
 // guards nothing either: then try again.
+// Its directory is made when missing: an agent whose state root is gone
+// with its last agent (removeRoots) may remove it at any moment.
 func flockPath(path string) (*os.File, error) {
-	for {
+	for tries := 0; ; tries++ {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if errors.Is(err, os.ErrNotExist) && tries < 10 {
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -3,10 +3,12 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // DefaultBatch is MFLOW's micro-flow: 256 packets, from which the paper
@@ -63,8 +65,10 @@ func parseRate(v string) (uint64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f*mul > 1e12 {
-		return 0, fmt.Errorf("%q: want a rate in bit/s such as 500M or 2G, up to 1000G", v)
+	// !(f >= 0) is true for NaN too, which every comparison refuses:
+	// "NaN" would become 9223372036854775808 bit/s.
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) || f*mul > 1e12 {
+		return 0, fmt.Errorf("%s: want a rate in bit/s such as 500M or 2G, up to 1000G", quote.Short(v))
 	}
 	return uint64(f*mul + 0.5), nil
 }

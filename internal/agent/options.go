@@ -124,24 +124,18 @@ func (o *Options) pinRoot() string {
 	return DefaultPinRoot
 }
 
-// Key names the host namespace in state and pin paths: "host" for the
-// current one, the name for one under /run/netns, and the inode for a path
-// (a path like /proc/PID/ns/net changes; the namespace's inode does not).
+// Key names the host namespace in state and pin paths, and with them in
+// the lock that lets one agent at a time run there. It names the
+// namespace, not the name given for it: "" and /proc/1/ns/net, foo and
+// /run/netns/foo have one key, so that a second agent is refused however
+// it names the namespace: ns-DEV-INODE (netns.ID), a name no other
+// directory of falcon's has (testbeds, the global lock).
 func Key(ns string) (string, error) {
-	switch {
-	case ns == "":
-		return "host", nil
-	case !strings.Contains(ns, "/"):
-		if ns == "host" || strings.HasPrefix(ns, "ns-") || ns == "." || ns == ".." {
-			return "netns-" + ns, nil
-		}
-		return ns, nil
-	}
-	ino, err := netns.Inode(ns)
+	id, err := netns.Identify(ns)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("ns-%d", ino), nil
+	return fmt.Sprintf("ns-%d-%d", id.Dev, id.Ino), nil
 }
 
 func (o *Options) stateDir(key string) string { return filepath.Join(o.stateRoot(), key) }
@@ -195,7 +189,7 @@ func (o *Options) validate() error {
 // sameSettings reports whether two validated option sets configure the
 // same thing (an enable that changes nothing is a no-op).
 func sameSettings(a, b Options) bool {
-	return a.Netns == b.Netns && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
+	return sameNetns(a.Netns, b.Netns) && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
 		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.AlwaysOn == b.AlwaysOn && a.GuardTimeout == b.GuardTimeout &&
 		a.DrainTimeout == b.DrainTimeout &&
 		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
@@ -203,6 +197,19 @@ func sameSettings(a, b Options) bool {
 		a.FlowEntries == b.FlowEntries && a.Split == b.Split && a.Fastpath == b.Fastpath && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
 		a.SplitProto == b.SplitProto && slices.Equal(a.HostNICs, b.HostNICs) && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
 		a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
+}
+
+// sameNetns says whether two names name one namespace (Key).
+func sameNetns(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ka, err := Key(a)
+	if err != nil {
+		return false
+	}
+	kb, err := Key(b)
+	return err == nil && ka == kb
 }
 
 // Validate checks opts as Start would, without changing anything, and fills

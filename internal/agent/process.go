@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // The agent process's own settings: where it logs and where it serves
@@ -35,19 +37,29 @@ func CheckMetricsAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	host, port, err := net.SplitHostPort(addr)
+	host, err := splitMetricsAddr(addr)
 	if err != nil {
-		return fmt.Errorf("%q: want HOST:PORT, e.g. 127.0.0.1:9750 or :9750", addr)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return fmt.Errorf("%q: port %q is not a number from 0 to 65535", addr, port)
+		return err
 	}
 	if host != "" && net.ParseIP(host) == nil {
 		if _, err := net.LookupHost(host); err != nil {
-			return fmt.Errorf("%q: unknown host %q", addr, host)
+			return fmt.Errorf("%s: unknown host %s", quote.Short(addr), quote.Short(host))
 		}
 	}
 	return nil
+}
+
+// splitMetricsAddr checks the form of addr, HOST:PORT, and returns its
+// host; whether the host resolves is CheckMetricsAddr's to ask.
+func splitMetricsAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%s: want HOST:PORT, e.g. 127.0.0.1:9750 or :9750", quote.Short(addr))
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return "", fmt.Errorf("%s: port %s is not a number from 0 to 65535", quote.Short(addr), quote.Short(port))
+	}
+	return host, nil
 }
 
 // ListenMetrics checks addr and binds it. The agent binds before it

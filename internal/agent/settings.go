@@ -10,6 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // The settings of the modes: each is at once the flag --NAME of enable and
@@ -24,7 +25,7 @@ var settings = []setting{
 		set: func(o *Options, v string) error {
 			t, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
 			if err != nil {
-				return fmt.Errorf("%q: want a percentage 0..100", v)
+				return fmt.Errorf("%s: want a percentage 0..100", quote.Short(v))
 			}
 			o.Threshold = t
 			return nil
@@ -42,7 +43,7 @@ var settings = []setting{
 				o.Policy = v
 				return nil
 			}
-			return fmt.Errorf("%q: want %s, %s or %s", v, datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic)
+			return fmt.Errorf("%s: want %s, %s or %s", quote.Short(v), datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic)
 		},
 		get: func(o *Options) string { return o.Policy }},
 	boolSetting("always-on", "never keep stages inline because the CPU set is busy on average; a CPU's own load still counts (FALCON Fig. 15's always-on; true/false)",
@@ -60,7 +61,7 @@ var settings = []setting{
 				o.PerPacket = v == "per-packet"
 				return nil
 			}
-			return fmt.Errorf("%q: want guarded or per-packet", v)
+			return fmt.Errorf("%s: want guarded or per-packet", quote.Short(v))
 		},
 		get: func(o *Options) string {
 			if o.PerPacket {
@@ -95,8 +96,7 @@ var settings = []setting{
 		set: func(o *Options, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return fmt.Errorf("%q: want a power of two from 1 to %d (default %d; 0 would switch RFS off, which is 'falcon disable')",
-					v, MaxFlowEntries, DefaultFlowEntries)
+				return fmt.Errorf("%s: want a power of two from 1 to %d (default %d; 0 would switch RFS off, which is 'falcon disable')", quote.Short(v), MaxFlowEntries, DefaultFlowEntries)
 			}
 			o.FlowEntries = n
 			return nil
@@ -121,7 +121,7 @@ var settings = []setting{
 			case "", datapath.SplitAll, datapath.SplitTCP, datapath.SplitUDP:
 				return nil
 			}
-			return fmt.Errorf("%q: want %s, %s or %s", o.SplitProto, datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
+			return fmt.Errorf("%s: want %s, %s or %s", quote.Short(o.SplitProto), datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
 	{name: "host-nics", impls: []string{ModeFalcon},
 		usage: "--split: also split the NIC stage of these devices of the host network itself, for its own sockets, " +
@@ -139,7 +139,7 @@ var settings = []setting{
 		check: func(o *Options) error {
 			for i, d := range o.HostNICs {
 				if len(d) > 15 || strings.ContainsAny(d, "/ ") {
-					return fmt.Errorf("%q: not a device name", d)
+					return fmt.Errorf("%s: not a device name", quote.Short(d))
 				}
 				if slices.Contains(o.HostNICs[:i], d) {
 					return fmt.Errorf("%s named twice", d)
@@ -153,7 +153,7 @@ var settings = []setting{
 		set: func(o *Options, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > datapath.MaxBatch {
-				return fmt.Errorf("%q: want 1..%d packets (without micro-flows, use mode falcon+split)", v, datapath.MaxBatch)
+				return fmt.Errorf("%s: want 1..%d packets (without micro-flows, use mode falcon+split)", quote.Short(v), datapath.MaxBatch)
 			}
 			o.Batch = n
 			return nil
@@ -197,7 +197,7 @@ var settings = []setting{
 			case "", LogText, LogJSON:
 				return nil
 			}
-			return fmt.Errorf("%q: want %s or %s", o.LogFormat, LogText, LogJSON)
+			return fmt.Errorf("%s: want %s or %s", quote.Short(o.LogFormat), LogText, LogJSON)
 		}},
 }
 
@@ -269,7 +269,7 @@ func durationSetting(name, usage string, field func(o *Options) *time.Duration, 
 		set: func(o *Options, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil {
-				return fmt.Errorf("%q: want a duration such as 10ms", v)
+				return fmt.Errorf("%s: want a duration such as 10ms", quote.Short(v))
 			}
 			*field(o) = d
 			return nil
@@ -291,7 +291,7 @@ func boolSetting(name, usage string, field func(o *Options) *bool, impls ...stri
 		set: func(o *Options, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return fmt.Errorf("%q: want true or false", v)
+				return fmt.Errorf("%s: want true or false", quote.Short(v))
 			}
 			*field(o) = b
 			return nil

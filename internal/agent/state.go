@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -114,6 +116,30 @@ func (l *lock) release() {
 	}
 }
 
+// lockHolder is the pid that holds dir's lock as /proc/locks shows it
+// (N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF), 0 when none is seen:
+// no holder, or one in a PID namespace that this one does not see.
+func lockHolder(dir string) int {
+	var st unix.Stat_t
+	if unix.Stat(filepath.Join(dir, lockFile), &st) != nil {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	file := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == file {
+			if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
 // running reports whether an agent holds dir's lock.
 func running(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, lockFile)); err != nil {
@@ -152,4 +178,13 @@ func StateDir(opts Options) (string, error) {
 		return "", err
 	}
 	return opts.stateDir(key), nil
+}
+
+// PinDir is where the agent of opts.Netns pins its maps.
+func PinDir(opts Options) (string, error) {
+	key, err := Key(opts.Netns)
+	if err != nil {
+		return "", err
+	}
+	return opts.pinDir(key), nil
 }

@@ -114,7 +114,9 @@ func Status(opts Options) (*Report, error) {
 		return r, nil
 	}
 	if err != nil {
-		return nil, err
+		r.Enabled, r.Running = true, running(dir)
+		r.Problem = fmt.Sprintf("its state is unreadable (%v): 'falcon disable%s' restores the values its journal holds", err, NetnsFlag(opts.Netns))
+		return r, nil
 	}
 	r.Enabled, r.Running = true, running(dir)
 	r.Pid, r.Mode = st.Pid, st.Options.Mode

@@ -5,10 +5,13 @@ package cpuset
 
 import (
 	"fmt"
+	bits64 "math/bits"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // Set is a set of CPU ids, sorted and free of duplicates when it comes
@@ -30,33 +33,59 @@ const MaxID = 8191
 
 // Parse reads the kernel's CPU list syntax ("0-3,6"). The result is sorted
 // and free of duplicates; an empty list is an error, and so is an id
-// above MaxID.
+// above MaxID. Its memory is bounded whatever the input (a bitmap of every
+// id Linux can have, 1 KB), and its time by the input's length: a range
+// costs a few words of the bitmap however wide it is, so a list that
+// repeats 0-8191 costs no more than one that says it once.
 func Parse(s string) (Set, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, fmt.Errorf("empty CPU list")
 	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bad CPU list %q: %q is not a CPU number or range (like 0-3,6)", s, part)
+	var bits [MaxID/64 + 1]uint64
+	for rest, more := s, true; more; {
+		var part string
+		part, rest, more = strings.Cut(rest, ",")
+		a, b, err := parseRange(strings.TrimSpace(part))
+		if err != nil {
+			return nil, fmt.Errorf("bad CPU list %s: %w", quote.Short(s), err)
 		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad CPU list %q: %q is not a range (like 2-5)", s, part)
+		for c := a; c <= b; {
+			if c%64 == 0 && b-c >= 63 {
+				bits[c/64] = ^uint64(0)
+				c += 64
+				continue
 			}
-		}
-		if b > MaxID {
-			return nil, fmt.Errorf("bad CPU list %q: CPU %d is beyond the largest id Linux has (%d)", s, b, MaxID)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
+			bits[c/64] |= 1 << (c % 64)
+			c++
 		}
 	}
-	return Of(out...), nil
+	var out Set
+	for w, word := range bits {
+		for ; word != 0; word &= word - 1 {
+			out = append(out, w*64+bits64.TrailingZeros64(word))
+		}
+	}
+	return out, nil
+}
+
+// parseRange reads one part of a CPU list: an id or a range of ids.
+func parseRange(part string) (lo, hi int, err error) {
+	l, h, isRange := strings.Cut(part, "-")
+	a, err := strconv.Atoi(l)
+	if err != nil || a < 0 {
+		return 0, 0, fmt.Errorf("%s is not a CPU number or range (like 0-3,6)", quote.Short(part))
+	}
+	b := a
+	if isRange {
+		if b, err = strconv.Atoi(h); err != nil || b < a {
+			return 0, 0, fmt.Errorf("%s is not a range (like 2-5)", quote.Short(part))
+		}
+	}
+	if b > MaxID {
+		return 0, 0, fmt.Errorf("CPU %d is beyond the largest id Linux has (%d)", b, MaxID)
+	}
+	return a, b, nil
 }
 
 // Format writes cpus in the kernel's list syntax, ranges collapsed:

@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseFormat(t *testing.T) {
@@ -58,5 +60,33 @@ func TestOnlineAndCheck(t *testing.T) {
 		if err := Check([]int{0, cpus}); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("Check(0,%d) = %v, want %q", cpus, err, msg)
 		}
+	}
+}
+
+// A long list costs memory and time by its length, never by the ranges
+// it spells out: repeated wide ranges once cost 133 MB for 3.5 KB.
+func TestParseBounded(t *testing.T) {
+	for _, n := range []int{3 << 10, 1 << 20} {
+		s := strings.Repeat("0-8191,", n/7) + "0"
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		set, err := Parse(s)
+		took := time.Since(start)
+		runtime.ReadMemStats(&after)
+		if err != nil || len(set) != MaxID+1 {
+			t.Fatalf("%d bytes: %d CPUs, %v", len(s), len(set), err)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 10<<20 {
+			t.Fatalf("%d bytes of list: %d MB allocated", len(s), alloc>>20)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("%d bytes of list: %v", len(s), took)
+		}
+	}
+	_, err := Parse(strings.Repeat("x", 100_000))
+	if err == nil || len(err.Error()) > 300 {
+		t.Errorf("100 KB of bad list: %d bytes of error", len(err.Error()))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/falconnet/falcon/internal/fileutil"
+	"github.com/falconnet/falcon/internal/quote"
 )
 
 // Entry is one value falcon changed. Netns is "" for the namespace the
@@ -193,6 +194,14 @@ func (j *Journal) Restore() error {
 	// the newest entry backwards so that a value changed twice ends at its
 	// oldest value.
 	done := make([]bool, len(j.entries))
+	for i, e := range j.entries {
+		// As when it was recorded: the file is falcon's, but a value is
+		// written as root wherever it says.
+		if err := checkPath(e.Path); err != nil {
+			done[i] = true
+			errs = append(errs, fmt.Errorf("%w: not restored, dropped", err))
+		}
+	}
 	for last := len(j.entries) - 1; last >= 0; last-- {
 		if done[last] {
 			continue
@@ -300,7 +309,7 @@ func Restore(file string) error {
 func checkPath(p string) error {
 	if !filepath.IsAbs(p) || filepath.Clean(p) != p ||
 		!(strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/sys/")) {
-		return fmt.Errorf("journal: %q is not a clean path under /sys or /proc/sys", p)
+		return fmt.Errorf("journal: %s is not a clean path under /sys or /proc/sys", quote.Short(p))
 	}
 	return nil
 }

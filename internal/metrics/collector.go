@@ -1,27 +1,42 @@
 package metrics
 
 import (
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
-// Collector reads the agent's state at each scrape, through the same
-// reader as falcon status, so a scrape and falcon status never disagree
-// about a counter.
+// Collector reads the agent's state through the same reader as falcon
+// status, so a scrape and falcon status never disagree about a counter.
+// Scrapes share one read per SnapshotTTL: a read visits every BPF map, and
+// however often and however many scrapers ask, the agent pays for at most
+// one a second.
 type Collector struct {
 	version string
 	status  func() (*agent.Report, error)
 	agent   atomic.Pointer[agent.Agent]
 	descs   map[string]metric
+
+	mu   sync.Mutex // held while reading: concurrent scrapes wait for one read
+	at   time.Time
+	last *agent.Report
+	err  error
 }
+
+// SnapshotTTL is how long a status read serves scrapes; Prometheus scrapes
+// every 15 s or more, so only a burst of scrapes ever shares one.
+const SnapshotTTL = time.Second
 
 type metric struct {
 	desc *prometheus.Desc
@@ -69,12 +84,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			e.emit("falcon_agent_engagement_tests_total", float64(act.Tests-act.ForSteering), "off")
 		}
 	}
-	r, err := c.status()
+	r, err := c.snapshot()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.descs["falcon_enabled"].desc, err)
 		return
 	}
 	e.report(r)
+}
+
+// snapshot is the agent's status as read at most SnapshotTTL ago.
+func (c *Collector) snapshot() (*agent.Report, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) >= SnapshotTTL {
+		c.last, c.err = c.status()
+		c.at = time.Now()
+	}
+	return c.last, c.err
 }
 
 // emitter writes one scrape's metrics.
@@ -112,7 +138,7 @@ func (e emitter) report(r *agent.Report) {
 	e.emit("falcon_load_age_seconds", r.Load.AgeMs/1000)
 	e.emit("falcon_load_stale", b2f(r.Load.Stale))
 	for _, s := range r.Stages {
-		hook := []string{s.Device, s.Netns, string(s.Role)}
+		hook := []string{s.Device, netnsLabel(s.Netns), string(s.Role)}
 		with := func(l ...string) []string { return append(slices.Clone(hook), l...) }
 		for cpu, n := range s.RanOn {
 			e.emit("falcon_stage_packets_total", float64(n), with(strconv.Itoa(cpu))...)
@@ -170,4 +196,24 @@ func (e emitter) fastPath(f *agent.FastReport) {
 		e.emit("falcon_fastpath_slow_path_packets_total", float64(c[reason]), reason)
 	}
 	e.emit("falcon_fastpath_invalidations_total", float64(f.Invalidations))
+}
+
+// procNetns matches the namespace paths discovery takes from a process:
+// /proc/PID/ns/net.
+var procNetns = regexp.MustCompile(`^/proc/[0-9]+/ns/net$`)
+
+// netnsLabel names a hook's namespace in a label without a PID: a PID says
+// which of a pod's processes discovery happened to find, changes when the
+// pod restarts one, and tells whoever reads the metrics which processes run
+// where. Such a namespace is named by its inode, as ls -l
+// /proc/PID/ns/net shows it: net:[INODE].
+func netnsLabel(ns string) string {
+	if !procNetns.MatchString(ns) {
+		return ns
+	}
+	ino, err := netns.Inode(ns)
+	if err != nil {
+		return "net:[gone]"
+	}
+	return "net:[" + strconv.FormatUint(ino, 10) + "]"
 }

@@ -44,7 +44,7 @@ func Exists(name string) bool {
 	if name == "" {
 		return true
 	}
-	f, err := os.Open(Path(name))
+	f, err := Open(name)
 	if err != nil {
 		return false
 	}
@@ -52,12 +52,14 @@ func Exists(name string) bool {
 	return true
 }
 
-// Check returns a clear error when the namespace does not exist.
+// Check returns a clear error when name is no network namespace: not
+// there, or a file of another kind (see Open).
 func Check(name string) error {
-	if !Exists(name) {
-		return fmt.Errorf("network namespace %q not found (see 'ip netns list')", name)
+	f, err := Open(name)
+	if err != nil {
+		return err
 	}
-	return nil
+	return f.Close()
 }
 
 // Cookie returns the cookie of the calling thread's network namespace
@@ -84,18 +86,8 @@ func Cookie() uint64 {
 // is the calling thread's namespace, read from /proc/thread-self (see
 // WithSysfs for why never /proc/self).
 func Inode(name string) (uint64, error) {
-	p := Path(name)
-	if p == "" {
-		p = "/proc/thread-self/ns/net"
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err != nil {
-		if name != "" && errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("network namespace %q not found (see 'ip netns list'): %w", name, err)
-		}
-		return 0, fmt.Errorf("network namespace %q: %w", name, err)
-	}
-	return st.Ino, nil
+	id, err := Identify(name)
+	return id.Ino, err
 }
 
 // Do runs fn on a locked OS thread inside namespace name ("" = current).
@@ -105,9 +97,9 @@ func Do(name string, fn func() error) error {
 	if name == "" {
 		return fn()
 	}
-	target, err := os.Open(Path(name))
+	target, err := Open(name)
 	if err != nil {
-		return fmt.Errorf("network namespace %q: %w", name, err)
+		return err
 	}
 	defer target.Close()
 
@@ -176,9 +168,9 @@ func WithSysfs(name string, fn func(root string) error) error {
 	if name == "" {
 		return fn("/sys")
 	}
-	target, err := os.Open(Path(name))
+	target, err := Open(name)
 	if err != nil {
-		return fmt.Errorf("network namespace %q: %w", name, err)
+		return err
 	}
 	defer target.Close()
 
