@@ -20,12 +20,13 @@ var unsafeMatches = []string{
 	"xt match \"time\"", "xt match \"statistic\"", "xt match \"recent\"", "xt target \"NFQUEUE\"",
 }
 
-// ruleset is the host namespace's nftables ruleset as text ("" where nft
-// is not installed: then no rule can have been added through it).
+// ruleset is the host namespace's nftables ruleset as text. Without nft
+// it cannot be read, and rules may be there all the same (iptables-nft
+// writes them without it): the fast path then stays off.
 func ruleset(ns string) (string, error) {
 	nft, err := exec.LookPath("nft")
 	if err != nil {
-		return "", nil
+		return "", fmt.Errorf("the fast path needs nft (Debian: nftables) to read the host's ruleset: %w", err)
 	}
 	var out []byte
 	err = netns.Do(ns, func() error {
