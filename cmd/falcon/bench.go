@@ -10,9 +10,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/doctor"
+	"github.com/falconnet/falcon/lab/bench"
 )
 
 func init() {

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/falconnet/falcon/internal/bench"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // runPaperAll runs every figure's preset in turn (--preset paper-all), each

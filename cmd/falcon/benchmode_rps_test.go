@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestBenchStudyMode runs the study preset shrunk to one replica count, the

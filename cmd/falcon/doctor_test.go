@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func runDoc(t *testing.T, args ...string) (string, error, int) {

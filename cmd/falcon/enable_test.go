@@ -17,7 +17,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // buildFalcon builds the real binary: enable starts 'falcon agent' from its

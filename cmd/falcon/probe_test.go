@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/doctor"
+	"github.com/falconnet/falcon/lab/bench"
 )
 
 // sandbox is a gVisor-like machine for the probe: an emulated 4.4.0

@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/bench"
-	"github.com/falconnet/falcon/internal/sim"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/sim"
 )
 
 // reportOut is where report writes the table (tests swap it).

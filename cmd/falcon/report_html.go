@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/fileutil"
+	"github.com/falconnet/falcon/lab/bench"
 )
 
 // checkHTMLDir refuses a --html DIR that cannot become the page's

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/bench"
-	"github.com/falconnet/falcon/internal/sim"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/sim"
 )
 
 // simOut is where sim writes its tables (tests swap it).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // runTB runs 'falcon testbed args...' and returns its stdout, its error and

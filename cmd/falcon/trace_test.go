@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/lab/stagetrace"
 )
 
 func TestTraceBadInput(t *testing.T) {

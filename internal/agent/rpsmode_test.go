@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // The tests below check the rps and rfs modes against the Kubernetes

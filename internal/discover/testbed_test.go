@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestTestbedLayouts discovers the overlay of the receiving host of every
