@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/doctor"
 	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/benchprobe"
 )
 
 func init() {
@@ -45,7 +45,7 @@ func runBench(args []string) error {
 	cfg, err := flags.Resolve(online)
 	var ce *bench.ConfigError
 	if *probe {
-		var needs doctor.BenchNeeds
+		var needs benchprobe.BenchNeeds
 		switch {
 		case err == nil:
 			needs = bench.ProbeNeeds(cfg)
@@ -58,7 +58,7 @@ func runBench(args []string) error {
 		default:
 			return err
 		}
-		return runProbe(doctor.NewMachineProber(), needs)
+		return runProbe(benchprobe.NewMachineProber(), needs)
 	}
 	if err != nil {
 		if errors.As(err, &ce) {
@@ -146,10 +146,10 @@ var probeOut io.Writer = os.Stdout
 // of what it lacks as the error (exit 1), nil when nothing needed is
 // missing.
 func runProbe(p interface {
-	doctor.Prober
+	benchprobe.Prober
 	Close() error
-}, needs doctor.BenchNeeds) error {
-	r := doctor.ProbeBench(p, needs)
+}, needs benchprobe.BenchNeeds) error {
+	r := benchprobe.ProbeBench(p, needs)
 	cerr := p.Close()
 	if err := r.WriteText(probeOut); err != nil {
 		return err

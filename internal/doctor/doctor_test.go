@@ -269,25 +269,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestParseRelease(t *testing.T) {
-	for _, c := range []struct {
-		rel          string
-		major, minor int
-	}{{"6.18.44-fc-v669", 6, 18}, {"5.4.0-150-generic", 5, 4}, {"6.6.0", 6, 6}, {"4.19", 4, 19}, {"6.15-rc1", 6, 15}} {
-		k, err := parseRelease(c.rel)
-		if err != nil || k.major != c.major || k.minor != c.minor {
-			t.Errorf("parseRelease(%q) = %d.%d, %v", c.rel, k.major, k.minor, err)
-		}
-	}
-	if _, err := parseRelease("linux"); err == nil {
-		t.Error("parseRelease(linux) did not fail")
-	}
-	k := kernel{major: 5, minor: 7}
-	if !k.atLeast(5, 7) || k.atLeast(5, 8) || !k.atLeast(4, 20) || k.atLeast(6, 0) {
-		t.Error("atLeast is wrong")
-	}
-}
-
 // TestBPFQdiscFinding: the BPF qdisc line is never a problem, on this
 // kernel or any other, and names what it is for.
 func TestBPFQdiscFinding(t *testing.T) {

@@ -2,15 +2,15 @@ package bench
 
 import (
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/doctor"
+	"github.com/falconnet/falcon/lab/benchprobe"
 )
 
 // ProbeNeeds is what a config will use from the machine, for the bench
-// probe (doctor.ProbeBench): the overlay layouts need VXLAN, docker and
+// probe (benchprobe.ProbeBench): the overlay layouts need VXLAN, docker and
 // flannel a bridge, the falcon modes BPF in tc, the split XDP, --nic-cpu
 // threaded NAPI; and the tools the testbeds and workloads start.
-func ProbeNeeds(c Config) doctor.BenchNeeds {
-	var n doctor.BenchNeeds
+func ProbeNeeds(c Config) benchprobe.BenchNeeds {
+	var n benchprobe.BenchNeeds
 	for _, l := range c.Layouts {
 		switch l {
 		case "host":
@@ -41,7 +41,7 @@ func ProbeNeeds(c Config) doctor.BenchNeeds {
 // ProbeNeedsAll is what the most demanding config needs, for a machine
 // whose config could not be resolved (too few CPUs for the preset): the
 // probe then still lists everything else that is missing.
-func ProbeNeedsAll(why string) doctor.BenchNeeds {
-	return doctor.BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true, KernelSender: true,
+func ProbeNeedsAll(why string) benchprobe.BenchNeeds {
+	return benchprobe.BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, ThreadedNAPI: true, KernelSender: true,
 		Tools: []string{"ip", "bridge", "ethtool", "taskset", "iperf3", "sockperf"}, CPUs: why}
 }

@@ -1,4 +1,4 @@
-package doctor
+package benchprobe
 
 import (
 	"errors"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/toolpath"
 	"github.com/falconnet/falcon/lab/xdpsend"
@@ -49,7 +50,7 @@ func (m *MachineProber) Close() error {
 }
 
 func (m *MachineProber) Kernel() string {
-	k, err := kernelRelease()
+	k, err := kernel.Running()
 	if err != nil {
 		return "unknown"
 	}
@@ -81,7 +82,7 @@ func (m *MachineProber) Probe(id string) (string, error) {
 		}
 		return "", nil
 	case id == FeatKernel:
-		k, err := kernelRelease()
+		k, err := kernel.Running()
 		if err != nil {
 			return "", err
 		}
@@ -108,7 +109,7 @@ func (m *MachineProber) Probe(id string) (string, error) {
 	case id == FeatKernelSender:
 		return "", xdpsend.Probe(m.ns, probeVeth, probePeer)
 	case id == FeatTracefs:
-		if !tracefsMounted() {
+		if !kernel.TracefsMounted() {
 			return "", errors.New("not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
 		}
 		return "", nil
@@ -121,10 +122,10 @@ func (m *MachineProber) Probe(id string) (string, error) {
 // checkRealKernel refuses releases older than anything falcon supports.
 // gVisor, the usual emulated kernel of sandboxes, reports 4.4.0 and has
 // neither BPF nor VXLAN; a real 4.4 kernel lacks what falcon needs as well.
-func checkRealKernel(k kernel) (string, error) {
-	if !k.atLeast(4, 18) {
+func checkRealKernel(k kernel.Release) (string, error) {
+	if !k.AtLeast(4, 18) {
 		hint := ""
-		if k.major == 4 && k.minor == 4 {
+		if k.Major == 4 && k.Minor == 4 {
 			hint = "; gVisor reports 4.4.0: this looks like an emulated kernel (a sandbox), which has no BPF or VXLAN. " +
 				"Run on a VM or on bare metal"
 		}

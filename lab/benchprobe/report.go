@@ -1,4 +1,10 @@
-package doctor
+// Package benchprobe answers: can this machine run 'falcon bench' (the benchmark
+// bundle's run.sh asks before anything else)? Unlike doctor, it needs no
+// overlay: it tries what the testbeds and modes will do, in a scratch
+// network namespace, and lists what is missing. The checks that decide are
+// here and take a Prober, so that tests can hand in any machine, a gVisor
+// sandbox included.
+package benchprobe
 
 import (
 	"bytes"
@@ -8,13 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 )
-
-// The bench probe: can this machine run 'falcon bench' (the benchmark
-// bundle's run.sh asks before anything else)? Unlike Run, it needs no
-// overlay: it tries what the testbeds and modes will do, in a scratch
-// network namespace, and lists what is missing. The checks that decide are
-// here and take a Prober, so that tests can hand in any machine, a gVisor
-// sandbox included.
 
 // Features the bench probe looks for, in the order they are reported.
 const (

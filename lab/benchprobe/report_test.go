@@ -1,4 +1,4 @@
-package doctor
+package benchprobe
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -38,7 +39,7 @@ var everything = BenchNeeds{VXLAN: true, Bridge: true, BPF: true, XDP: true, Thr
 // refused with a list naming each missing feature and why, the features
 // that depend on a missing one as not tried, and nothing it has.
 func TestProbeBenchGVisor(t *testing.T) {
-	k, _ := parseRelease("4.4.0")
+	k, _ := kernel.ParseRelease("4.4.0")
 	_, kerr := checkRealKernel(k)
 	f := &fakeProber{kernel: "4.4.0", cpus: 16, missing: map[string]string{
 		FeatKernel:     kerr.Error(),
@@ -149,7 +150,7 @@ func TestProbeBenchNeeds(t *testing.T) {
 
 func TestCheckRealKernel(t *testing.T) {
 	for rel, ok := range map[string]bool{"4.4.0": false, "4.17.3": false, "4.18.0": true, "6.1.0-26-amd64": true, "6.18.44-fc": true} {
-		k, err := parseRelease(rel)
+		k, err := kernel.ParseRelease(rel)
 		if err != nil {
 			t.Fatal(err)
 		}
