@@ -1,0 +1,9 @@
+// Package lab is where falcon is measured, apart from the product it
+// measures: testbeds (testbed), the tools' traffic (workload, xdpsend,
+// seqcheck), the stage tracer (stagetrace), the benchmark (bench) and its
+// machine probe (benchprobe), the papers' figures (papers), statistics
+// (stats) and the model (sim). The lab imports the product; no package of
+// internal/ imports the lab (boundary_test.go holds it to that), so what a
+// node runs carries nothing of it. Tests of the product may use the lab:
+// they run the product on its testbeds.
+package lab
