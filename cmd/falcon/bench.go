@@ -13,6 +13,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 func init() {
@@ -81,7 +82,7 @@ func runBench(args []string) error {
 
 	opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p}
 	if cfg.JSON != "" {
-		opts.Checkpoint = func(f *bench.File) error { return bench.WriteFile(cfg.JSON, f) }
+		opts.Checkpoint = func(f *schema.File) error { return schema.WriteFile(cfg.JSON, f) }
 	}
 	f, runErr := bench.Execute(ctx, cfg, opts)
 	p.Close()
@@ -89,7 +90,7 @@ func runBench(args []string) error {
 		return runErr
 	}
 	if cfg.JSON != "" {
-		if err := bench.WriteFile(cfg.JSON, f); err != nil {
+		if err := schema.WriteFile(cfg.JSON, f); err != nil {
 			return errors.Join(runErr, fmt.Errorf("write results: %w", err))
 		}
 		fmt.Fprintf(os.Stderr, "falcon bench: results in %s (re-render with 'falcon report %s')\n", cfg.JSON, cfg.JSON)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -83,14 +84,14 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 	// drawn writes the files of the figures drawn from preset's bench, of
 	// results f.
 	written := map[string]bool{}
-	drawn := func(preset string, f *bench.File) {
+	drawn := func(preset string, f *schema.File) {
 		for _, fb := range benches {
 			if fb.From != preset || fb.Done != "" || fb.Skip != "" {
 				continue
 			}
 			written[fb.Preset] = true
 			summary = append(summary, fmt.Sprintf("%s (%s %s): drawn from the bench of %s, %s", fb.Preset, fb.Paper, fb.Figure, fb.From, fb.File))
-			if err := bench.WriteFile(fb.File, bench.FromFile(fb, f)); err != nil {
+			if err := schema.WriteFile(fb.File, bench.FromFile(fb, f)); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
 			}
 		}
@@ -100,7 +101,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 	// turn, which an interrupt may never reach.
 	for _, fb := range benches {
 		if fb.Done != "" {
-			if f, err := bench.ReadFile(fb.File); err == nil {
+			if f, err := schema.ReadFile(fb.File); err == nil {
 				drawn(fb.Preset, f)
 			}
 		}
@@ -119,7 +120,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 		if fb.Skip != "" {
 			note("falcon bench: %s: not run: %s", tag, fb.Skip)
 			summary = append(summary, tag+": not run: "+fb.Skip)
-			if err := bench.WriteFile(fb.File, bench.NotRunFile(fb, version, commandLine())); err != nil {
+			if err := schema.WriteFile(fb.File, bench.NotRunFile(fb, version, commandLine())); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", fb.Preset, err))
 			}
 			continue
@@ -140,7 +141,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			(time.Duration(bench.CountRuns(plan, cfg)) * bench.EstimateRun(cfg)).Round(time.Second))
 		start := time.Now()
 		opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p,
-			Checkpoint: func(f *bench.File) error { return bench.WriteFile(fb.File, f) }}
+			Checkpoint: func(f *schema.File) error { return schema.WriteFile(fb.File, f) }}
 		f, runErr := bench.Execute(ctx, cfg, opts)
 		p.Close()
 		took := time.Since(start).Round(time.Second)
@@ -151,7 +152,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 			summary = append(summary, fmt.Sprintf("%s: failed after %s: %v", tag, took, runErr))
 			continue
 		}
-		if err := bench.WriteFile(fb.File, f); err != nil {
+		if err := schema.WriteFile(fb.File, f); err != nil {
 			errs = append(errs, fmt.Errorf("%s: write results: %w", fb.Preset, err))
 		}
 		drawn(fb.Preset, f)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -38,7 +38,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := bench.ReadFile(out)
+	f, err := schema.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // sandbox is a gVisor-like machine for the probe: an emulated 4.4.0
@@ -132,13 +133,13 @@ func TestProbeTooFewCPUs(t *testing.T) {
 }
 
 // resolveBench parses a bench command line as runBench does.
-func resolveBench(t *testing.T, online []int, args ...string) (bench.Config, error) {
+func resolveBench(t *testing.T, online []int, args ...string) (schema.Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := bench.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return bench.Config{}, err
+		return schema.Config{}, err
 	}
 	return f.Resolve(online)
 }

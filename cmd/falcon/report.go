@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
 )
 
@@ -85,7 +86,7 @@ func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error
 			return p.HTMLSection(name)
 		}
 	}
-	f, err := bench.ReadFile(name)
+	f, err := schema.ReadFile(name)
 	if err != nil {
 		return bench.HTMLSection{}, err
 	}
@@ -94,7 +95,7 @@ func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error
 		if b != "auto" && !strings.Contains(b, "/") {
 			b += "/vanilla"
 		}
-		bench.Normalize(f.Results, b)
+		schema.Normalize(f.Results, b)
 	}
 	if err := writeChart("report", svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
 		return bench.HTMLSection{}, err

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
 )
 
@@ -109,7 +109,7 @@ func runSim(args []string) error {
 }
 
 func readCalibration(path string) (*sim.Calibration, error) {
-	f, err := bench.ReadFile(path)
+	f, err := schema.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

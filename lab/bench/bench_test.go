@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -36,7 +37,7 @@ func integration(t *testing.T, suffix string) (online []int, name func(int) stri
 
 // benchRun resolves args, checks them as bench does and runs them on
 // testbeds named by name.
-func benchRun(t *testing.T, online []int, name func(int) string, args ...string) *File {
+func benchRun(t *testing.T, online []int, name func(int) string, args ...string) *schema.File {
 	t.Helper()
 	c, err := resolve(t, online, args...)
 	if err != nil {
@@ -53,7 +54,7 @@ func benchRun(t *testing.T, online []int, name func(int) string, args ...string)
 	return f
 }
 
-func mustPlan(t *testing.T, c Config) []TestbedPlan {
+func mustPlan(t *testing.T, c schema.Config) []TestbedPlan {
 	t.Helper()
 	plan, _, err := Plan(c)
 	if err != nil {
@@ -64,7 +65,7 @@ func mustPlan(t *testing.T, c Config) []TestbedPlan {
 
 // eachRun calls check with every result of f that has exactly one run and
 // no errors, reporting the others; what names the result.
-func eachRun(t *testing.T, f *File, check func(what string, r Result, run Run)) {
+func eachRun(t *testing.T, f *schema.File, check func(what string, r schema.Result, run schema.Run)) {
 	t.Helper()
 	for _, r := range f.Results {
 		what := fmt.Sprintf("%s/%s %s ×%d", r.Layout, r.Mode, r.Workload, r.Flows)
@@ -103,7 +104,7 @@ func TestBenchHostAndDocker(t *testing.T) {
 	var checkpoints []int
 	f, err := Execute(context.Background(), c, RunOptions{Version: "test", Command: "go test", TestbedName: name,
 		Progress: NewProgress(io.Discard, false, true, 4, 0),
-		Checkpoint: func(f *File) error {
+		Checkpoint: func(f *schema.File) error {
 			if !f.Partial {
 				t.Error("checkpoint not marked partial")
 			}
@@ -117,16 +118,16 @@ func TestBenchHostAndDocker(t *testing.T) {
 		t.Errorf("checkpoints with %v results (want one, after the host testbed's 2); final partial %v", checkpoints, f.Partial)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
-	if err := WriteFile(path, f); err != nil {
+	if err := schema.WriteFile(path, f); err != nil {
 		t.Fatal(err)
 	}
-	if f, err = ReadFile(path); err != nil {
+	if f, err = schema.ReadFile(path); err != nil {
 		t.Fatal(err)
 	}
 	if f.Machine.Cores != len(online) || f.Machine.Kernel == "" || f.Interrupted || len(f.Results) != 4 {
 		t.Fatalf("file: machine %+v, interrupted %v, %d results", f.Machine, f.Interrupted, len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		if run.PPS <= 0 || run.Gbps <= 0 || run.WindowS < 0.9 || len(run.Tool) == 0 {
 			t.Errorf("%s: pps %v gbps %v window %v, %d tool results", what, run.PPS, run.Gbps, run.WindowS, len(run.Tool))
 		}
@@ -176,7 +177,7 @@ func TestBenchMemcached(t *testing.T) {
 	if len(f.Results) != 8 { // falcon+split on host is Host+
 		t.Fatalf("%d results, want both modes on both layouts, each with 1 and 10 clients", len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		l := run.Latency
 		if run.PPS <= 0 || l == nil || l.P50Us <= 0 || l.P99Us < l.P50Us || len(run.Tool) != 1 || run.Counters["rx.Tcp.InSegs"] <= 0 {
 			t.Errorf("%s: ops/s %v, latency %+v, %d tool results, counters %v", what, run.PPS, l, len(run.Tool), run.Counters)
@@ -202,7 +203,7 @@ func TestBenchHostPlus(t *testing.T) {
 	if len(f.Results) != 2 {
 		t.Fatalf("%d results, want host/vanilla and host/falcon+split", len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		if run.Gbps <= 0 || run.OutOfOrder == nil || run.Retransmits == nil {
 			t.Errorf("%s: %.2f Gbit/s, out of order %v, retransmits %v", what, run.Gbps, run.OutOfOrder, run.Retransmits)
 			return
@@ -230,7 +231,7 @@ func TestBenchWeb(t *testing.T) {
 	if len(f.Results) != 3 { // host: vanilla only
 		t.Fatalf("%d results, want host/vanilla and docker's two modes", len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		l := run.Latency
 		if run.PPS <= 0 || run.Gbps <= 0 || l == nil || l.P50Us <= 0 || l.P99Us < l.P50Us || len(run.Tool) != 1 || run.Counters["rx.Tcp.InSegs"] <= 0 {
 			t.Errorf("%s: requests/s %v, Gbit/s %v, latency %+v, %d tool results, counters %v", what, run.PPS, run.Gbps, l, len(run.Tool), run.Counters)
@@ -260,7 +261,7 @@ func TestBenchIPv6(t *testing.T) {
 	if !f.Config.IPv6 || len(f.Results) != 6 {
 		t.Fatalf("ipv6 %v, %d results", f.Config.IPv6, len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		if run.PPS <= 0 || run.Gbps <= 0 {
 			t.Errorf("%s: pps %v gbps %v", what, run.PPS, run.Gbps)
 		}
@@ -363,8 +364,8 @@ func TestBenchOrderCheck(t *testing.T) {
 	if !f.Config.OrderCheck {
 		t.Fatal("config lacks order_check")
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
-		var o *TCPOrder
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
+		var o *schema.TCPOrder
 		if run.Reordering != nil {
 			o = run.Reordering.Order
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 func TestBPFCostsOverWindow(t *testing.T) {
@@ -25,11 +26,11 @@ func TestBPFCostsOverWindow(t *testing.T) {
 		t.Error("no statistics should record nothing")
 	}
 
-	r := Result{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 16, Flows: 1,
-		Runs: []Run{{PPS: 1, WindowS: 1, BPF: got}}}
+	r := schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 16, Flows: 1,
+		Runs: []schema.Run{{PPS: 1, WindowS: 1, BPF: got}}}
 	r.Summarize()
 	var b strings.Builder
-	writeBPFCosts(&b, &File{Results: []Result{r}})
+	writeBPFCosts(&b, &schema.File{Results: []schema.Result{r}})
 	if !strings.Contains(b.String(), "| falcon_steer | 250") || !strings.Contains(b.String(), "| falcon_split | 200") {
 		t.Errorf("cost table lacks the programs:\n%s", b.String())
 	}

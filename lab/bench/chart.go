@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -69,7 +70,7 @@ func svgClose(s *strings.Builder, left, height float64, foot string) {
 }
 
 // footLine is a chart's footnote: where and how it was measured.
-func footLine(f *File) string {
+func footLine(f *schema.File) string {
 	m := f.Machine
 	return fmt.Sprintf("%s, %d CPUs, kernel %s; %d run(s) of %s", orDash(m.CPUModel), m.Cores, orDash(m.Kernel), f.Config.Runs, f.Config.Duration)
 }

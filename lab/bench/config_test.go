@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -58,13 +59,13 @@ func TestDefaultCPUs(t *testing.T) {
 }
 
 // resolve parses a command line the way falcon bench does.
-func resolve(t *testing.T, online []int, args ...string) (Config, error) {
+func resolve(t *testing.T, online []int, args ...string) (schema.Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		return schema.Config{}, err
 	}
 	return f.Resolve(online)
 }
@@ -74,8 +75,8 @@ func TestResolveDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
-		Sizes: []int{16, 1400}, Duration: Duration(10 * time.Second), Warmup: Duration(500 * time.Millisecond), Runs: 5,
+	want := schema.Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
+		Sizes: []int{16, 1400}, Duration: schema.Duration(10 * time.Second), Warmup: schema.Duration(500 * time.Millisecond), Runs: 5,
 		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: SenderTools, Containers: 1, Baseline: "auto"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -110,7 +111,7 @@ func TestResolvePresetYieldsToFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Preset != "demo" || c.Runs != 2 || c.Duration != Duration(3*time.Second) ||
+	if c.Preset != "demo" || c.Runs != 2 || c.Duration != schema.Duration(3*time.Second) ||
 		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Sizes, []int{16, 1400}) ||
 		!reflect.DeepEqual(c.SenderCPUs, []int{1}) || !reflect.DeepEqual(c.ReceiverCPUs, []int{0}) {
 		t.Errorf("demo with --runs 2: %+v", c)

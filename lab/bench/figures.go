@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // A figurePreset is the bench of one figure of the four papers' evaluations
@@ -308,7 +309,7 @@ func (r *figurePreset) presetFlags(online []int) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		flagValues(m).with(p.flags())
+		flagValues(m).with(placementFlags(p))
 	}
 	return m, nil
 }
@@ -393,11 +394,11 @@ func (f *Flags) PaperAll() bool { return f.preset == PaperAll }
 
 // FigureBench is one figure's bench within paper-all.
 type FigureBench struct {
-	Preset        string // fig10, …
-	Paper, Figure string // "FALCON", "Fig. 10"
-	File          string // its results file, DIR/PRESET.json
-	Config        Config // resolved (Config.JSON is File); zero when Skip
-	Skip          string // why it does not run here
+	Preset        string        // fig10, …
+	Paper, Figure string        // "FALCON", "Fig. 10"
+	File          string        // its results file, DIR/PRESET.json
+	Config        schema.Config // resolved (Config.JSON is File); zero when Skip
+	Skip          string        // why it does not run here
 	// From is a figure whose bench runs every case of this one with the
 	// same settings (HotCloud's Fig. 7 and 8 plot two metrics of the same
 	// runs; FALCON's Fig. 17 is MFLOW's Fig. 11 without mflow): this
@@ -427,18 +428,18 @@ func (f *Flags) ResolvePaperAll(online []int) ([]FigureBench, error) {
 			given = append(given, [2]string{fl.Name, fl.Value.String()})
 		}
 	})
-	with := func(preset string) (Config, error) {
+	with := func(preset string) (schema.Config, error) {
 		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		nf := RegisterFlags(fs)
 		for _, kv := range given {
 			if err := fs.Set(kv[0], kv[1]); err != nil {
-				return Config{}, configErrorf("--%s %s: %v", kv[0], kv[1], err)
+				return schema.Config{}, configErrorf("--%s %s: %v", kv[0], kv[1], err)
 			}
 		}
 		if preset != "" {
 			if err := fs.Set("preset", preset); err != nil {
-				return Config{}, err
+				return schema.Config{}, err
 			}
 		}
 		return nf.Resolve(online)
@@ -505,10 +506,12 @@ type caseKey struct {
 	size, flows            int
 }
 
-func resultKey(r Result) caseKey { return caseKey{r.Layout, r.Mode, r.Workload, r.Size, r.Flows} }
+func resultKey(r schema.Result) caseKey {
+	return caseKey{r.Layout, r.Mode, r.Workload, r.Size, r.Flows}
+}
 
 // caseCounts counts the cases c plans, by key; nil where c does not plan.
-func caseCounts(c Config) map[caseKey]int {
+func caseCounts(c schema.Config) map[caseKey]int {
 	plan, _, err := Plan(c)
 	if err != nil {
 		return nil
@@ -537,8 +540,8 @@ func within(a, b map[caseKey]int) bool {
 // falcon plans for c there ("" where not: a newer falcon may run more
 // cases of the same flags, as falcon+split on the host layout, Host+).
 // The configurations are compared as the file records them, in JSON.
-func completed(path string, c Config) string {
-	f, err := ReadFile(path)
+func completed(path string, c schema.Config) string {
+	f, err := schema.ReadFile(path)
 	if err != nil || f.Partial || f.Interrupted || f.Finished.IsZero() {
 		return ""
 	}
@@ -566,8 +569,8 @@ func completed(path string, c Config) string {
 // sameSettings reports whether two configurations differ only in what
 // cases they run (layouts, modes, workloads, sizes, flows), the preset
 // and the results file.
-func sameSettings(a, b Config) bool {
-	for _, c := range []*Config{&a, &b} {
+func sameSettings(a, b schema.Config) bool {
+	for _, c := range []*schema.Config{&a, &b} {
 		c.Preset, c.JSON, c.Layouts, c.Modes, c.Workloads, c.Sizes, c.Flows = "", "", nil, nil, nil, nil, nil
 	}
 	return reflect.DeepEqual(a, b)
@@ -576,7 +579,7 @@ func sameSettings(a, b Config) bool {
 // FromFile is the results file of a figure drawn from another's bench
 // (FigureBench.From): that bench's results of this figure's cases, under
 // this figure's configuration, divided by this figure's baseline.
-func FromFile(fb FigureBench, of *File) *File {
+func FromFile(fb FigureBench, of *schema.File) *schema.File {
 	f := *of
 	f.Config = fb.Config
 	want := caseCounts(fb.Config)
@@ -588,7 +591,7 @@ func FromFile(fb FigureBench, of *File) *File {
 			f.Results = append(f.Results, r)
 		}
 	}
-	Normalize(f.Results, f.Config.Baseline)
+	schema.Normalize(f.Results, f.Config.Baseline)
 	what := "its results of this figure's cases"
 	if len(f.Results) == len(of.Results) {
 		what = "its results"
@@ -599,10 +602,10 @@ func FromFile(fb FigureBench, of *File) *File {
 
 // NotRunFile is the results file of a figure that did not run: no
 // results, and why in its notes, so the report shows it.
-func NotRunFile(fb FigureBench, version, command string) *File {
+func NotRunFile(fb FigureBench, version, command string) *schema.File {
 	now := time.Now().UTC().Truncate(time.Second)
 	c := fb.Config
 	c.Preset = fb.Preset
-	return &File{Format: Format, FalconVersion: version, Started: now, Finished: now, Command: command,
-		Machine: DescribeMachine(nil), Config: c, Notes: []string{"not run: " + fb.Skip}, Results: []Result{}}
+	return &schema.File{Format: schema.Format, FalconVersion: version, Started: now, Finished: now, Command: command,
+		Machine: DescribeMachine(nil), Config: c, Notes: []string{"not run: " + fb.Skip}, Results: []schema.Result{}}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/lab/papers"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -220,7 +221,7 @@ func TestQuick(t *testing.T) {
 			t.Errorf("%s --quick: %v", name, err)
 			continue
 		}
-		if !q.Quick || q.Runs != 1 || q.Duration != Duration(time.Second) || q.Warmup != Duration(500*time.Millisecond) {
+		if !q.Quick || q.Runs != 1 || q.Duration != schema.Duration(time.Second) || q.Warmup != schema.Duration(500*time.Millisecond) {
 			t.Errorf("%s --quick: %d runs of %s after %s", name, q.Runs, q.Duration, q.Warmup)
 		}
 		for what, l := range map[string][2][]int{"sizes": {full.Sizes, q.Sizes}, "flows": {full.Flows, q.Flows}} {
@@ -250,10 +251,10 @@ func TestQuick(t *testing.T) {
 
 	c, err := resolve(t, seqN(2), "--quick", "--workloads", "udp,multi-flow", "--sizes", "16,64,256,1K,4K", "--flows", "1,2,3,4,5", "--runs", "2")
 	if err != nil || !reflect.DeepEqual(c.Sizes, []int{16, 256, 4096}) || !reflect.DeepEqual(c.Flows, []int{1, 3, 5}) ||
-		c.Runs != 2 || c.Duration != Duration(time.Second) {
+		c.Runs != 2 || c.Duration != schema.Duration(time.Second) {
 		t.Errorf("--quick with flags: %+v, %v", c, err)
 	}
-	if c, err = resolve(t, seqN(2), "--preset", "demo", "--quick", "--duration", "3s"); err != nil || c.Duration != Duration(3*time.Second) || c.Runs != 1 {
+	if c, err = resolve(t, seqN(2), "--preset", "demo", "--quick", "--duration", "3s"); err != nil || c.Duration != schema.Duration(3*time.Second) || c.Runs != 1 {
 		t.Errorf("--quick --duration 3s: %+v, %v", c, err)
 	}
 }
@@ -325,18 +326,18 @@ func TestPaperAll(t *testing.T) {
 	// and docker, 4 modes, 3 sizes, 1-20 flows): its cases only, divided
 	// by docker/vanilla (mflow10's auto baseline is host/vanilla).
 	m10, m12 := by["mflow10"], by["mflow12"]
-	run := &File{Format: Format, Config: m10.Config, Notes: []string{"x"}}
+	run := &schema.File{Format: schema.Format, Config: m10.Config, Notes: []string{"x"}}
 	for _, tp := range mustPlan(t, m10.Config) {
 		for _, c := range tp.Cases {
-			r := Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows,
-				Runs: []Run{{Round: 1}}, Summary: map[string]stats.Summary{"gbps": {Mean: float64(c.Flows), N: 1}}}
+			r := schema.Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows,
+				Runs: []schema.Run{{Round: 1}}, Summary: map[string]stats.Summary{"gbps": {Mean: float64(c.Flows), N: 1}}}
 			if c.Layout == "host" {
 				r.Summary["gbps"] = stats.Summary{Mean: 100, N: 1}
 			}
 			run.Results = append(run.Results, r)
 		}
 	}
-	Normalize(run.Results, m10.Config.Baseline)
+	schema.Normalize(run.Results, m10.Config.Baseline)
 	ff := FromFile(m12, run)
 	if ff.Config.Preset != "mflow12" || ff.Config.JSON != m12.File || !reflect.DeepEqual(ff.Config.Layouts, []string{"docker"}) ||
 		len(ff.Results) != 9 || !strings.Contains(ff.Notes[0], "drawn from the bench of mflow10") || len(ff.Notes) != 2 ||
@@ -379,10 +380,10 @@ func TestPaperAll(t *testing.T) {
 		}
 	}
 	path := filepath.Join(dir, "k8s3.json")
-	if err := WriteFile(path, NotRunFile(fb, "test", "falcon bench --preset paper-all")); err != nil {
+	if err := schema.WriteFile(path, NotRunFile(fb, "test", "falcon bench --preset paper-all")); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadFile(path)
+	back, err := schema.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,35 +429,35 @@ func TestPaperAllResume(t *testing.T) {
 		return FigureBench{}
 	}
 	// A file with a result for every case the figure's bench plans.
-	complete := func(fb FigureBench) *File {
+	complete := func(fb FigureBench) *schema.File {
 		plan, _, err := Plan(fb.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := &File{Format: Format, FalconVersion: "test", Started: time.Now().Add(-time.Minute), Finished: time.Now(), Config: fb.Config}
+		f := &schema.File{Format: schema.Format, FalconVersion: "test", Started: time.Now().Add(-time.Minute), Finished: time.Now(), Config: fb.Config}
 		for _, tp := range plan {
 			for _, c := range tp.Cases {
-				f.Results = append(f.Results, Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows})
+				f.Results = append(f.Results, schema.Result{Layout: c.Layout, Mode: c.Mode, Workload: c.Workload, Size: c.Size, Flows: c.Flows})
 			}
 		}
 		return f
 	}
 	first := resolve("--quick")
-	edits := map[string]func(*File){
-		"fig4":  func(*File) {},
-		"fig10": func(f *File) { f.Interrupted = true },
-		"fig11": func(f *File) { f.Partial = true },
-		"fig12": func(f *File) { f.Results[0].Errors = []string{"run 1/1: boom"} },
-		"fig13": func(f *File) {
-			f.Results = slices.DeleteFunc(f.Results, func(r Result) bool { return r.Layout == "host" && r.Mode == "falcon+split" })
+	edits := map[string]func(*schema.File){
+		"fig4":  func(*schema.File) {},
+		"fig10": func(f *schema.File) { f.Interrupted = true },
+		"fig11": func(f *schema.File) { f.Partial = true },
+		"fig12": func(f *schema.File) { f.Results[0].Errors = []string{"run 1/1: boom"} },
+		"fig13": func(f *schema.File) {
+			f.Results = slices.DeleteFunc(f.Results, func(r schema.Result) bool { return r.Layout == "host" && r.Mode == "falcon+split" })
 		},
-		"fig15": func(f *File) { f.Config.Runs = 3 },
+		"fig15": func(f *schema.File) { f.Config.Runs = 3 },
 	}
 	for name, edit := range edits {
 		fb := by(first, name)
 		f := complete(fb)
 		edit(f)
-		if err := WriteFile(fb.File, f); err != nil {
+		if err := schema.WriteFile(fb.File, f); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -473,7 +474,7 @@ func TestPaperAllResume(t *testing.T) {
 	if fb := by(again, "hotcloud11"); fb.From != "hotcloud9" || fb.Done != "" {
 		t.Fatalf("hotcloud11 before: %+v", fb)
 	}
-	if err := WriteFile(by(again, "hotcloud11").File, FromFile(by(again, "hotcloud11"), complete(by(again, "hotcloud9")))); err != nil {
+	if err := schema.WriteFile(by(again, "hotcloud11").File, FromFile(by(again, "hotcloud11"), complete(by(again, "hotcloud9")))); err != nil {
 		t.Fatal(err)
 	}
 	if d := by(resolve("--quick", "--resume"), "hotcloud11").Done; d == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -190,13 +191,13 @@ func PresetHelp() string {
 // Resolve applies the preset under the flags given, parses and checks every
 // value, and picks CPUs among online ones. It touches nothing on the
 // system; errors are *ConfigError.
-func (f *Flags) Resolve(online []int) (Config, error) {
+func (f *Flags) Resolve(online []int) (schema.Config, error) {
 	if f.resume {
-		return Config{}, configErrorf("--resume takes up --preset %s where it stopped; one bench has nothing to take up", PaperAll)
+		return schema.Config{}, configErrorf("--resume takes up --preset %s where it stopped; one bench has nothing to take up", PaperAll)
 	}
 	if f.calibrate {
 		if f.preset != "" && f.preset != "calibrate" {
-			return Config{}, configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
+			return schema.Config{}, configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
 		}
 		f.preset = "calibrate"
 	}
@@ -204,34 +205,34 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
 	if f.preset != "" {
 		if err := checkRunnable(f.preset); err != nil {
-			return Config{}, err
+			return schema.Config{}, err
 		}
 		p, ok := presets[f.preset]
 		if !ok {
-			return Config{}, configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
+			return schema.Config{}, configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
 		}
 		values, err := p.flags(online)
 		if err != nil {
-			return Config{}, err
+			return schema.Config{}, err
 		}
 		for name, v := range values {
 			if !given[name] {
 				if err := f.fs.Set(name, v); err != nil {
-					return Config{}, fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
+					return schema.Config{}, fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
 				}
 			}
 		}
 	}
 	if f.quick {
 		if err := f.quickDefaults(given); err != nil {
-			return Config{}, err
+			return schema.Config{}, err
 		}
 	}
-	c := Config{Preset: f.preset, Quick: f.quick, Duration: Duration(f.duration), Warmup: Duration(f.warmup), Runs: f.runs,
+	c := schema.Config{Preset: f.preset, Quick: f.quick, Duration: schema.Duration(f.duration), Warmup: schema.Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
 		StageCost: f.stageCost, OrderCheck: f.orderCheck, Interleave: f.interleave, IPv6: f.ipv6}
 	if f.preset == "calibrate" {
-		c.Calibrate = CalibrateFormat
+		c.Calibrate = schema.CalibrateFormat
 	}
 	var err error
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
@@ -271,7 +272,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 	}
 	switch {
-	case c.Duration < Duration(time.Second):
+	case c.Duration < schema.Duration(time.Second):
 		return c, configErrorf("--duration %s: at least 1s (the tools count whole seconds)", c.Duration)
 	case c.Warmup < 0:
 		return c, configErrorf("--warmup %s: must not be negative", c.Warmup)
@@ -315,7 +316,7 @@ func (f *Flags) Resolve(online []int) (Config, error) {
 		}
 		c.NICCPU = &list[0]
 	}
-	if err := c.placement().check(); err != nil {
+	if err := checkPlacement(c.Placement()); err != nil {
 		return c, err
 	}
 	c.Baseline = f.baseline

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // FuzzParseSize: a size is bytes in range or an error; FormatSize writes it
@@ -78,13 +79,13 @@ func FuzzResolve(f *testing.F) {
 	})
 }
 
-func resolveFlags(vals map[string]string) (Config, error) {
+func resolveFlags(vals map[string]string) (schema.Config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fl := RegisterFlags(fs)
 	for k, v := range vals {
 		if err := fs.Set(k, v); err != nil {
-			return Config{}, &ConfigError{Msg: err.Error()}
+			return schema.Config{}, &ConfigError{Msg: err.Error()}
 		}
 	}
 	return fl.Resolve([]int{0, 1})
@@ -110,7 +111,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(b)
 	// A small file of the same shape, so that mutations reach every field
 	// of a result quickly.
-	rf, err := Decode(b)
+	rf, err := schema.Decode(b)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(small)
 	f.Add([]byte(`{"format":1,"results":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rf, err := Decode(b)
+		rf, err := schema.Decode(b)
 		if err != nil {
 			return
 		}
@@ -139,7 +140,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a file read cannot be written: %v", err)
 		}
-		again, err := Decode(out)
+		again, err := schema.Decode(out)
 		if err != nil {
 			t.Fatalf("a file written cannot be read: %v\n%s", err, out)
 		}
@@ -147,9 +148,9 @@ func FuzzDecode(f *testing.F) {
 		if err != nil || !bytes.Equal(out, out2) {
 			t.Fatalf("written, read and written again it differs (%v):\n%s\nvs\n%s", err, out, out2)
 		}
-		Normalize(rf.Results, "auto")
+		schema.Normalize(rf.Results, "auto")
 		WriteTable(io.Discard, rf)
-		Normalize(rf.Results, "docker/falcon")
+		schema.Normalize(rf.Results, "docker/falcon")
 		WriteSVG(io.Discard, rf)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -64,50 +65,6 @@ const (
 	hotspotBusyRetries = 40
 )
 
-// HotspotRun is a hotspot run's time series. Times are seconds since the
-// run's traffic was found flowing (Run.Started); the window ran from
-// WindowStartS to WindowEndS.
-type HotspotRun struct {
-	// Protocol is UDP or TCP (hotspot-tcp); files from before hotspot-tcp
-	// have none, and are UDP.
-	Protocol     string  `json:"protocol,omitempty"`
-	IntervalS    float64 `json:"interval_s"`
-	WindowStartS float64 `json:"window_start_s"`
-	WindowEndS   float64 `json:"window_end_s"`
-	// LightEndS is when flow 0's light client exited, HeavyAtS when its
-	// heavy one started.
-	LightEndS float64      `json:"light_end_s"`
-	HeavyAtS  float64      `json:"heavy_at_s"`
-	Flows     []FlowSeries `json:"flows"`
-}
-
-// FlowSeries is one flow's received rate, interval by interval.
-type FlowSeries struct {
-	Flow     int    `json:"flow"`
-	Endpoint string `json:"endpoint"`
-	// Heavy: the flow that turned heavy (flow 0).
-	Heavy  bool          `json:"heavy,omitempty"`
-	Points []SeriesPoint `json:"points"`
-	// Before and After are the flow's mean received rate over the
-	// window's intervals before the switch and after it; in datagrams/s
-	// for UDP only (TCP has Gbit/s alone).
-	BeforePPS  float64 `json:"before_pps,omitempty"`
-	AfterPPS   float64 `json:"after_pps,omitempty"`
-	BeforeGbps float64 `json:"before_gbps"`
-	AfterGbps  float64 `json:"after_gbps"`
-}
-
-// SeriesPoint is one reporting interval of a flow.
-type SeriesPoint struct {
-	T    float64 `json:"t"` // the interval's end
-	Gbps float64 `json:"gbps"`
-	// PPS: datagrams/s, UDP only (absent for TCP, whose server reports
-	// bytes).
-	PPS     float64 `json:"pps,omitempty"`
-	LostPct float64 `json:"lost_pct"`
-	Heavy   bool    `json:"heavy,omitempty"` // the heavy client's interval
-}
-
 // hotspotClient is what one flow's clients reported (Run.Tool): a phase
 // per iperf3 client, launched when.
 type hotspotClient struct {
@@ -123,11 +80,11 @@ type hotspotPhase struct {
 	Result   workload.Iperf3Series `json:"result"`
 }
 
-func (e *env) hotspot(ctx context.Context) (Run, error) {
+func (e *env) hotspot(ctx context.Context) (schema.Run, error) {
 	tcp := e.cs.Workload == "hotspot-tcp"
 	r, err := hotspotRate(e.cfg.HotspotRate, tcp)
 	if err != nil {
-		return Run{}, err
+		return schema.Run{}, err
 	}
 	bits, _ := r.at(e.cs.Size)
 	light := strconv.FormatFloat(math.Round(bits), 'f', 0, 64)
@@ -187,7 +144,7 @@ func (e *env) hotspot(ctx context.Context) (Run, error) {
 		run.LossPct = lossPct(run.Counters["tx.Tcp.OutSegs"], run.Counters["tx.Tcp.OutSegs"]-run.Counters["tx.Tcp.RetransSegs"])
 		ooo = run.Counters["rx.TcpExt.TCPOFOQueue"]
 		run.Retransmits = &retrans
-		run.Gbps = run.Hotspot.windowGbps()
+		run.Gbps = run.Hotspot.WindowGbps()
 	} else {
 		udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
 		run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
@@ -246,8 +203,8 @@ func hotspotRetry(err error) bool {
 // traffic found flowing) and averages them over the window's halves. A
 // UDP point's datagrams/s are its bytes in datagrams of size; TCP's have
 // none.
-func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, windowS float64, size int, tcp bool, endpoints []string) *HotspotRun {
-	h := &HotspotRun{Protocol: "UDP", IntervalS: hotspotInterval.Seconds(), WindowStartS: warmup.Seconds(), WindowEndS: warmup.Seconds() + windowS}
+func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, windowS float64, size int, tcp bool, endpoints []string) *schema.HotspotRun {
+	h := &schema.HotspotRun{Protocol: "UDP", IntervalS: hotspotInterval.Seconds(), WindowStartS: warmup.Seconds(), WindowEndS: warmup.Seconds() + windowS}
 	if tcp {
 		h.Protocol = "TCP"
 	}
@@ -258,7 +215,7 @@ func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, 
 		}
 	}
 	for _, c := range clients {
-		fs := FlowSeries{Flow: c.Flow, Heavy: c.Flow == 0}
+		fs := schema.FlowSeries{Flow: c.Flow, Heavy: c.Flow == 0}
 		if c.Flow < len(endpoints) {
 			fs.Endpoint = endpoints[c.Flow]
 		}
@@ -268,7 +225,7 @@ func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, 
 				if iv.Seconds < h.IntervalS/2 {
 					continue // the tail iperf3 reports after its last full interval
 				}
-				p := SeriesPoint{T: round3(off + iv.End), Gbps: iv.BitsPerSecond / 1e9, LostPct: iv.LostPercent, Heavy: ph.Heavy}
+				p := schema.SeriesPoint{T: round3(off + iv.End), Gbps: iv.BitsPerSecond / 1e9, LostPct: iv.LostPercent, Heavy: ph.Heavy}
 				if !tcp {
 					p.PPS = iv.BitsPerSecond / (8 * float64(size))
 				}
@@ -278,7 +235,7 @@ func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, 
 		var nb, na int
 		for _, p := range fs.Points {
 			switch {
-			case !h.inWindow(p):
+			case !h.InWindow(p):
 			case p.T <= h.HeavyAtS:
 				fs.BeforePPS, fs.BeforeGbps, nb = fs.BeforePPS+p.PPS, fs.BeforeGbps+p.Gbps, nb+1
 			case p.T-h.IntervalS >= h.HeavyAtS:
@@ -296,66 +253,12 @@ func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, 
 	return h
 }
 
-// inWindow says whether a point's interval lies in the window.
-func (h *HotspotRun) inWindow(p SeriesPoint) bool {
-	return p.T-h.IntervalS >= h.WindowStartS && p.T <= h.WindowEndS
-}
-
-// windowGbps is what the flows received together over the window: the sum
-// of each flow's mean over its intervals in the window (hotspot-tcp's
-// Run.Gbps; the switch's gap, tens of milliseconds without an interval,
-// does not count).
-func (h *HotspotRun) windowGbps() float64 {
-	var sum float64
-	for _, f := range h.Flows {
-		var g float64
-		var n int
-		for _, p := range f.Points {
-			if h.inWindow(p) {
-				g, n = g+p.Gbps, n+1
-			}
-		}
-		if n > 0 {
-			sum += g / float64(n)
-		}
-	}
-	return sum
-}
-
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
-
-// hotspotMetrics: the flows' received rates before and after the switch,
-// the heavy flow's and the light ones' apart, in Gbit/s, and for UDP in
-// datagrams/s too.
-func hotspotMetrics(r Run, m map[string]float64) {
-	h := r.Hotspot
-	if h == nil {
-		return
-	}
-	var lightBefore, lightAfter, heavyBefore, heavyAfter [2]float64 // pps, Gbit/s
-	for _, f := range h.Flows {
-		if f.Heavy {
-			heavyBefore = [2]float64{heavyBefore[0] + f.BeforePPS, heavyBefore[1] + f.BeforeGbps}
-			heavyAfter = [2]float64{heavyAfter[0] + f.AfterPPS, heavyAfter[1] + f.AfterGbps}
-		} else {
-			lightBefore = [2]float64{lightBefore[0] + f.BeforePPS, lightBefore[1] + f.BeforeGbps}
-			lightAfter = [2]float64{lightAfter[0] + f.AfterPPS, lightAfter[1] + f.AfterGbps}
-		}
-	}
-	for i, unit := range []string{"pps", "gbps"} {
-		if unit == "pps" && h.Protocol == "TCP" {
-			continue
-		}
-		m["hotspot_heavy_before_"+unit], m["hotspot_heavy_after_"+unit] = heavyBefore[i], heavyAfter[i]
-		m["hotspot_light_before_"+unit], m["hotspot_light_after_"+unit] = lightBefore[i], lightAfter[i]
-		m["hotspot_after_"+unit] = heavyAfter[i] + lightAfter[i]
-	}
-}
 
 // writeHotspot lists each hotspot case's rates before and after flow 0
 // turned heavy, UDP's in datagrams/s and TCP's in Gbit/s, a table each;
 // the series are in the results file.
-func writeHotspot(b *strings.Builder, f *File) {
+func writeHotspot(b *strings.Builder, f *schema.File) {
 	var udp, tcp []string
 	for _, r := range f.Results {
 		if !hotspotWorkload(r.Workload) || len(r.Runs) == 0 {

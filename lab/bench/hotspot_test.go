@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -48,7 +49,7 @@ func TestHotspotSeries(t *testing.T) {
 		t.Fatalf("flows %+v %+v", f0, f1)
 	}
 	// 20 Mbit/s of 1400 B is 1786 datagrams/s.
-	for _, f := range []FlowSeries{f0, f1} {
+	for _, f := range []schema.FlowSeries{f0, f1} {
 		if f.BeforePPS < 1600 || f.BeforePPS > 2000 || f.BeforeGbps < 0.018 || f.BeforeGbps > 0.022 {
 			t.Errorf("flow %d before the switch: %.0f/s, %.4f Gbit/s", f.Flow, f.BeforePPS, f.BeforeGbps)
 		}
@@ -61,7 +62,7 @@ func TestHotspotSeries(t *testing.T) {
 	if !p.Heavy || p.T < 2.09 || p.T > 2.11 || math.Abs(p.PPS-p.Gbps*1e9/(8*1400)) > 1e-6*p.PPS {
 		t.Errorf("first heavy point %+v", p)
 	}
-	m := Metrics(Run{Hotspot: h})
+	m := schema.Metrics(schema.Run{Hotspot: h})
 	if m["hotspot_heavy_after_pps"] != f0.AfterPPS || m["hotspot_light_before_pps"] != f1.BeforePPS || m["hotspot_after_pps"] != f0.AfterPPS {
 		t.Errorf("metrics %v", m)
 	}
@@ -88,7 +89,7 @@ func TestHotspotSeriesTCP(t *testing.T) {
 	if len(f0.Points) != len(light.Intervals)+len(heavy.Intervals)-1 || len(f1.Points) != len(light.Intervals) {
 		t.Fatalf("flows %+v %+v", f0, f1)
 	}
-	for _, f := range []FlowSeries{f0, f1} {
+	for _, f := range []schema.FlowSeries{f0, f1} {
 		if f.BeforeGbps < 0.2 || f.BeforeGbps > 0.26 || f.BeforePPS != 0 || f.AfterPPS != 0 {
 			t.Errorf("flow %d before the switch: %.4f Gbit/s (%.0f/s, %.0f/s: none for TCP)", f.Flow, f.BeforeGbps, f.BeforePPS, f.AfterPPS)
 		}
@@ -102,10 +103,10 @@ func TestHotspotSeriesTCP(t *testing.T) {
 		t.Errorf("after the switch: heavy flow %.3f Gbit/s, light flow %.3f (it had ended)", f0.AfterGbps, f1.AfterGbps)
 	}
 	// The window's rate: each flow's mean over its intervals in the window.
-	if g := h.windowGbps(); g < f0.BeforeGbps+f1.BeforeGbps || g > f0.AfterGbps+f1.BeforeGbps {
+	if g := h.WindowGbps(); g < f0.BeforeGbps+f1.BeforeGbps || g > f0.AfterGbps+f1.BeforeGbps {
 		t.Errorf("window %.3f Gbit/s", g)
 	}
-	m := Metrics(Run{Hotspot: h})
+	m := schema.Metrics(schema.Run{Hotspot: h})
 	if _, ok := m["hotspot_heavy_after_pps"]; ok || m["hotspot_heavy_after_gbps"] != f0.AfterGbps || m["hotspot_light_before_gbps"] != f1.BeforeGbps {
 		t.Errorf("metrics %v", m)
 	}
@@ -113,17 +114,17 @@ func TestHotspotSeriesTCP(t *testing.T) {
 	// from UDP's in datagrams/s.
 	ooo, retrans := int64(3), int64(7)
 	udp := hotspotSeries(clients, t0, 500*time.Millisecond, 2, 1400, false, nil)
-	res := []Result{
-		{Layout: "docker", Mode: "vanilla", Workload: "hotspot-tcp", Size: 128 << 10, Flows: 2, Offered: &Offered{Spec: "20Kpps", BitsPerSecond: 231.68e6},
-			Runs: []Run{{Hotspot: h, OutOfOrder: &ooo, Retransmits: &retrans}}},
-		{Layout: "docker", Mode: "vanilla", Workload: "hotspot", Size: 1400, Flows: 2, Offered: &Offered{Spec: "20Kpps", BitsPerSecond: 224e6},
-			Runs: []Run{{Hotspot: udp}}},
+	res := []schema.Result{
+		{Layout: "docker", Mode: "vanilla", Workload: "hotspot-tcp", Size: 128 << 10, Flows: 2, Offered: &schema.Offered{Spec: "20Kpps", BitsPerSecond: 231.68e6},
+			Runs: []schema.Run{{Hotspot: h, OutOfOrder: &ooo, Retransmits: &retrans}}},
+		{Layout: "docker", Mode: "vanilla", Workload: "hotspot", Size: 1400, Flows: 2, Offered: &schema.Offered{Spec: "20Kpps", BitsPerSecond: 224e6},
+			Runs: []schema.Run{{Hotspot: udp}}},
 	}
 	for i := range res {
 		res[i].Summarize()
 	}
 	var b strings.Builder
-	writeHotspot(&b, &File{Results: res})
+	writeHotspot(&b, &schema.File{Results: res})
 	out := b.String()
 	for _, want := range []string{"Hotspot (FALCON Fig. 16)", "heavy flow before → after, datagrams/s", "Hotspot over TCP",
 		"heavy flow before → after, Gbit/s", "| docker | vanilla | 128 KiB | 2 | 20Kpps = 231.68M | 1.50 s | 0.2", "| 3 | 7 |\n",
@@ -145,7 +146,7 @@ func TestHotspotTiming(t *testing.T) {
 		{0, 2 * time.Second, time.Second},
 		{time.Second, 10 * time.Second, 6 * time.Second},
 	} {
-		e := &env{cfg: Config{Warmup: Duration(c.warmup), Duration: Duration(c.duration)}}
+		e := &env{cfg: schema.Config{Warmup: schema.Duration(c.warmup), Duration: schema.Duration(c.duration)}}
 		if got := e.lightTime(); got != c.want {
 			t.Errorf("warm-up %s, window %s: light for %s, want %s", c.warmup, c.duration, got, c.want)
 		}

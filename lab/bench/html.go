@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -49,7 +50,7 @@ type Chart struct {
 // charts of every kind, in the order they were registered.
 type ChartKind struct {
 	Name string
-	Draw func(f *File) []Chart
+	Draw func(f *schema.File) []Chart
 }
 
 var chartKinds []ChartKind
@@ -69,7 +70,7 @@ func init() {
 }
 
 // FileSection is the section of the results file read from source.
-func FileSection(source string, f *File) (HTMLSection, error) {
+func FileSection(source string, f *schema.File) (HTMLSection, error) {
 	var body strings.Builder
 	if err := WriteTable(&body, f); err != nil {
 		return HTMLSection{}, err
@@ -97,7 +98,7 @@ func FileSection(source string, f *File) (HTMLSection, error) {
 }
 
 // fileFacts states where and how f was measured.
-func fileFacts(f *File) []Fact {
+func fileFacts(f *schema.File) []Fact {
 	m, c := f.Machine, f.Config
 	cpus := fmt.Sprintf("%d", m.Cores)
 	if m.OnlineCPUs != "" {
@@ -159,7 +160,7 @@ func fileFacts(f *File) []Fact {
 }
 
 // headlineMarks are the papers' ratios comparable to r's headline ratio.
-func headlineMarks(r Result) []paperMark {
+func headlineMarks(r schema.Result) []paperMark {
 	var out []paperMark
 	for _, pc := range paperClaims(r) {
 		if pc.metric != headline(r.Workload) || pc.Value.Unit != "×" {
@@ -172,7 +173,7 @@ func headlineMarks(r Result) []paperMark {
 
 // batchCharts is MFLOW Fig. 7's chart (writeBatchSVG) where f is a batch
 // sweep.
-func batchCharts(f *File) []Chart {
+func batchCharts(f *schema.File) []Chart {
 	batches := batchSweep(f)
 	if batches == nil {
 		return nil
@@ -201,16 +202,16 @@ type sweep struct {
 // are tried.
 var sweepDims = []struct {
 	name   string
-	of     func(Result) int
+	of     func(schema.Result) int
 	format func(int) string
 }{
-	{"flows", func(r Result) int { return r.Flows }, strconv.Itoa},
-	{"size", func(r Result) int { return r.Size }, FormatSize},
-	{"rate", func(r Result) int { return r.Rate }, func(n int) string { return siShort(float64(n)) + "/s" }},
+	{"flows", func(r schema.Result) int { return r.Flows }, strconv.Itoa},
+	{"size", func(r schema.Result) int { return r.Size }, FormatSize},
+	{"rate", func(r schema.Result) int { return r.Rate }, func(n int) string { return siShort(float64(n)) + "/s" }},
 }
 
 // sweepsOf finds f's sweeps, a workload at a time.
-func sweepsOf(f *File) []sweep {
+func sweepsOf(f *schema.File) []sweep {
 	var workloads []string
 	byWorkload := map[string][]int{}
 	for i, r := range f.Results {
@@ -220,7 +221,7 @@ func sweepsOf(f *File) []sweep {
 	var out []sweep
 	for _, w := range workloads {
 		idx := byWorkload[w]
-		distinct := func(of func(Result) int) []int {
+		distinct := func(of func(schema.Result) int) []int {
 			var v []int
 			for _, i := range idx {
 				v = appendUnique(v, of(f.Results[i]))
@@ -274,7 +275,7 @@ func sweepsOf(f *File) []sweep {
 }
 
 // axisLabel names a sweep's x axis as the paper would.
-func axisLabel(f *File, workload, axis string) string {
+func axisLabel(f *schema.File, workload, axis string) string {
 	switch axis {
 	case "flows":
 		switch {
@@ -316,7 +317,7 @@ func numericSettings(spec string) map[string]int {
 
 // settingSweep is the mode setting that takes three values or more among
 // the results idx, and its values; "" when none does.
-func settingSweep(f *File, idx []int) (string, []int) {
+func settingSweep(f *schema.File, idx []int) (string, []int) {
 	values := map[string][]int{}
 	for _, i := range idx {
 		for k, v := range numericSettings(f.Results[i].Mode) {
@@ -359,7 +360,7 @@ func withoutSetting(spec, key string) string {
 }
 
 // swept marks the results that a sweep draws.
-func swept(f *File) map[int]bool {
+func swept(f *schema.File) map[int]bool {
 	out := map[int]bool{}
 	for _, sw := range sweepsOf(f) {
 		for _, i := range sw.results {
@@ -372,7 +373,7 @@ func swept(f *File) map[int]bool {
 // sweepCharts draws each sweep twice: the headline ratio to the baseline
 // with the papers' ratios marked, and the headline metric itself (for
 // latency its p50 dashed beside the p99).
-func sweepCharts(f *File) []Chart {
+func sweepCharts(f *schema.File) []Chart {
 	var out []Chart
 	for _, sw := range sweepsOf(f) {
 		h := headline(sw.workload)
@@ -487,9 +488,9 @@ func roundSig(v float64, sig int) float64 {
 
 // barCharts is WriteSVG's bar chart of the results no sweep draws, with
 // the papers' ratios marked.
-func barCharts(f *File) []Chart {
+func barCharts(f *schema.File) []Chart {
 	in := swept(f)
-	var rest []Result
+	var rest []schema.Result
 	for i, r := range f.Results {
 		if !in[i] {
 			rest = append(rest, r)
@@ -516,7 +517,7 @@ var latencyMetrics = []struct{ key, name string }{
 // latencyCharts draws, per workload that records latency and is not a
 // sweep, its percentiles in µs: groups of bars per percentile (and size,
 // flows or rate where those vary), a colour per layout/mode.
-func latencyCharts(f *File) []Chart {
+func latencyCharts(f *schema.File) []Chart {
 	in := swept(f)
 	var workloads []string
 	for i, r := range f.Results {
@@ -526,7 +527,7 @@ func latencyCharts(f *File) []Chart {
 	}
 	var out []Chart
 	for _, w := range workloads {
-		var rs []Result
+		var rs []schema.Result
 		for i, r := range f.Results {
 			if r.Workload == w && !in[i] && r.Summary["lat_p99_us"].N > 0 {
 				rs = append(rs, r)
@@ -598,8 +599,8 @@ const cpuGroupsPerChart = 12
 // windows (usr, sys, softirq, irq, stacked; mean of the runs), a group of
 // bars per case, with the busy time's 95 % interval as the whisker. Files
 // without per-CPU usage (Run.CPU) get none.
-func cpuCharts(f *File) []Chart {
-	cpus := cpusOf(f.Results)
+func cpuCharts(f *schema.File) []Chart {
+	cpus := schema.CPUsOf(f.Results)
 	if len(cpus) == 0 {
 		return nil
 	}

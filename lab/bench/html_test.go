@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // pageCheck is what a parse of a page found.
@@ -128,9 +130,9 @@ func TestHTMLPage(t *testing.T) {
 	files = append(files, more...)
 	var sections []HTMLSection
 	var names []string
-	read := map[string]*File{}
+	read := map[string]*schema.File{}
 	for _, path := range files {
-		f, err := ReadFile(path)
+		f, err := schema.ReadFile(path)
 		if err != nil {
 			// A prediction or validation of falcon sim's, which cmd/falcon's test renders.
 			t.Logf("%s: not a results file: %v", path, err)
@@ -216,18 +218,18 @@ func TestHTMLPage(t *testing.T) {
 // Gbit/s over the batch with vanilla as a line across; a size sweep lines
 // over size with the papers' ratio marked at its size; the rest bars.
 func TestHTMLChartKinds(t *testing.T) {
-	var results []Result
+	var results []schema.Result
 	for _, c := range []struct {
 		mode string
 		ofo  int64
 	}{{"vanilla", 5}, {"mflow:batch=256,elephant=0", 40}, {"mflow:batch=16,elephant=0", 900}, {"mflow:batch=64,elephant=0", 300}} {
-		r := Result{Layout: "docker", Mode: c.mode, Workload: "tcp", Size: 64 << 10, Flows: 1,
-			Runs: []Run{reorderRun(c.ofo, 20000, 1), reorderRun(c.ofo+10, 20000, 1)}}
+		r := schema.Result{Layout: "docker", Mode: c.mode, Workload: "tcp", Size: 64 << 10, Flows: 1,
+			Runs: []schema.Run{reorderRun(c.ofo, 20000, 1), reorderRun(c.ofo+10, 20000, 1)}}
 		r.Summarize()
 		results = append(results, r)
 	}
-	Normalize(results, "docker/vanilla")
-	batch := &File{Config: Config{Duration: Duration(2e9), Runs: 2}, Results: results}
+	schema.Normalize(results, "docker/vanilla")
+	batch := &schema.File{Config: schema.Config{Duration: schema.Duration(2e9), Runs: 2}, Results: results}
 	s, err := FileSection("batch.json", batch)
 	if err != nil {
 		t.Fatal(err)
@@ -254,16 +256,16 @@ func TestHTMLChartKinds(t *testing.T) {
 	for _, layout := range []string{"host", "docker"} {
 		for _, size := range []int{16, 1400, MaxUDPSize} {
 			pps := 1e5 * float64(len(layout))
-			r := Result{Layout: layout, Mode: "vanilla", Workload: "udp", Size: size, Flows: 1}
+			r := schema.Result{Layout: layout, Mode: "vanilla", Workload: "udp", Size: size, Flows: 1}
 			for i := 0; i < 3; i++ {
-				r.Runs = append(r.Runs, Run{PPS: pps + float64(i)*1000, Gbps: (pps + float64(i)*1000) * float64(size) * 8 / 1e9, WindowS: 1})
+				r.Runs = append(r.Runs, schema.Run{PPS: pps + float64(i)*1000, Gbps: (pps + float64(i)*1000) * float64(size) * 8 / 1e9, WindowS: 1})
 			}
 			r.Summarize()
 			results = append(results, r)
 		}
 	}
-	Normalize(results, "auto")
-	sizes := &File{Config: Config{Duration: Duration(2e9), Runs: 3}, Results: results}
+	schema.Normalize(results, "auto")
+	sizes := &schema.File{Config: schema.Config{Duration: schema.Duration(2e9), Runs: 3}, Results: results}
 	s, err = FileSection("sizes.json", sizes)
 	if err != nil {
 		t.Fatal(err)
@@ -276,13 +278,13 @@ func TestHTMLChartKinds(t *testing.T) {
 	}
 
 	// Two sizes are no sweep: bars, marked alike.
-	var two []Result
+	var two []schema.Result
 	for _, r := range results {
 		if r.Size != 16 {
 			two = append(two, r)
 		}
 	}
-	s, _ = FileSection("two.json", &File{Config: sizes.Config, Results: two})
+	s, _ = FileSection("two.json", &schema.File{Config: sizes.Config, Results: two})
 	if len(s.Charts) != 1 || s.Charts[0].Kind != "bars" || !strings.Contains(s.Charts[0].SVG, "0.47 × host") {
 		t.Errorf("two sizes' charts: %+v", s.Charts)
 	}
@@ -298,7 +300,7 @@ func TestMarkdownHTML(t *testing.T) {
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	f, err := ReadFile(recorded)
+	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 	"github.com/falconnet/falcon/lab/xdpsend"
@@ -56,7 +57,7 @@ type KernelSent struct {
 // each of --flows servers (multi-flow). Packets/s are the receivers' UDP
 // datagrams over the window; loss compares them with the frames the sender
 // handed to the wire in the window.
-func (e *env) kernelUDP(ctx context.Context) (Run, error) {
+func (e *env) kernelUDP(ctx context.Context) (schema.Run, error) {
 	dst, flows := e.servers[:1], 1
 	switch e.cs.Workload {
 	case "udp-stress":

@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // TestBenchKernelSender: the kernel sender drives udp-stress (3 flows into
@@ -16,7 +18,7 @@ func TestBenchKernelSender(t *testing.T) {
 	if len(f.Results) != 4 || f.Config.Sender != SenderKernel {
 		t.Fatalf("%d results, sender %q", len(f.Results), f.Config.Sender)
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		sent := run.Counters["tx.kernel.frames"]
 		var k KernelSent
 		if len(run.Tool) != 1 || json.Unmarshal(run.Tool[0], &k) != nil {

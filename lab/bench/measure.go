@@ -13,6 +13,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/stats"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -21,7 +22,7 @@ import (
 
 // env is one run of one case on a testbed.
 type env struct {
-	cfg              Config
+	cfg              schema.Config
 	tb               *testbed.Testbed
 	cs               Case
 	clients, servers []testbed.Endpoint
@@ -96,10 +97,10 @@ func (e *env) describe() []string {
 	return out
 }
 
-func (e *env) measure(ctx context.Context) (Run, error) {
+func (e *env) measure(ctx context.Context) (schema.Run, error) {
 	waited, err := awaitReassembly(ctx, e.tb)
 	if err != nil {
-		return Run{}, err
+		return schema.Run{}, err
 	}
 	run, err := e.measureNow(ctx)
 	if waited >= reassemblyPoll {
@@ -108,14 +109,14 @@ func (e *env) measure(ctx context.Context) (Run, error) {
 	return run, err
 }
 
-func (e *env) measureNow(ctx context.Context) (Run, error) {
+func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 	if e.cfg.Sender == SenderKernel {
 		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
 	}
 	if e.cfg.OrderCheck && tcpWorkload(e.cs.Workload) {
 		var err error
 		if e.order, err = e.orderCheck(); err != nil {
-			return Run{}, err
+			return schema.Run{}, err
 		}
 		defer func() {
 			e.order.Close()
@@ -153,7 +154,7 @@ func tcpWorkload(name string) bool {
 }
 
 // drive runs the workload's driver.
-func (e *env) drive(ctx context.Context) (Run, error) {
+func (e *env) drive(ctx context.Context) (schema.Run, error) {
 	switch e.cs.Workload {
 	case "udp-stress":
 		return e.udpStress(ctx)
@@ -172,13 +173,13 @@ func (e *env) drive(ctx context.Context) (Run, error) {
 	case "hotspot", "hotspot-tcp":
 		return e.hotspot(ctx)
 	}
-	return Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
+	return schema.Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
 }
 
 // udpStress: K sockperf throughput clients into one UDP socket. Receiver
 // packets/s is the receiving namespace's Udp InDatagrams over the window;
 // loss compares it with the senders' OutDatagrams.
-func (e *env) udpStress(ctx context.Context) (Run, error) {
+func (e *env) udpStress(ctx context.Context) (schema.Run, error) {
 	srv := e.servers[0]
 	port := e.port(11111, 0)
 	t := traffic{rx: []string{srv.Netns}}
@@ -203,7 +204,7 @@ func (e *env) udpStress(ctx context.Context) (Run, error) {
 
 // udpReceived sets a UDP run's packets/s, the receivers' datagrams over
 // the window, and its loss against the sent ones.
-func udpReceived(run *Run, sent int64) {
+func udpReceived(run *schema.Run, sent int64) {
 	rx := run.Counters["rx.Udp.InDatagrams"]
 	run.PPS = float64(rx) / run.WindowS
 	run.LossPct = lossPct(sent, rx)
@@ -213,7 +214,7 @@ func udpReceived(run *Run, sent int64) {
 // and server per flow, flow i between the i-th client and server endpoint
 // (round robin over containers). Packets/s are the receivers' UDP datagrams
 // or TCP segments over the window; Gbit/s is iperf3's receiver rate.
-func (e *env) iperf3(ctx context.Context) (Run, error) {
+func (e *env) iperf3(ctx context.Context) (schema.Run, error) {
 	udp := e.cs.Workload == "udp" || e.cs.Workload == "multi-flow"
 	var t traffic
 	var restarts atomic.Int32
@@ -285,7 +286,7 @@ func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int3
 // latency: one sockperf ping-pong (or under-load at --rate) client and
 // server; packets/s is the messages per second the client sent (round
 // trips for ping-pong).
-func (e *env) latency(ctx context.Context) (Run, error) {
+func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
 	tcp := tcpWorkload(e.cs.Workload)
 	port := e.port(11211, 0)
@@ -304,7 +305,7 @@ func (e *env) latency(ctx context.Context) (Run, error) {
 		return run, err
 	}
 	r := results[0].(workload.SockperfResult)
-	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
 	run.PPS = r.MsgPerSec
 	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
 	// under-load replies to a sample of messages only, so Sent vs Received
@@ -327,7 +328,7 @@ const memcachedConns = 10
 // them over its whole run: it has no warm-up of its own to leave out, and
 // its run is the bench's warm-up, window and tail. Its percentiles are
 // interpolated inside power-of-two buckets (workload.MemcaslapResult).
-func (e *env) memcached(ctx context.Context) (Run, error) {
+func (e *env) memcached(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
 	port := e.port(13211, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
@@ -342,7 +343,7 @@ func (e *env) memcached(ctx context.Context) (Run, error) {
 		return run, err
 	}
 	r := results[0].(workload.MemcaslapResult)
-	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
 	run.PPS = r.OpsPerSec
 	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
 	return run, nil
@@ -358,7 +359,7 @@ func lossPct(sent, received int64) float64 {
 // window starts the servers, then all clients at once; after the warm-up it
 // samples every counter, waits the window, samples again, and waits for the
 // clients. Servers are stopped on every path.
-func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
+func (e *env) window(ctx context.Context, t traffic) (schema.Run, []any, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var srvs []workload.Server
@@ -370,7 +371,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	for _, start := range t.servers {
 		s, err := start(ctx)
 		if err != nil {
-			return Run{}, nil, err
+			return schema.Run{}, nil, err
 		}
 		srvs = append(srvs, s)
 	}
@@ -394,15 +395,15 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	}
 	// fail reports a client's own failure rather than the cancellation
 	// it caused.
-	fail := func(err error) (Run, []any, error) {
+	fail := func(err error) (schema.Run, []any, error) {
 		cancel()
 		wg.Wait()
 		for i, o := range out {
 			if o.err != nil && !errors.Is(o.err, context.Canceled) {
-				return Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
+				return schema.Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
 			}
 		}
-		return Run{}, nil, err
+		return schema.Run{}, nil, err
 	}
 	started, err := e.awaitTraffic(ctx, t)
 	if err != nil {
@@ -427,26 +428,26 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	var raw []json.RawMessage
 	for i, o := range out {
 		if o.err != nil {
-			return Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
+			return schema.Run{}, nil, fmt.Errorf("client %d: %w", i, o.err)
 		}
 		if o.done.Before(after.at) {
-			return Run{}, nil, fmt.Errorf("client %d stopped %s before the window closed, so the window saw it stop",
+			return schema.Run{}, nil, fmt.Errorf("client %d stopped %s before the window closed, so the window saw it stop",
 				i, after.at.Sub(o.done).Round(time.Millisecond))
 		}
 		results = append(results, o.res)
 		b, err := json.Marshal(o.res)
 		if err != nil {
-			return Run{}, nil, err
+			return schema.Run{}, nil, err
 		}
 		raw = append(raw, b)
 	}
 	for _, s := range srvs {
 		if err := s.Stop(); err != nil {
-			return Run{}, nil, err
+			return schema.Run{}, nil, err
 		}
 	}
 	srvs = nil
-	run := Run{Started: started, WindowS: after.at.Sub(before.at).Seconds(), Tool: raw,
+	run := schema.Run{Started: started, WindowS: after.at.Sub(before.at).Seconds(), Tool: raw,
 		CPU: procfs.Window(before.cpu, after.cpu), Counters: map[string]int64{}}
 	run.BusyPct = cpuBusy(before.cpu, after.cpu, run.WindowS)
 	for k, v := range after.counters {
@@ -464,7 +465,7 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 		run.Counters["rx.Udp.InDatagrams"] = max(0, run.Counters["rx.Udp.InDatagrams"]-ov)
 	}
 	if run.WindowS <= 0 {
-		return Run{}, nil, fmt.Errorf("empty measurement window")
+		return schema.Run{}, nil, fmt.Errorf("empty measurement window")
 	}
 	return run, results, nil
 }
@@ -639,11 +640,11 @@ func sortedCPUs(m map[int]procfs.CPUWindow) []int {
 }
 
 // bpfCosts is what each falcon program did over the window.
-func bpfCosts(before, after map[string]datapath.ProgStats) map[string]BPFCost {
+func bpfCosts(before, after map[string]datapath.ProgStats) map[string]schema.BPFCost {
 	if len(after) == 0 {
 		return nil
 	}
-	out := map[string]BPFCost{}
+	out := map[string]schema.BPFCost{}
 	for name, a := range after {
 		b := before[name]
 		if a.RunCount < b.RunCount || a.RunTime < b.RunTime {
@@ -652,7 +653,7 @@ func bpfCosts(before, after map[string]datapath.ProgStats) map[string]BPFCost {
 			// only the new instance's runs are known.
 			b = datapath.ProgStats{}
 		}
-		c := BPFCost{Runs: a.RunCount - b.RunCount, TimeNs: uint64(a.RunTime - b.RunTime)}
+		c := schema.BPFCost{Runs: a.RunCount - b.RunCount, TimeNs: uint64(a.RunTime - b.RunTime)}
 		if c.Runs > 0 {
 			c.NsPerRun = float64(c.TimeNs) / float64(c.Runs)
 		}

@@ -11,9 +11,10 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
-func planCases(t *testing.T, c Config) []string {
+func planCases(t *testing.T, c schema.Config) []string {
 	t.Helper()
 	var out []string
 	for _, tp := range mustPlan(t, c) {
@@ -135,7 +136,7 @@ func TestTCPReorderCounters(t *testing.T) {
 	}
 	// --order-check's counts, sampled as the others are (env.sample).
 	counters["rx.order.segments"], counters["rx.order.reordered"] = 1000, 0
-	if o := tcpReorder(counters, true); o.Order == nil || *o.Order != (TCPOrder{Segments: 1000}) {
+	if o := tcpReorder(counters, true); o.Order == nil || *o.Order != (schema.TCPOrder{Segments: 1000}) {
 		t.Errorf("tcpReorder with the order check: %+v", o.Order)
 	}
 	for _, w := range []string{"tcp", "multi-flow-tcp", "latency-tcp", "latency-load-tcp", "memcached", "web"} {
@@ -150,9 +151,9 @@ func TestTCPReorderCounters(t *testing.T) {
 	}
 }
 
-func reorderRun(ofo, segs, retrans int64) Run {
-	return Run{WindowS: 2, PPS: float64(segs) / 2, Gbps: 5, Retransmits: &retrans, OutOfOrder: &ofo,
-		Reordering: &TCPReorder{InSegs: segs, OFOQueue: ofo, OFOMerge: 2, SACKReorder: 7, TSReorder: 1, DSACKRecv: 3,
+func reorderRun(ofo, segs, retrans int64) schema.Run {
+	return schema.Run{WindowS: 2, PPS: float64(segs) / 2, Gbps: 5, Retransmits: &retrans, OutOfOrder: &ofo,
+		Reordering: &schema.TCPReorder{InSegs: segs, OFOQueue: ofo, OFOMerge: 2, SACKReorder: 7, TSReorder: 1, DSACKRecv: 3,
 			DSACKOfoRecv: 2, DSACKRecvSegs: 4, SpuriousRTOs: 1, LostRetrans: 0, Retrans: retrans}}
 }
 
@@ -160,9 +161,9 @@ func reorderRun(ofo, segs, retrans int64) Run {
 // the summary (TCP runs only) and the table; a file from before them
 // still reads, and shows iperf3's counts.
 func TestReorderingInResults(t *testing.T) {
-	tcp := Result{Layout: "docker", Mode: "mflow:batch=16,elephant=0", Workload: "tcp", Size: 64 << 10, Flows: 1,
-		Runs: []Run{reorderRun(1000, 20000, 10), reorderRun(3000, 20000, 30)}}
-	udp := Result{Layout: "docker", Mode: "vanilla", Workload: "udp", Size: 1400, Flows: 1, Runs: []Run{{WindowS: 2, PPS: 1}}}
+	tcp := schema.Result{Layout: "docker", Mode: "mflow:batch=16,elephant=0", Workload: "tcp", Size: 64 << 10, Flows: 1,
+		Runs: []schema.Run{reorderRun(1000, 20000, 10), reorderRun(3000, 20000, 30)}}
+	udp := schema.Result{Layout: "docker", Mode: "vanilla", Workload: "udp", Size: 1400, Flows: 1, Runs: []schema.Run{{WindowS: 2, PPS: 1}}}
 	tcp.Summarize()
 	udp.Summarize()
 	if s := tcp.Summary; s["tcp_ofo_queue"].Mean != 2000 || s["tcp_ofo_pct"].Mean != 10 || s["tcp_retrans"].Mean != 20 ||
@@ -189,7 +190,7 @@ func TestReorderingInResults(t *testing.T) {
 	}
 
 	var out strings.Builder
-	if err := WriteTable(&out, &File{Results: []Result{tcp, udp}}); err != nil {
+	if err := WriteTable(&out, &schema.File{Results: []schema.Result{tcp, udp}}); err != nil {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(out.String(), "TCP reordering")
@@ -200,11 +201,11 @@ func TestReorderingInResults(t *testing.T) {
 	// With --order-check: the exact count over all runs, so that one
 	// reordered segment shows however many segments the runs had.
 	for i, n := range []int64{0, 1} {
-		tcp.Runs[i].Reordering.Order = &TCPOrder{Segments: 20000, Reordered: n}
+		tcp.Runs[i].Reordering.Order = &schema.TCPOrder{Segments: 20000, Reordered: n}
 	}
 	tcp.Summarize()
 	out.Reset()
-	if err := WriteTable(&out, &File{Results: []Result{tcp}}); err != nil {
+	if err := WriteTable(&out, &schema.File{Results: []schema.Result{tcp}}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "| tcp | 64 KiB | 1 | 1 of 40000 | 2000/20 |") || tcp.Summary["tcp_reordered"].Mean != 0.5 {
@@ -214,7 +215,7 @@ func TestReorderingInResults(t *testing.T) {
 		t.Errorf("run JSON lacks the order check: %s", b)
 	}
 
-	old, err := ReadFile(recorded)
+	old, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,17 +237,17 @@ func TestReorderingInResults(t *testing.T) {
 // out-of-order segments against the batch size, the batches in numeric
 // order whatever the file's; any other file the bar chart.
 func TestBatchSweepSVG(t *testing.T) {
-	var results []Result
+	var results []schema.Result
 	for _, c := range []struct {
 		mode string
 		ofo  int64
 	}{{"vanilla", 5}, {"mflow:batch=256,elephant=0", 40}, {"mflow:batch=16,elephant=0", 900}, {"mflow:batch=64,elephant=0@b", 300}, {"mflow", 50}} {
-		r := Result{Layout: "docker", Mode: c.mode, Workload: "tcp", Size: 64 << 10, Flows: 1,
-			Runs: []Run{reorderRun(c.ofo, 20000, 1), reorderRun(c.ofo+10, 20000, 1)}}
+		r := schema.Result{Layout: "docker", Mode: c.mode, Workload: "tcp", Size: 64 << 10, Flows: 1,
+			Runs: []schema.Run{reorderRun(c.ofo, 20000, 1), reorderRun(c.ofo+10, 20000, 1)}}
 		r.Summarize()
 		results = append(results, r)
 	}
-	f := &File{Config: Config{Duration: Duration(2e9), Runs: 2}, Results: results}
+	f := &schema.File{Config: schema.Config{Duration: schema.Duration(2e9), Runs: 2}, Results: results}
 	if got := batchSweep(f); !reflect.DeepEqual(got, []int{0, 256, 16, 64, 256}) {
 		t.Fatalf("batchSweep = %v", got)
 	}
@@ -295,12 +296,12 @@ func TestBatchSweepSVG(t *testing.T) {
 		t.Errorf("x axis %q, want 16, 64, 256 in order", axis)
 	}
 	// One batch only, or another mode: the bar chart.
-	for _, rs := range [][]Result{results[:2], append(results[:2:2], Result{Layout: "docker", Mode: "falcon", Workload: "tcp"})} {
-		if batchSweep(&File{Results: rs}) != nil {
+	for _, rs := range [][]schema.Result{results[:2], append(results[:2:2], schema.Result{Layout: "docker", Mode: "falcon", Workload: "tcp"})} {
+		if batchSweep(&schema.File{Results: rs}) != nil {
 			t.Errorf("%d results: a batch sweep", len(rs))
 		}
 	}
-	if batchSweep(&File{Results: []Result{{Mode: "vanilla", Workload: "udp"}, {Mode: "mflow:batch=16", Workload: "udp"}, {Mode: "mflow", Workload: "udp"}}}) != nil {
+	if batchSweep(&schema.File{Results: []schema.Result{{Mode: "vanilla", Workload: "udp"}, {Mode: "mflow:batch=16", Workload: "udp"}, {Mode: "mflow", Workload: "udp"}}}) != nil {
 		t.Error("UDP cases: a batch sweep")
 	}
 }

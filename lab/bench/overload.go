@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -55,57 +56,13 @@ const (
 	overloadSettle = 100 * time.Millisecond
 )
 
-// OverloadSearch is how a run of overload-latency found its rate.
-type OverloadSearch struct {
-	// MaxLossPct: a step passed with at most this share of its datagrams
-	// lost.
-	MaxLossPct float64 `json:"max_loss_pct"`
-	// StepS is each step's length as sockperf was asked for it (-t).
-	StepS float64        `json:"step_s"`
-	Steps []OverloadStep `json:"steps"`
-	// RatePPS is the highest rate that passed, messages/s: where the
-	// window measured the latency.
-	RatePPS float64 `json:"rate_pps"`
-	// SenderLimited: the receiver kept up with everything the sender could
-	// send, so RatePPS is the sender's limit and the receiver was not
-	// overloaded.
-	SenderLimited bool `json:"sender_limited,omitempty"`
-}
-
-// OverloadStep is one step of the search.
-type OverloadStep struct {
-	// Mode is sockperf's: "throughput" for the flat-out step, else
-	// "under-load" at TargetPPS (--mps).
-	Mode      string  `json:"mode"`
-	TargetPPS float64 `json:"target_pps,omitempty"`
-	// SentPPS is the rate sockperf reports it sent at.
-	SentPPS float64 `json:"sent_pps"`
-	// Sent and Received are the sending container's Udp OutDatagrams and
-	// the receiving one's Udp InDatagrams over the step (TCP: Tcp OutSegs
-	// and InSegs, the latter after GRO, and Retransmitted RetransSegs);
-	// RcvbufErrors the receiving socket's overflows among those lost,
-	// SoftnetDropped the backlog drops on every CPU. LossPct is the
-	// datagrams lost, or the segments retransmitted.
-	Sent           int64   `json:"sent"`
-	Received       int64   `json:"received"`
-	Retransmitted  int64   `json:"retransmitted,omitempty"`
-	LossPct        float64 `json:"loss_pct"`
-	RcvbufErrors   int64   `json:"rcvbuf_errors"`
-	SoftnetDropped uint64  `json:"softnet_dropped"`
-	// P50Us and P99Us are sockperf's one-way latency of the step
-	// (under-load steps; the flat-out step measures none).
-	P50Us float64 `json:"p50_us,omitempty"`
-	P99Us float64 `json:"p99_us,omitempty"`
-	Pass  bool    `json:"pass"`
-}
-
 // overloadLatency runs the search and then the window at the rate found.
-func (e *env) overloadLatency(ctx context.Context) (Run, error) {
+func (e *env) overloadLatency(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
 	tcp := e.cs.Workload == "overload-latency-tcp"
 	search, err := e.overloadSearch(ctx, srv.Netns, srv.Addr, cl.Netns, e.port(11411, 50), tcp)
 	if err != nil {
-		return Run{}, fmt.Errorf("searching the highest rate without drops: %w", err)
+		return schema.Run{}, fmt.Errorf("searching the highest rate without drops: %w", err)
 	}
 	port := e.port(11411, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
@@ -120,7 +77,7 @@ func (e *env) overloadLatency(ctx context.Context) (Run, error) {
 		return run, fmt.Errorf("at the rate found, %.0f messages/s (steps: %s): %w", search.RatePPS, stepsLine(search.Steps), err)
 	}
 	r := results[0].(workload.SockperfResult)
-	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
 	// Packets/s are the messages sent over the window (sockperf's rate):
 	// the rate found, as the window saw it held; loss is the window's own,
 	// datagrams not received or TCP segments retransmitted.
@@ -138,13 +95,13 @@ func (e *env) overloadLatency(ctx context.Context) (Run, error) {
 
 // overloadSearch finds the highest rate without drops on its own sockperf
 // server, stopped before it returns.
-func (e *env) overloadSearch(ctx context.Context, srvNS, addr, clNS string, port int, tcp bool) (OverloadSearch, error) {
+func (e *env) overloadSearch(ctx context.Context, srvNS, addr, clNS string, port int, tcp bool) (schema.OverloadSearch, error) {
 	server, err := workload.StartSockperfServer(ctx, srvNS, addr, port, e.receiverCPU(0), tcp)
 	if err != nil {
-		return OverloadSearch{StepS: overloadStep.Seconds()}, err
+		return schema.OverloadSearch{StepS: overloadStep.Seconds()}, err
 	}
 	defer server.Stop()
-	s, err := searchRate(func(target float64) (OverloadStep, error) {
+	s, err := searchRate(func(target float64) (schema.OverloadStep, error) {
 		return e.overloadStep(ctx, srvNS, addr, clNS, port, target, tcp)
 	}, tcp)
 	if err != nil {
@@ -155,9 +112,9 @@ func (e *env) overloadSearch(ctx context.Context, srvNS, addr, clNS string, port
 
 // searchRate is the search itself: step runs one step at a target rate
 // (0: flat out).
-func searchRate(step func(target float64) (OverloadStep, error), tcp bool) (OverloadSearch, error) {
-	s := OverloadSearch{MaxLossPct: overloadMaxLossPct, StepS: overloadStep.Seconds()}
-	run := func(target float64) (OverloadStep, error) {
+func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool) (schema.OverloadSearch, error) {
+	s := schema.OverloadSearch{MaxLossPct: overloadMaxLossPct, StepS: overloadStep.Seconds()}
+	run := func(target float64) (schema.OverloadStep, error) {
 		st, err := step(target)
 		if err == nil {
 			s.Steps = append(s.Steps, st)
@@ -230,7 +187,7 @@ func searchRate(step func(target float64) (OverloadStep, error), tcp bool) (Over
 	return s, nil
 }
 
-func lowestTarget(steps []OverloadStep) float64 {
+func lowestTarget(steps []schema.OverloadStep) float64 {
 	low := 0.0
 	for _, st := range steps {
 		if st.TargetPPS > 0 && (low == 0 || st.TargetPPS < low) {
@@ -240,7 +197,7 @@ func lowestTarget(steps []OverloadStep) float64 {
 	return low
 }
 
-func stepsLine(steps []OverloadStep) string {
+func stepsLine(steps []schema.OverloadStep) string {
 	s := ""
 	for i, st := range steps {
 		if i > 0 {
@@ -258,7 +215,7 @@ func stepsLine(steps []OverloadStep) string {
 
 // overloadStep runs one sockperf client at target messages/s (0: flat
 // out, in throughput mode) and reads what the receiver got of it.
-func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port int, target float64, tcp bool) (OverloadStep, error) {
+func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port int, target float64, tcp bool) (schema.OverloadStep, error) {
 	t := traffic{rx: []string{srvNS}, tx: []string{clNS}}
 	opts := workload.SockperfOpts{Mode: "under-load", Netns: clNS, Addr: addr, Port: port, Size: e.cs.Size,
 		Duration: overloadStep, MPS: int(math.Round(target)), TCP: tcp, CPUs: e.senderCPU(0)}
@@ -267,21 +224,21 @@ func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port i
 	}
 	before, err := e.sample(t)
 	if err != nil {
-		return OverloadStep{}, err
+		return schema.OverloadStep{}, err
 	}
 	r, err := workload.RunSockperf(ctx, opts)
 	if err != nil {
-		return OverloadStep{}, err
+		return schema.OverloadStep{}, err
 	}
 	if err := sleep(ctx, overloadSettle); err != nil {
-		return OverloadStep{}, err
+		return schema.OverloadStep{}, err
 	}
 	after, err := e.sample(t)
 	if err != nil {
-		return OverloadStep{}, err
+		return schema.OverloadStep{}, err
 	}
 	d := func(k string) int64 { return after.counters[k] - before.counters[k] }
-	st := OverloadStep{Mode: opts.Mode, TargetPPS: target, SentPPS: r.MsgPerSec, Sent: d("tx.Udp.OutDatagrams"),
+	st := schema.OverloadStep{Mode: opts.Mode, TargetPPS: target, SentPPS: r.MsgPerSec, Sent: d("tx.Udp.OutDatagrams"),
 		Received: max(0, d("rx.Udp.InDatagrams")-d("rx.overlay.packets")), RcvbufErrors: d("rx.Udp.RcvbufErrors")}
 	if tcp {
 		st.Sent, st.Received, st.Retransmitted = d("tx.Tcp.OutSegs"), d("rx.Tcp.InSegs"), d("tx.Tcp.RetransSegs")
@@ -305,17 +262,9 @@ func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port i
 	return st, nil
 }
 
-// overloadMetrics: the rate the search found, and how many steps it took.
-func overloadMetrics(r Run, m map[string]float64) {
-	if o := r.Overload; o != nil {
-		m["overload_rate_pps"] = o.RatePPS
-		m["overload_steps"] = float64(len(o.Steps))
-	}
-}
-
 // writeOverload lists what the overload search found and the latency
 // there.
-func writeOverload(b *strings.Builder, f *File) {
+func writeOverload(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		if !strings.HasPrefix(r.Workload, "overload-latency") || len(r.Runs) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -33,28 +34,21 @@ import (
 // senders, one NIC CPU, two receivers and two Falcon CPUs.
 const ScaleMinCPUs = 8
 
-// Placement is where each role runs; NIC is -1 when the NIC is left alone
-// (its poll runs on the CPU that sends into the wire: the senders').
-type Placement struct {
-	Sender, Receiver, Falcon []int
-	NIC                      int
-}
-
 // scalePlacement splits the online CPUs into the scale preset's roles, in
 // CPU order: a quarter (at least three) for the senders, the next one for
 // the NIC, and the rest halved between receivers and Falcon, Falcon taking
 // the odd one. 8 CPUs: senders 0-2, NIC 3, receivers 4-5, Falcon 6-7; 16:
 // 0-3, 4, 5-9, 10-15. Hyperthread siblings are not paired up: on machines
 // that number them far apart (0 and N/2 share a core) the flags say better.
-func scalePlacement(online []int) (Placement, error) {
+func scalePlacement(online []int) (schema.Placement, error) {
 	n := len(online)
 	if n < ScaleMinCPUs {
-		return Placement{}, &ConfigError{NeedCPUs: ScaleMinCPUs, Msg: fmt.Sprintf("the scale presets need at least %d online CPUs "+
+		return schema.Placement{}, &ConfigError{NeedCPUs: ScaleMinCPUs, Msg: fmt.Sprintf("the scale presets need at least %d online CPUs "+
 			"(3 senders, 1 NIC, 2 receivers, 2 Falcon); this machine has %d (%s)", ScaleMinCPUs, n, cpuset.Format(online))}
 	}
 	s := max(3, n/4)
 	rest := online[s+1:]
-	return Placement{
+	return schema.Placement{
 		Sender:   slices.Clone(online[:s]),
 		NIC:      online[s],
 		Receiver: slices.Clone(rest[:len(rest)/2]),
@@ -82,17 +76,7 @@ func scalePreset(online []int) (map[string]string, error) {
 		"duration":  "5s",
 		"runs":      "3",
 		"clients":   strconv.Itoa(len(p.Sender)),
-	}.with(p.flags()), nil
-}
-
-// flags are the placement as bench flags.
-func (p Placement) flags() flagValues {
-	return flagValues{
-		"sender-cpus":   cpuset.Format(p.Sender),
-		"nic-cpu":       strconv.Itoa(p.NIC),
-		"receiver-cpus": cpuset.Format(p.Receiver),
-		"falcon-cpus":   cpuset.Format(p.Falcon),
-	}
+	}.with(placementFlags(p)), nil
 }
 
 // flagValues are bench flags by name.
@@ -119,47 +103,6 @@ func scaleKernelPreset(online []int) (map[string]string, error) {
 	m["workloads"] = "udp-stress,multi-flow:64"
 	m["sizes"] = "16,64,256,1K,1400"
 	return m, nil
-}
-
-// placement is the roles of a config.
-func (c Config) placement() Placement {
-	p := Placement{Sender: c.SenderCPUs, Receiver: c.ReceiverCPUs, Falcon: c.FalconCPUs, NIC: -1}
-	if c.NICCPU != nil {
-		p.NIC = *c.NICCPU
-	}
-	return p
-}
-
-// check rejects placements that cannot model two machines. It applies once
-// a NIC CPU or a Falcon set is given (the placement is then meant to be
-// one); the default 1- and 2-CPU layouts share CPUs on purpose.
-func (p Placement) check() error {
-	if p.NIC < 0 && p.Falcon == nil {
-		return nil
-	}
-	if p.NIC >= 0 && slices.Contains(p.Receiver, p.NIC) {
-		return configErrorf("--nic-cpu %d is also a receiver CPU (--receiver-cpus %s): the NIC CPU stands for a core that "+
-			"only takes the NIC's interrupts", p.NIC, cpuset.Format(p.Receiver))
-	}
-	host := map[int]string{}
-	if p.NIC >= 0 {
-		host[p.NIC] = "--nic-cpu"
-	}
-	for _, c := range p.Receiver {
-		host[c] = "--receiver-cpus"
-	}
-	for _, c := range p.Falcon {
-		if _, ok := host[c]; !ok {
-			host[c] = "--falcon-cpus"
-		}
-	}
-	for _, c := range p.Sender {
-		if f, ok := host[c]; ok {
-			return configErrorf("--sender-cpus %s and %s share CPU %d: the senders stand for another machine, "+
-				"whose CPUs the receiving host must not use", cpuset.Format(p.Sender), f, c)
-		}
-	}
-	return nil
 }
 
 // withFalconCPUs gives a catalogue mode the bench's Falcon set wherever its
@@ -284,10 +227,6 @@ func napiThreads(prefix string) (map[string]int, error) {
 	return out, nil
 }
 
-// CalibrateFormat is the version of the calibrate preset's method: falcon
-// sim refuses a file of another (the cases and what they stand for).
-const CalibrateFormat = 1
-
 // calibratePreset is falcon sim's calibration (lab/sim, Calibrate): a
 // sender CPU and a receiver CPU apart, as the default placement on 2 CPUs.
 func calibratePreset(online []int) (map[string]string, error) {
@@ -308,4 +247,46 @@ func calibratePreset(online []int) (map[string]string, error) {
 		"sender-cpus":   strconv.Itoa(online[0]),
 		"receiver-cpus": strconv.Itoa(online[1]),
 	}, nil
+}
+
+// placementFlags are the placement as bench flags.
+func placementFlags(p schema.Placement) flagValues {
+	return flagValues{
+		"sender-cpus":   cpuset.Format(p.Sender),
+		"nic-cpu":       strconv.Itoa(p.NIC),
+		"receiver-cpus": cpuset.Format(p.Receiver),
+		"falcon-cpus":   cpuset.Format(p.Falcon),
+	}
+}
+
+// checkPlacement rejects placements that cannot model two machines. It applies once
+// a NIC CPU or a Falcon set is given (the placement is then meant to be
+// one); the default 1- and 2-CPU layouts share CPUs on purpose.
+func checkPlacement(p schema.Placement) error {
+	if p.NIC < 0 && p.Falcon == nil {
+		return nil
+	}
+	if p.NIC >= 0 && slices.Contains(p.Receiver, p.NIC) {
+		return configErrorf("--nic-cpu %d is also a receiver CPU (--receiver-cpus %s): the NIC CPU stands for a core that "+
+			"only takes the NIC's interrupts", p.NIC, cpuset.Format(p.Receiver))
+	}
+	host := map[int]string{}
+	if p.NIC >= 0 {
+		host[p.NIC] = "--nic-cpu"
+	}
+	for _, c := range p.Receiver {
+		host[c] = "--receiver-cpus"
+	}
+	for _, c := range p.Falcon {
+		if _, ok := host[c]; !ok {
+			host[c] = "--falcon-cpus"
+		}
+	}
+	for _, c := range p.Sender {
+		if f, ok := host[c]; ok {
+			return configErrorf("--sender-cpus %s and %s share CPU %d: the senders stand for another machine, "+
+				"whose CPUs the receiving host must not use", cpuset.Format(p.Sender), f, c)
+		}
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -45,11 +46,11 @@ func TestScalePlacement(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d CPUs: %v", len(c.online), err)
 		}
-		want := Placement{Sender: c.sender, Receiver: c.receiver, Falcon: c.falcon, NIC: c.nic}
+		want := schema.Placement{Sender: c.sender, Receiver: c.receiver, Falcon: c.falcon, NIC: c.nic}
 		if !reflect.DeepEqual(p, want) {
 			t.Errorf("%d CPUs: %+v, want %+v", len(c.online), p, want)
 		}
-		if err := p.check(); err != nil {
+		if err := checkPlacement(p); err != nil {
 			t.Errorf("%d CPUs: its own placement fails the check: %v", len(c.online), err)
 		}
 	}

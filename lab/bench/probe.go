@@ -3,13 +3,14 @@ package bench
 import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // ProbeNeeds is what a config will use from the machine, for the bench
 // probe (benchprobe.ProbeBench): the overlay layouts need VXLAN, docker and
 // flannel a bridge, the falcon modes BPF in tc, the split XDP, --nic-cpu
 // threaded NAPI; and the tools the testbeds and workloads start.
-func ProbeNeeds(c Config) benchprobe.BenchNeeds {
+func ProbeNeeds(c schema.Config) benchprobe.BenchNeeds {
 	var n benchprobe.BenchNeeds
 	for _, l := range c.Layouts {
 		switch l {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -137,7 +138,7 @@ func parseRates(s string) ([]string, error) {
 func rateWorkload(name string) bool { return name == "rates" || name == "rates-tcp" }
 
 // usesWorkload says whether any --workloads entry is one of names.
-func usesWorkload(c Config, names ...string) bool {
+func usesWorkload(c schema.Config, names ...string) bool {
 	for _, entry := range c.Workloads {
 		name, _, _ := strings.Cut(entry, ":")
 		if contains(names, name) {
@@ -150,7 +151,7 @@ func usesWorkload(c Config, names ...string) bool {
 // resolveRates checks --rates and --hotspot-rate, and keeps each in the
 // config where a workload runs at it (so a config without those workloads
 // reads as before they existed).
-func (f *Flags) resolveRates(c *Config) error {
+func (f *Flags) resolveRates(c *schema.Config) error {
 	rates, err := parseRates(f.rates)
 	if err != nil {
 		return configErrorf("--rates: %v", err)
@@ -190,7 +191,7 @@ func hotspotRate(spec string, tcp bool) (Rate, error) {
 // caseRates lists the rates a case of workload w at size runs at: the
 // config's, checked against the size, for the rates workloads, and one
 // "" (no rate) for the others. Hotspot's light rate is checked here too.
-func caseRates(c Config, w workloadKind, size int) ([]string, error) {
+func caseRates(c schema.Config, w workloadKind, size int) ([]string, error) {
 	if hotspotWorkload(w.name) {
 		tcp := w.name == "hotspot-tcp"
 		given, err := ParseRate(c.HotspotRate)
@@ -240,19 +241,7 @@ func checkRate(spec, flagName string, size int, tcp bool) (Rate, error) {
 	return r, nil
 }
 
-// Offered is the rate a case's sender was held to (the rates workloads,
-// and the hotspots' light flows): as given, and as iperf3 was asked for it.
-type Offered struct {
-	Spec string `json:"spec"` // "1G", "400Kpps"
-	// BitsPerSecond is iperf3's -b: payload bit/s of each flow
-	// (hotspot-tcp: a packet rate in full segments, hotspotRate).
-	BitsPerSecond float64 `json:"bits_per_second"`
-	// PacketsPerSecond is the datagrams/s that is at the case's size
-	// (writes/s for TCP).
-	PacketsPerSecond float64 `json:"packets_per_second"`
-}
-
-func offered(spec string, size int) *Offered {
+func offered(spec string, size int) *schema.Offered {
 	r, err := ParseRate(spec)
 	if spec == "" || err != nil {
 		return nil
@@ -260,14 +249,14 @@ func offered(spec string, size int) *Offered {
 	return offeredAt(spec, r, size)
 }
 
-func offeredAt(spec string, r Rate, size int) *Offered {
+func offeredAt(spec string, r Rate, size int) *schema.Offered {
 	bits, pps := r.at(size)
-	return &Offered{Spec: spec, BitsPerSecond: math.Round(bits), PacketsPerSecond: pps}
+	return &schema.Offered{Spec: spec, BitsPerSecond: math.Round(bits), PacketsPerSecond: pps}
 }
 
 // describeCase records in a result what its workload needs said beyond
 // the case's size and flows.
-func describeCase(res *Result, cs Case, c Config) {
+func describeCase(res *schema.Result, cs Case, c schema.Config) {
 	switch {
 	case rateWorkload(cs.Workload):
 		res.Offered = offered(cs.Rate, cs.Size)
@@ -282,11 +271,11 @@ func describeCase(res *Result, cs Case, c Config) {
 // case's rate. Packets/s are the receiver's datagrams (TCP: segments after
 // GRO) over the window, Gbit/s iperf3's receiver rate; loss as udp and tcp
 // count it.
-func (e *env) rates(ctx context.Context) (Run, error) {
+func (e *env) rates(ctx context.Context) (schema.Run, error) {
 	udp := e.cs.Workload == "rates"
 	r, err := ParseRate(e.cs.Rate)
 	if err != nil {
-		return Run{}, err
+		return schema.Run{}, err
 	}
 	bits, _ := r.at(e.cs.Size)
 	srv, cl := e.servers[0], e.clients[0]
@@ -317,58 +306,9 @@ func (e *env) rates(ctx context.Context) (Run, error) {
 	return run, nil
 }
 
-// cpuTotals adds the machine's CPU time summed over its CPUs to a run's
-// metrics, in percent of one CPU (200 is two CPUs busy throughout), as
-// FALCON's Fig. 19 (a) plots total CPU usage, and the NET_RX softirqs
-// raised per second on all CPUs, its Fig. 19 (b). cpu_total_busy is by
-// the clock (Run.BusyPct, cpuBusy) where the run has it, cpuN_busy_clock
-// each CPU's; the usr/sys/soft/irq totals are the kernel's tick samples
-// (cpu_total_sampled_busy their sum).
-func cpuTotals(r Run, m map[string]float64) {
-	if len(r.CPU) == 0 {
-		return
-	}
-	var usr, sys, soft, irq, busy float64
-	var netRX uint64
-	for _, w := range r.CPU {
-		usr, sys, soft, irq, busy = usr+w.Usage.Usr, sys+w.Usage.Sys, soft+w.Usage.Soft, irq+w.Usage.IRQ, busy+w.Usage.Busy()
-		netRX += w.NetRX
-	}
-	m["cpu_total_usr"], m["cpu_total_sys"], m["cpu_total_soft"], m["cpu_total_irq"] = usr, sys, soft, irq
-	m["cpu_total_sampled_busy"], m["cpu_total_busy"] = busy, busy
-	if len(r.BusyPct) > 0 {
-		clock := 0.0
-		for cpu, b := range r.BusyPct {
-			m[fmt.Sprintf("cpu%d_busy_clock", cpu)] = b
-			clock += b
-		}
-		m["cpu_total_busy"] = clock
-	}
-	if r.WindowS > 0 {
-		m["net_rx_per_s"] = float64(netRX) / r.WindowS
-	}
-}
-
-// workloadMetrics adds the new workloads' figures to Metrics: CPU totals
-// for every run, the rate the overload search found, the hotspot's halves.
-func workloadMetrics(r Run, m map[string]float64) {
-	cpuTotals(r, m)
-	overloadMetrics(r, m)
-	hotspotMetrics(r, m)
-}
-
-// offeredSpec is a result's rate, what tells its cases apart ("" for the
-// workloads without one).
-func offeredSpec(r Result) string {
-	if r.Offered == nil {
-		return ""
-	}
-	return r.Offered.Spec
-}
-
 // workloadLabel names a result's workload in the table: the rates
 // workloads with their rate.
-func workloadLabel(r Result) string {
+func workloadLabel(r schema.Result) string {
 	if rateWorkload(r.Workload) && r.Offered != nil {
 		return r.Workload + " at " + r.Offered.Spec
 	}
@@ -378,7 +318,7 @@ func workloadLabel(r Result) string {
 // writeRates lists the rates workloads' cases: offered and delivered rate,
 // loss, and the CPU time of all CPUs together (Fig. 19's total CPU and
 // softirqs).
-func writeRates(b *strings.Builder, f *File) {
+func writeRates(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		if !rateWorkload(r.Workload) || len(r.Runs) == 0 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 func TestParseRate(t *testing.T) {
@@ -94,7 +95,7 @@ func TestResolveRates(t *testing.T) {
 	if len(plan) != 1 || len(plan[0].Cases) != 2 || plan[0].Cases[1].String() != "docker/vanilla hotspot-tcp 128 KiB ×4" {
 		t.Errorf("hotspot-tcp plan %+v", plan)
 	}
-	var udp, tcp Result
+	var udp, tcp schema.Result
 	describeCase(&udp, plan[0].Cases[0], c)
 	describeCase(&tcp, plan[0].Cases[1], c)
 	if o := udp.Offered; o == nil || o.Spec != "20Kpps" || o.BitsPerSecond != 20e3*1400*8 {
@@ -113,24 +114,24 @@ func TestResolveRates(t *testing.T) {
 		!strings.Contains(WorkloadHelp(), "FALCON Fig. 12 c") {
 		t.Error("the workloads' help does not name their figures")
 	}
-	if got := tools(Config{Workloads: []string{"rates", "hotspot", "overload-latency"}}); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
+	if got := tools(schema.Config{Workloads: []string{"rates", "hotspot", "overload-latency"}}); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
 		t.Errorf("tools %v", got)
 	}
 }
 
 func TestNormalizeByRate(t *testing.T) {
-	run := func(busy float64) Run {
-		return Run{PPS: 1000, WindowS: 1, CPU: map[int]procfs.CPUWindow{0: {Usage: procfs.CPUUsage{Soft: busy / 2, Idle: 100 - busy/2}},
+	run := func(busy float64) schema.Run {
+		return schema.Run{PPS: 1000, WindowS: 1, CPU: map[int]procfs.CPUWindow{0: {Usage: procfs.CPUUsage{Soft: busy / 2, Idle: 100 - busy/2}},
 			1: {Usage: procfs.CPUUsage{Sys: busy / 2, Idle: 100 - busy/2}}}}
 	}
-	res := func(mode, rate string, busy float64) Result {
-		r := Result{Layout: "docker", Mode: mode, Workload: "rates", Size: 16, Flows: 1, Testbed: mode,
-			Offered: offered(rate, 16), Runs: []Run{run(busy)}}
+	res := func(mode, rate string, busy float64) schema.Result {
+		r := schema.Result{Layout: "docker", Mode: mode, Workload: "rates", Size: 16, Flows: 1, Testbed: mode,
+			Offered: offered(rate, 16), Runs: []schema.Run{run(busy)}}
 		r.Summarize()
 		return r
 	}
-	results := []Result{res("vanilla", "100M", 40), res("vanilla", "1G", 100), res("falcon", "100M", 30), res("falcon", "1G", 120)}
-	Normalize(results, "auto")
+	results := []schema.Result{res("vanilla", "100M", 40), res("vanilla", "1G", 100), res("falcon", "100M", 30), res("falcon", "1G", 120)}
+	schema.Normalize(results, "auto")
 	for i, want := range []float64{1, 1, 0.75, 1.2} {
 		got := results[i].Normalized["cpu_total_busy"].Mean
 		if d := got - want; d > 1e-9 || d < -1e-9 {
@@ -140,7 +141,7 @@ func TestNormalizeByRate(t *testing.T) {
 	if h := headline("rates"); h != "cpu_total_busy" {
 		t.Errorf("rates judged by %s", h)
 	}
-	m := Metrics(run(60))
+	m := schema.Metrics(run(60))
 	for k, want := range map[string]float64{"cpu_total_busy": 60, "cpu_total_soft": 30, "cpu_total_sys": 30, "cpu_total_usr": 0} {
 		if m[k] != want {
 			t.Errorf("%s = %g, want %g", k, m[k], want)
@@ -151,9 +152,9 @@ func TestNormalizeByRate(t *testing.T) {
 // receiver models a sender of at most sender messages/s into a receiver
 // that takes capacity/s and drops the rest (collapsing to flooded/s when
 // sent flat out, if flooded is set).
-func receiver(capacity, sender, flooded float64) func(float64) (OverloadStep, error) {
-	return func(target float64) (OverloadStep, error) {
-		st := OverloadStep{Mode: "under-load", TargetPPS: target, SentPPS: min(target, sender)}
+func receiver(capacity, sender, flooded float64) func(float64) (schema.OverloadStep, error) {
+	return func(target float64) (schema.OverloadStep, error) {
+		st := schema.OverloadStep{Mode: "under-load", TargetPPS: target, SentPPS: min(target, sender)}
 		recv := min(st.SentPPS, capacity)
 		if target == 0 {
 			st.Mode, st.SentPPS, recv = "throughput", sender, min(sender, capacity)
@@ -196,7 +197,7 @@ func TestSearchRate(t *testing.T) {
 	// A sender that cannot reach the rates it is asked for (here: from
 	// 500k/s up, while flat out it made 1M/s) stops the search where the
 	// receiver kept up with it.
-	short := func(target float64) (OverloadStep, error) {
+	short := func(target float64) (schema.OverloadStep, error) {
 		st, _ := receiver(600e3, 1e6, 0)(target)
 		if target >= 500e3 {
 			st.SentPPS, st.Sent, st.Received, st.LossPct, st.Pass = 450e3, 450e3, 450e3, 0, true
@@ -207,7 +208,7 @@ func TestSearchRate(t *testing.T) {
 		t.Errorf("short sender: %+v, %v", s, err)
 	}
 	// Drops everywhere: an error naming the steps.
-	lossy := func(target float64) (OverloadStep, error) {
+	lossy := func(target float64) (schema.OverloadStep, error) {
 		st, _ := receiver(1e6, 1e6, 0)(target)
 		st.Received, st.LossPct, st.Pass = st.Sent/2, 50, false
 		return st, nil
@@ -216,7 +217,7 @@ func TestSearchRate(t *testing.T) {
 		t.Errorf("drops everywhere: %+v, %v", s, err)
 	}
 	// TCP: the flat-out rate is probed, and passes where the sender keeps it.
-	tcp := func(target float64) (OverloadStep, error) {
+	tcp := func(target float64) (schema.OverloadStep, error) {
 		st, _ := receiver(200e3, 200e3, 0)(target)
 		st.Pass = target == 0 || st.SentPPS >= overloadSenderShort*target
 		return st, nil
@@ -245,8 +246,8 @@ func TestCPUBusyByTheClock(t *testing.T) {
 	}
 	// The clock's busy share is what the run is judged by; the ticks'
 	// split stays beside it.
-	r := Run{WindowS: 2, BusyPct: got, CPU: map[int]procfs.CPUWindow{0: {Usage: procfs.CPUUsage{Soft: 10, Idle: 90}}, 1: {Usage: procfs.CPUUsage{Idle: 100}}}}
-	m := Metrics(r)
+	r := schema.Run{WindowS: 2, BusyPct: got, CPU: map[int]procfs.CPUWindow{0: {Usage: procfs.CPUUsage{Soft: 10, Idle: 90}}, 1: {Usage: procfs.CPUUsage{Idle: 100}}}}
+	m := schema.Metrics(r)
 	if m["cpu_total_busy"] != 25 || m["cpu_total_sampled_busy"] != 10 || m["cpu0_busy_clock"] != 25 || m["cpu_total_soft"] != 10 {
 		t.Errorf("metrics %v", m)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -46,7 +47,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestRecordedFileShape(t *testing.T) {
-	f, err := ReadFile(recorded)
+	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestRecordedFileShape(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	f, err := ReadFile(recorded)
+	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +76,10 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
-	if err := WriteFile(path, f); err != nil {
+	if err := schema.WriteFile(path, f); err != nil {
 		t.Fatal(err)
 	}
-	g, err := ReadFile(path)
+	g, err := schema.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("table changed across write and read:\n%s\nvs\n%s", table1.String(), table2.String())
 	}
 	path2 := filepath.Join(t.TempDir(), "r2.json")
-	if err := WriteFile(path2, g); err != nil {
+	if err := schema.WriteFile(path2, g); err != nil {
 		t.Fatal(err)
 	}
 	b1, _ := os.ReadFile(path)
@@ -120,17 +121,17 @@ func TestReadFileRejects(t *testing.T) {
 	} {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte(body), 0o644)
-		if _, err := ReadFile(p); err == nil {
+		if _, err := schema.ReadFile(p); err == nil {
 			t.Errorf("%s: read without error", name)
 		}
 	}
-	if _, err := ReadFile(filepath.Join(dir, "missing.json")); err == nil {
+	if _, err := schema.ReadFile(filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("missing file: no error")
 	}
 }
 
 func TestTableGolden(t *testing.T) {
-	f, err := ReadFile(recorded)
+	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestTableGolden(t *testing.T) {
 }
 
 func TestSVGGolden(t *testing.T) {
-	f, err := ReadFile(recorded)
+	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,17 +182,17 @@ func TestSVGGolden(t *testing.T) {
 }
 
 func TestSummarizeAndNormalize(t *testing.T) {
-	run := func(pps float64, soft float64) Run {
-		return Run{WindowS: 2, PPS: pps, Gbps: pps / 1e6, CPU: map[int]procfs.CPUWindow{
+	run := func(pps float64, soft float64) schema.Run {
+		return schema.Run{WindowS: 2, PPS: pps, Gbps: pps / 1e6, CPU: map[int]procfs.CPUWindow{
 			0: {Usage: procfs.CPUUsage{Soft: soft, Idle: 100 - soft}, NetRX: 100},
 		}}
 	}
-	results := []Result{
-		{Layout: "host", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []Run{run(100, 10), run(110, 20), run(90, 30)}},
-		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []Run{run(50, 40), run(50, 60)}},
-		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []Run{run(40, 40), run(60, 60)}},
-		{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []Run{run(80, 40), run(80, 60)}},
-		{Layout: "docker", Mode: "falcon", Workload: "tcp", Size: 1400, Flows: 1, Runs: []Run{}},
+	results := []schema.Result{
+		{Layout: "host", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []schema.Run{run(100, 10), run(110, 20), run(90, 30)}},
+		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []schema.Run{run(50, 40), run(50, 60)}},
+		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []schema.Run{run(40, 40), run(60, 60)}},
+		{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []schema.Run{run(80, 40), run(80, 60)}},
+		{Layout: "docker", Mode: "falcon", Workload: "tcp", Size: 1400, Flows: 1, Runs: []schema.Run{}},
 	}
 	for i := range results {
 		results[i].Summarize()
@@ -204,7 +205,7 @@ func TestSummarizeAndNormalize(t *testing.T) {
 		t.Errorf("ci95 %v, want %v", s["pps"].CI95, want)
 	}
 
-	Normalize(results, "auto")
+	schema.Normalize(results, "auto")
 	// The host is its own baseline: 1, with its relative interval.
 	if n := results[0].Normalized["pps"]; results[0].Baseline != "host/vanilla" || n.Mean != 1 || math.Abs(n.CI95-s["pps"].CI95/100) > 1e-12 {
 		t.Errorf("host normalised: %s %+v", results[0].Baseline, n)
@@ -224,7 +225,7 @@ func TestSummarizeAndNormalize(t *testing.T) {
 		t.Errorf("a case without runs or baseline got normalised: %+v", results[4])
 	}
 
-	Normalize(results, "docker/vanilla")
+	schema.Normalize(results, "docker/vanilla")
 	if n := results[0].Normalized["pps"]; results[0].Baseline != "docker/vanilla" || n.Mean != 2 {
 		t.Errorf("host vs docker baseline: %s %+v", results[0].Baseline, n)
 	}
@@ -284,17 +285,17 @@ func TestFalconActivity(t *testing.T) {
 	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1}
 	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3}
 	got := falconActivity(before, after)
-	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
+	want := &schema.FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
 		t.Fatal("an agent without falcon's datapath has no falcon activity")
 	}
-	r := Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
+	r := schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []schema.Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
 	r.Summarize()
 	var b strings.Builder
-	writeFalconActivity(&b, &File{Results: []Result{r}})
+	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
 	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 1 | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
 		t.Fatalf("table:\n%s", b.String())
 	}
@@ -302,10 +303,10 @@ func TestFalconActivity(t *testing.T) {
 	// know them, not that there were none.
 	old := *want
 	old.Probes, old.Thin = nil, nil
-	r = Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []Run{{PPS: 1, Falcon: &old}}}
+	r = schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []schema.Run{{PPS: 1, Falcon: &old}}}
 	r.Summarize()
 	b.Reset()
-	writeFalconActivity(&b, &File{Results: []Result{r}})
+	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
 	if !strings.Contains(b.String(), "| 5.0 | – | 1.0 | – |") {
 		t.Fatalf("table of an older file:\n%s", b.String())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -27,13 +28,13 @@ type RunOptions struct {
 	TestbedName func(i int) string
 	// Checkpoint, when set, gets the results so far after each testbed, so
 	// a long bench that is killed outright still leaves them behind.
-	Checkpoint func(*File) error
+	Checkpoint func(*schema.File) error
 }
 
 // Preflight checks what a run needs from the system — root, ip, the
 // traffic tools, taskset, the modes' own needs, a writable place for the
 // results — so that nothing is created for a run that cannot finish.
-func Preflight(c Config) error {
+func Preflight(c schema.Config) error {
 	if c.JSON != "" {
 		dir := filepath.Dir(c.JSON)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -66,7 +67,7 @@ func Preflight(c Config) error {
 // EstimateRun is the expected wall time of one run: warm-up, window, the
 // tail the clients run past it (whole seconds), starting the tools, and
 // sockperf's own two-second warm-up stage when it is used.
-func EstimateRun(c Config) time.Duration {
+func EstimateRun(c schema.Config) time.Duration {
 	d := time.Duration(c.Warmup+c.Duration) + tail
 	d = (d+time.Second-1)/time.Second*time.Second + 500*time.Millisecond
 	if contains(tools(c), "sockperf") {
@@ -87,7 +88,7 @@ const tail = trafficSteady + 500*time.Millisecond
 // undoes the mode and removes the testbed — also when a step fails or ctx
 // is cancelled (ctrl-C). It returns the results
 // gathered, complete or not, and an error describing whatever failed.
-func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
+func Execute(ctx context.Context, c schema.Config, o RunOptions) (*schema.File, error) {
 	plan, skipped, err := Plan(c)
 	if err != nil {
 		return nil, err
@@ -99,8 +100,8 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 		pid := os.Getpid()
 		o.TestbedName = func(i int) string { return fmt.Sprintf("b%d-%d", pid, i) }
 	}
-	f := &File{Format: Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
-		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []Result{}}
+	f := &schema.File{Format: schema.Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
+		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
 	for _, s := range skipped {
 		o.Progress.Note("falcon bench: %s", s)
 	}
@@ -156,16 +157,16 @@ func Execute(ctx context.Context, c Config, o RunOptions) (*File, error) {
 
 // finish brings summaries and ratios up to date, also for cases that never
 // ran (their summary is empty rather than missing).
-func finish(f *File) {
+func finish(f *schema.File) {
 	f.Finished = time.Now().UTC().Truncate(time.Second)
 	for i := range f.Results {
 		f.Results[i].Summarize()
 	}
-	Normalize(f.Results, f.Config.Baseline)
+	schema.Normalize(f.Results, f.Config.Baseline)
 }
 
 type runner struct {
-	cfg        Config
+	cfg        schema.Config
 	p          *Progress
 	totalCases int
 	caseNo     int
@@ -185,14 +186,14 @@ type item struct{ res, run int }
 
 // group runs plans that share a testbed (one plan, or with --interleave
 // every mode of a layout) on a testbed of its own, session by session.
-func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (results []Result, err error) {
+func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (results []schema.Result, err error) {
 	// offsets[i] is where plans[i]'s cases start in results.
 	offsets := make([]int, len(plans))
 	for i, tp := range plans {
 		offsets[i] = len(results)
 		for _, cs := range tp.Cases {
-			res := Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
-				Testbed: name, Runs: []Run{}}
+			res := schema.Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
+				Testbed: name, Runs: []schema.Run{}}
 			switch {
 			case cs.Workload == "udp-stress":
 				res.Clients = r.cfg.Clients
@@ -207,7 +208,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 	r.caseNo += len(results)
 	// fail marks the cases that cannot run; they still appear in the
 	// results, so a reader sees what is missing and why.
-	fail := func(err error) ([]Result, error) {
+	fail := func(err error) ([]schema.Result, error) {
 		for i := range results {
 			if len(results[i].Runs) == 0 && len(results[i].Errors) == 0 {
 				results[i].Errors = []string{err.Error()}
@@ -282,7 +283,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 				res.Endpoints = e.describe()
 			}
 			r.p.Stage("case %d/%d %s · run %d/%d", caseBase+offsets[s.plan]+it.res+1, r.totalCases, cs, it.run, r.cfg.Runs)
-			var rec Run
+			var rec schema.Run
 			if pin != nil {
 				err = pin.ensure()
 			}
@@ -324,7 +325,7 @@ func failedRuns(n int, what string) error {
 }
 
 // runLine is one run in a few words, for logs.
-func runLine(r Run) string {
+func runLine(r schema.Run) string {
 	s := fmt.Sprintf("%s pps, %.3f Gbit/s, loss %.2f%%", pmSI(statsOf(r.PPS)), r.Gbps, r.LossPct)
 	if r.Latency != nil {
 		s += fmt.Sprintf(", p50 %.1f µs, p99 %.1f µs", r.Latency.P50Us, r.Latency.P99Us)

@@ -3,6 +3,8 @@ package bench
 import (
 	"math"
 	"testing"
+
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 func TestSessionsInterleaveAndRotate(t *testing.T) {
@@ -42,21 +44,21 @@ func TestSessionsInterleaveAndRotate(t *testing.T) {
 }
 
 func TestPairedRatios(t *testing.T) {
-	run := func(round int, pps float64) Run { return Run{Round: round, PPS: pps, Gbps: pps / 1e6} }
+	run := func(round int, pps float64) schema.Run { return schema.Run{Round: round, PPS: pps, Gbps: pps / 1e6} }
 	// The machine drifts: round 2 is twice as fast for both modes.
-	results := []Result{
+	results := []schema.Result{
 		{Layout: "docker", Mode: "vanilla", Workload: "udp", Size: 1000, Flows: 1, Testbed: "b1",
-			Runs: []Run{run(1, 100), run(2, 200), run(3, 100)}},
+			Runs: []schema.Run{run(1, 100), run(2, 200), run(3, 100)}},
 		{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Testbed: "b1",
-			Runs: []Run{run(1, 90), run(2, 180), run(3, 90)}},
+			Runs: []schema.Run{run(1, 90), run(2, 180), run(3, 90)}},
 		// Another testbed (not interleaved with it): mean over mean.
 		{Layout: "docker", Mode: "rps", Workload: "udp", Size: 1000, Flows: 1, Testbed: "b2",
-			Runs: []Run{run(1, 90), run(2, 180), run(3, 90)}},
+			Runs: []schema.Run{run(1, 90), run(2, 180), run(3, 90)}},
 	}
 	for i := range results {
 		results[i].Summarize()
 	}
-	Normalize(results, "auto")
+	schema.Normalize(results, "auto")
 	f := results[1]
 	if !f.Paired || math.Abs(f.Normalized["pps"].Mean-0.9) > 1e-9 || f.Normalized["pps"].CI95 > 1e-9 || f.Normalized["pps"].N != 3 {
 		t.Errorf("paired falcon: %+v paired=%v, want 0.9 ± 0 over 3 rounds", f.Normalized["pps"], f.Paired)

@@ -5,28 +5,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 )
-
-// StageCost is the NET_RX softirq time one receive stage of the receiving
-// host cost on one CPU over a window (--stage-cost), and the skbs and
-// segments the stage delivered there (lab/stagetrace, StartCost).
-type StageCost struct {
-	// Stage: "nic" (the receiving host's wire device), "vxlan" (its VXLAN
-	// device), "container" (the receiving containers' eth0), "backlog"
-	// (backlog polls before their first skb), "other" (NET_RX time outside
-	// every poll), or any other device of the receiving host's namespaces
-	// by its name.
-	Stage string `json:"stage"`
-	CPU   int    `json:"cpu"`
-	Ns    uint64 `json:"ns"`
-	SKBs  uint64 `json:"skbs"`
-	Segs  uint64 `json:"segs"`
-	// UntimedSegs of Segs were delivered outside a NET_RX softirq (a
-	// threaded NAPI with --nic-cpu): their time is in no Ns.
-	UntimedSegs uint64 `json:"untimed_segs,omitempty"`
-}
 
 // stageOrder sorts the named stages first, along the path.
 var stageOrder = map[string]int{"nic": 1, "vxlan": 2, "container": 3, "backlog": 5, "other": 6}
@@ -36,7 +18,7 @@ var stageOrder = map[string]int{"nic": 1, "vxlan": 2, "container": 3, "backlog":
 // devices (its TCP ACKs, the sender's own backlog) are dropped, as are
 // namespaces outside the testbed. "backlog" and "other" belong to no
 // namespace and count whatever ran on the CPU, the sending host's part too.
-func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []StageCost {
+func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []schema.StageCost {
 	h := tb.Hosts[1]
 	containers := map[string]string{} // netns -> its device towards the host
 	for _, c := range h.Containers {
@@ -46,7 +28,7 @@ func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []StageCost {
 		stage string
 		cpu   int
 	}
-	sums := map[key]*StageCost{}
+	sums := map[key]*schema.StageCost{}
 	for _, r := range d.Records {
 		stage := r.Special()
 		if stage == "" {
@@ -69,7 +51,7 @@ func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []StageCost {
 		k := key{stage, r.CPU}
 		s := sums[k]
 		if s == nil {
-			s = &StageCost{Stage: stage, CPU: r.CPU}
+			s = &schema.StageCost{Stage: stage, CPU: r.CPU}
 			sums[k] = s
 		}
 		s.Ns += r.Ns
@@ -77,7 +59,7 @@ func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []StageCost {
 		s.Segs += r.Segs
 		s.UntimedSegs += r.UntimedSegs
 	}
-	var out []StageCost
+	var out []schema.StageCost
 	for _, s := range sums {
 		out = append(out, *s)
 	}
@@ -87,7 +69,7 @@ func stageCosts(tb *testbed.Testbed, d stagetrace.CostSnapshot) []StageCost {
 		}
 		return 4 // the receiving host's other devices, between the path and the rest
 	}
-	slices.SortFunc(out, func(a, b StageCost) int {
+	slices.SortFunc(out, func(a, b schema.StageCost) int {
 		return cmp.Or(cmp.Compare(rank(a.Stage), rank(b.Stage)), cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.CPU, b.CPU))
 	})
 	return out

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 )
@@ -34,7 +35,7 @@ func TestStageCostsNamesReceivingHost(t *testing.T) {
 		rec("", "eth0", 2, 0, 50, 5),           // outside the testbed: dropped
 	}}
 	got := fmt.Sprint(stageCosts(tb, d))
-	want := fmt.Sprint([]StageCost{
+	want := fmt.Sprint([]schema.StageCost{
 		{Stage: "nic", CPU: 1, Ns: 90, SKBs: 10, Segs: 10},
 		{Stage: "vxlan", CPU: 0, Ns: 80, SKBs: 10, Segs: 10},
 		{Stage: "container", CPU: 0, Ns: 150, SKBs: 15, Segs: 15},

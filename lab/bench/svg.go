@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -20,7 +21,7 @@ var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#
 // flows, one colour per layout/mode; a batch sweep (MFLOW Fig. 7, every
 // mode vanilla or mflow with a batch) is drawn as out-of-order segments
 // against the batch size instead (writeBatchSVG).
-func WriteSVG(w io.Writer, f *File) error {
+func WriteSVG(w io.Writer, f *schema.File) error {
 	if batches := batchSweep(f); batches != nil {
 		return writeBatchSVG(w, f, batches)
 	}
@@ -31,7 +32,7 @@ func WriteSVG(w io.Writer, f *File) error {
 // headlineBars is the bar chart of the results' normalised headline
 // metrics (WriteSVG's), with the papers' comparable ratios marked when
 // marks is set.
-func headlineBars(f *File, results []Result, marks bool) barChart {
+func headlineBars(f *schema.File, results []schema.Result, marks bool) barChart {
 	var groups []*barGroup
 	byLabel := map[string]*barGroup{}
 	var configs []string
@@ -95,7 +96,7 @@ func esc(s string) string { return html.EscapeString(s) }
 // when f is a batch sweep: TCP cases only, every mode vanilla or one that
 // makes micro-flows (mflow:batch=N…), two batch sizes at least. nil
 // otherwise.
-func batchSweep(f *File) []int {
+func batchSweep(f *schema.File) []int {
 	batches := make([]int, len(f.Results))
 	sizes := map[int]bool{}
 	for i, r := range f.Results {
@@ -122,7 +123,7 @@ func batchSweep(f *File) []int {
 
 // ofoMetric is the out-of-order count of a TCP result: the receiver's
 // TCPOFOQueue per window, iperf3's count in files from before Reordering.
-func ofoMetric(r Result) (stats.Summary, bool) {
+func ofoMetric(r schema.Result) (stats.Summary, bool) {
 	for _, k := range []string{"tcp_ofo_queue", "out_of_order"} {
 		if x, ok := r.Summary[k]; ok && x.N > 0 {
 			return x, true
@@ -135,7 +136,7 @@ func ofoMetric(r Result) (stats.Summary, bool) {
 // of order per window against the batch size, one line per case (layout,
 // workload, size, flows) and mode apart from its batch, with vanilla's
 // count of the case as a dashed grey line.
-func writeBatchSVG(w io.Writer, f *File, batches []int) error {
+func writeBatchSVG(w io.Writer, f *schema.File, batches []int) error {
 	type series struct {
 		name   string
 		points map[int]stats.Summary // batch → count

@@ -9,6 +9,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/papers"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -36,8 +37,8 @@ var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us
 // WriteTable writes the Markdown table of a results file, and under it the
 // machine, the method and anything that went wrong. It depends only on the
 // file, so a re-read file renders byte for byte the same.
-func WriteTable(w io.Writer, f *File) error {
-	cpus := cpusOf(f.Results)
+func WriteTable(w io.Writer, f *schema.File) error {
+	cpus := schema.CPUsOf(f.Results)
 	softHdr, idleHdr := "softirq % per CPU", "idle % per CPU"
 	if len(cpus) > 0 {
 		var ids []string
@@ -197,7 +198,7 @@ func memString(b uint64) string {
 }
 
 // writeBPFCosts lists each falcon program's cost per run (--bpf-stats).
-func writeBPFCosts(b *strings.Builder, f *File) {
+func writeBPFCosts(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		var names []string
@@ -225,7 +226,7 @@ func writeBPFCosts(b *strings.Builder, f *File) {
 // receiver's out-of-order queue against the sender's retransmissions, and
 // the sender's findings (Run.Reordering). Files from before those counters
 // were kept show iperf3's out-of-order and retransmission counts only.
-func writeTCPReordering(b *strings.Builder, f *File) {
+func writeTCPReordering(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		s := r.Summary
@@ -296,7 +297,7 @@ func writeSection(b *strings.Builder, rows []string, title, header string) {
 // writeFalconActivity says where falcon was during the windows: a cost
 // or a gain measured while it was still deciding (the engagement test,
 // standing down) is a transient, not what it does once settled.
-func writeFalconActivity(b *strings.Builder, f *File) {
+func writeFalconActivity(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		on, ok := r.Summary["falcon_on_path_pct"]
@@ -318,7 +319,7 @@ func writeFalconActivity(b *strings.Builder, f *File) {
 
 // writePaperClaims sets beside a measured ratio what the papers report
 // for the same test, metric and baseline, with their words to check it by.
-func writePaperClaims(b *strings.Builder, f *File) {
+func writePaperClaims(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		for _, pc := range paperClaims(r) {
@@ -341,10 +342,10 @@ type paperClaim struct {
 // paperClaims lists the papers' values comparable to r's ratios, each
 // once (a UDP case's packets/s and Gbit/s are the same ratio): what the
 // table lists and the charts mark.
-func paperClaims(r Result) []paperClaim {
+func paperClaims(r schema.Result) []paperClaim {
 	var out []paperClaim
 	seen := map[string]bool{}
-	for _, k := range normalizedMetrics {
+	for _, k := range schema.NormalizedMetrics {
 		x, ok := r.Normalized[k]
 		if !ok {
 			continue

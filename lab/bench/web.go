@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -16,7 +17,7 @@ import (
 // the requests/s and the latency each request's round trip, both as wrk
 // reports them over its whole run (the bench's warm-up, window and tail);
 // loss is the requests wrk counted as failed.
-func (e *env) web(ctx context.Context) (Run, error) {
+func (e *env) web(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
 	port := e.port(14080, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
@@ -33,7 +34,7 @@ func (e *env) web(ctx context.Context) (Run, error) {
 		return run, err
 	}
 	r := results[0].(workload.WrkResult)
-	run.Latency = &Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
 	run.PPS = r.RequestsPerSec
 	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
 	// Socket errors cost a request each; timeouts and error statuses are

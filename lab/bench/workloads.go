@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -146,7 +147,7 @@ type TestbedPlan struct {
 // Plan expands a config into testbeds and their cases, in the order given
 // on the command line. Combinations a mode cannot run are left out and
 // explained in skipped.
-func Plan(c Config) (plan []TestbedPlan, skipped []string, err error) {
+func Plan(c schema.Config) (plan []TestbedPlan, skipped []string, err error) {
 	for _, layout := range c.Layouts {
 		if c.IPv6 {
 			if err := testbed.CheckIPv6(layout); err != nil {
@@ -248,7 +249,7 @@ func byFlows(tp TestbedPlan) []TestbedPlan {
 }
 
 // CountRuns returns how many runs a plan makes.
-func CountRuns(plan []TestbedPlan, c Config) int {
+func CountRuns(plan []TestbedPlan, c schema.Config) int {
 	n := 0
 	for _, tp := range plan {
 		n += len(tp.Cases) * c.Runs
@@ -257,7 +258,7 @@ func CountRuns(plan []TestbedPlan, c Config) int {
 }
 
 // tools lists the programs a config needs, sorted.
-func tools(c Config) []string {
+func tools(c schema.Config) []string {
 	set := map[string]bool{}
 	for _, entry := range c.Workloads {
 		name, _, _ := strings.Cut(entry, ":")

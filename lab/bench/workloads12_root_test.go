@@ -1,6 +1,10 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/falconnet/falcon/lab/schema"
+)
 
 // TestBenchNewWorkloads runs overload-latency, rates and hotspot on a
 // docker testbed with falcon: each run keeps its search, its CPU by the
@@ -14,7 +18,7 @@ func TestBenchNewWorkloads(t *testing.T) {
 	if len(f.Results) != 4 {
 		t.Fatalf("%d results, want overload-latency, rates at 2 rates and hotspot", len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		switch r.Workload {
 		case "overload-latency":
 			o := run.Overload
@@ -39,7 +43,7 @@ func TestBenchNewWorkloads(t *testing.T) {
 	if len(f.Results) != 1 {
 		t.Fatalf("%d results, want hotspot-tcp", len(f.Results))
 	}
-	eachRun(t, f, func(what string, r Result, run Run) {
+	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		h := run.Hotspot
 		if h == nil || h.Protocol != "TCP" || len(h.Flows) != 2 || run.OutOfOrder == nil || run.Reordering == nil || run.Gbps <= 0 {
 			t.Fatalf("%s: series %+v, out of order %v, reordering %+v, %.3f Gbit/s", what, h, run.OutOfOrder, run.Reordering, run.Gbps)

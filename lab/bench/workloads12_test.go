@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // The new workloads' first real runs (docker, vanilla and falcon, one run
@@ -13,24 +15,24 @@ import (
 func TestRecordedWorkloads(t *testing.T) {
 	for _, c := range []struct {
 		file, workload, section string
-		check                   func(Run) bool
+		check                   func(schema.Run) bool
 	}{
-		{"overload-2cpu-vm.json", "overload-latency", "Latency when overloaded", func(r Run) bool {
+		{"overload-2cpu-vm.json", "overload-latency", "Latency when overloaded", func(r schema.Run) bool {
 			return r.Overload != nil && len(r.Overload.Steps) > 0 && r.Overload.Steps[0].Mode == "throughput" &&
 				r.Overload.RatePPS > 0 && r.Latency != nil && r.Latency.P99Us > 0
 		}},
-		{"overload-tcp-2cpu-vm.json", "overload-latency-tcp", "Latency when overloaded", func(r Run) bool {
+		{"overload-tcp-2cpu-vm.json", "overload-latency-tcp", "Latency when overloaded", func(r schema.Run) bool {
 			return r.Overload != nil && r.Overload.RatePPS > 0 && r.Reordering != nil
 		}},
-		{"rates-2cpu-vm.json", "rates", "Fixed rates", func(r Run) bool { return len(r.BusyPct) == len(r.CPU) && r.PPS > 0 }},
-		{"rates-tcp-2cpu-vm.json", "rates-tcp", "Fixed rates", func(r Run) bool { return len(r.BusyPct) == len(r.CPU) && r.Gbps > 0 }},
-		{"hotspot-2cpu-vm.json", "hotspot", "Hotspot (FALCON Fig. 16)", func(r Run) bool {
+		{"rates-2cpu-vm.json", "rates", "Fixed rates", func(r schema.Run) bool { return len(r.BusyPct) == len(r.CPU) && r.PPS > 0 }},
+		{"rates-tcp-2cpu-vm.json", "rates-tcp", "Fixed rates", func(r schema.Run) bool { return len(r.BusyPct) == len(r.CPU) && r.Gbps > 0 }},
+		{"hotspot-2cpu-vm.json", "hotspot", "Hotspot (FALCON Fig. 16)", func(r schema.Run) bool {
 			h := r.Hotspot
 			return h != nil && len(h.Flows) == 4 && len(h.Flows[0].Points) > 30 && h.HeavyAtS > h.WindowStartS &&
 				h.HeavyAtS < h.WindowEndS && h.Flows[0].AfterPPS > 2*h.Flows[0].BeforePPS
 		}},
 	} {
-		f, err := ReadFile("../../results/" + c.file)
+		f, err := schema.ReadFile("../../results/" + c.file)
 		if err != nil {
 			t.Fatal(err)
 		}

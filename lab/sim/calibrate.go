@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // The calibration run's cases (bench.CalibratePreset): one iperf3 UDP
@@ -22,7 +22,7 @@ const (
 
 // Calibration is the costs a calibration file measured, and the file.
 type Calibration struct {
-	File  *bench.File
+	File  *schema.File
 	Costs CostTable
 	Notes []string // how each cost was derived, and what was assumed
 }
@@ -31,13 +31,13 @@ type Calibration struct {
 func calibrationRound(r int) bool { return r%2 == 1 }
 
 // Calibrate derives the costs from a calibration file's odd rounds.
-func Calibrate(f *bench.File) (*Calibration, error) {
+func Calibrate(f *schema.File) (*Calibration, error) {
 	if f.Config.Calibrate == 0 {
 		return nil, fmt.Errorf("not a calibration file (made by falcon bench --calibrate): its config has no calibrate format")
 	}
-	if f.Config.Calibrate != bench.CalibrateFormat {
+	if f.Config.Calibrate != schema.CalibrateFormat {
 		return nil, fmt.Errorf("calibration format %d, made by another version of falcon (falcon %s); this one reads format %d: "+
-			"run falcon bench --calibrate again", f.Config.Calibrate, f.FalconVersion, bench.CalibrateFormat)
+			"run falcon bench --calibrate again", f.Config.Calibrate, f.FalconVersion, schema.CalibrateFormat)
 	}
 	cal := &Calibration{File: f}
 	sizes := map[int]bool{}
@@ -78,7 +78,7 @@ func Calibrate(f *bench.File) (*Calibration, error) {
 }
 
 // result finds a case of the calibration.
-func (c *Calibration) result(mode string, size int) *bench.Result {
+func (c *Calibration) result(mode string, size int) *schema.Result {
 	for i, r := range c.File.Results {
 		if r.Layout == calLayout && r.Workload == calWorkload && r.Mode == mode && r.Size == size && r.Flows <= 1 {
 			return &c.File.Results[i]
@@ -89,11 +89,11 @@ func (c *Calibration) result(mode string, size int) *bench.Result {
 
 // runs are a case's runs of calibrating (cal true) or held-out rounds,
 // failed ones left out.
-func runs(r *bench.Result, cal bool) []bench.Run {
+func runs(r *schema.Result, cal bool) []schema.Run {
 	if r == nil {
 		return nil
 	}
-	var out []bench.Run
+	var out []schema.Run
 	for i, run := range r.Runs {
 		round := run.Round
 		if round == 0 {
@@ -110,7 +110,7 @@ func runs(r *bench.Result, cal bool) []bench.Run {
 // CPUs, the unattributed time ("backlog", "other") shared out over the
 // stages that ran on its CPU by their time. With onCPU >= 0 only that
 // CPU's share.
-func perSeg(run bench.Run, onCPU int) map[string]float64 {
+func perSeg(run schema.Run, onCPU int) map[string]float64 {
 	ns := map[string]float64{}
 	segs := map[string]float64{}
 	byCPU := map[int]map[string]float64{}
@@ -153,7 +153,7 @@ func perSeg(run bench.Run, onCPU int) map[string]float64 {
 // the model's threads cost there. The model's softirq work is the stages'
 // NET_RX time; any other kernel time a thread causes (other softirqs, the
 // interrupts of its transmit) is the thread's.
-func threadTime(run bench.Run, cpu int) float64 {
+func threadTime(run schema.Run, cpu int) float64 {
 	w, ok := run.CPU[cpu]
 	if !ok {
 		return math.NaN()
@@ -292,7 +292,7 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 // runs, 0 when none ran it or the file has no BPF statistics.
 func (c *Calibration) bpfCost(prog string, size int, modes ...string) float64 {
 	var xs []float64
-	var all []bench.Run
+	var all []schema.Run
 	for _, m := range modes {
 		all = append(all, runs(c.result(m, size), true)...)
 	}

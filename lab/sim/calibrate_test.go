@@ -4,16 +4,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // calFile is the calibration the README quotes, recorded on this
 // project's 2-vCPU machine (falcon bench --calibrate).
 const calFile = "../../results/calibration-2cpu-vm.json"
 
-func readCal(t *testing.T) *bench.File {
+func readCal(t *testing.T) *schema.File {
 	t.Helper()
-	f, err := bench.ReadFile(calFile)
+	f, err := schema.ReadFile(calFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestCalibrateRecorded(t *testing.T) {
 
 func TestCalibrateRefuses(t *testing.T) {
 	f := readCal(t)
-	f.Config.Calibrate = bench.CalibrateFormat + 1
+	f.Config.Calibrate = schema.CalibrateFormat + 1
 	if _, err := Calibrate(f); err == nil || !strings.Contains(err.Error(), "another version") {
 		t.Errorf("a newer calibration format: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestCostTableAt(t *testing.T) {
 }
 
 func TestPredictSmall(t *testing.T) {
-	cal := &Calibration{File: &bench.File{}, Costs: CostTable{testCosts}}
+	cal := &Calibration{File: &schema.File{}, Costs: CostTable{testCosts}}
 	p, err := Predict(cal, "test", PredictConfig{Cores: []int{2, 8}, Modes: []string{"vanilla", "falcon"}, Flows: []int{4},
 		Size: 1000, Loads: []float64{3}}, nil)
 	if err != nil {

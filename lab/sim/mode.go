@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // Mode is a mode of the agent's catalogue as the model runs it: the same
@@ -54,4 +54,4 @@ func (m Mode) rpsOn() (nic, vxlan, container bool) {
 }
 
 // Placement is where each role runs, as bench places them.
-type Placement = bench.Placement
+type Placement = schema.Placement

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -175,7 +175,7 @@ func Validate(c *Calibration, strict bool) (Validation, error) {
 
 // pairedRatios divides each held-out run of r by vanilla's run of the same
 // round.
-func pairedRatios(r *bench.Result, vanilla []bench.Run) []float64 {
+func pairedRatios(r *schema.Result, vanilla []schema.Run) []float64 {
 	byRound := map[int]float64{}
 	for _, run := range vanilla {
 		byRound[run.Round] = run.PPS

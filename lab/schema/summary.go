@@ -1,4 +1,4 @@
-package bench
+package schema
 
 import (
 	"fmt"
@@ -89,10 +89,10 @@ func (r *Result) Summarize() {
 	}
 }
 
-// normalizedMetrics are divided by the baseline's: throughput up is better,
+// NormalizedMetrics are divided by the baseline's: throughput up is better,
 // latency and the CPU all CPUs spent (cpu_total_busy, what the rates
 // workloads are judged by) down are better (a ratio below 1 is then a gain).
-var normalizedMetrics = []string{"pps", "gbps", "lat_avg_us", "lat_p50_us", "lat_p99_us", "cpu_total_busy"}
+var NormalizedMetrics = []string{"pps", "gbps", "lat_avg_us", "lat_p50_us", "lat_p99_us", "cpu_total_busy"}
 
 // Normalize sets Baseline and Normalized of every result. baseline is
 // "auto" or "layout/mode". auto takes host/vanilla of the same workload,
@@ -133,7 +133,7 @@ func Normalize(results []Result, baseline string) {
 					break
 				}
 			}
-			for _, k := range normalizedMetrics {
+			for _, k := range NormalizedMetrics {
 				x, okx := r.Summary[k]
 				base, okb := b.Summary[k]
 				if !okx || !okb || x.N == 0 {
@@ -166,7 +166,7 @@ func pairedRatios(r, b *Result) map[string]stats.Summary {
 			continue
 		}
 		m := Metrics(run)
-		for _, k := range normalizedMetrics {
+		for _, k := range NormalizedMetrics {
 			x, okx := m[k]
 			y, oky := bm[k]
 			if okx && oky && y != 0 {
@@ -192,8 +192,8 @@ func splitConfig(s string) (layout, mode string) {
 	return layout, mode
 }
 
-// cpusOf lists the CPUs that appear in any run of the results, sorted.
-func cpusOf(results []Result) []int {
+// CPUsOf lists the CPUs that appear in any run of the results, sorted.
+func CPUsOf(results []Result) []int {
 	set := map[int]bool{}
 	for _, r := range results {
 		for _, run := range r.Runs {
@@ -208,4 +208,89 @@ func cpusOf(results []Result) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// overloadMetrics: the rate the search found, and how many steps it took.
+func overloadMetrics(r Run, m map[string]float64) {
+	if o := r.Overload; o != nil {
+		m["overload_rate_pps"] = o.RatePPS
+		m["overload_steps"] = float64(len(o.Steps))
+	}
+}
+
+// hotspotMetrics: the flows' received rates before and after the switch,
+// the heavy flow's and the light ones' apart, in Gbit/s, and for UDP in
+// datagrams/s too.
+func hotspotMetrics(r Run, m map[string]float64) {
+	h := r.Hotspot
+	if h == nil {
+		return
+	}
+	var lightBefore, lightAfter, heavyBefore, heavyAfter [2]float64 // pps, Gbit/s
+	for _, f := range h.Flows {
+		if f.Heavy {
+			heavyBefore = [2]float64{heavyBefore[0] + f.BeforePPS, heavyBefore[1] + f.BeforeGbps}
+			heavyAfter = [2]float64{heavyAfter[0] + f.AfterPPS, heavyAfter[1] + f.AfterGbps}
+		} else {
+			lightBefore = [2]float64{lightBefore[0] + f.BeforePPS, lightBefore[1] + f.BeforeGbps}
+			lightAfter = [2]float64{lightAfter[0] + f.AfterPPS, lightAfter[1] + f.AfterGbps}
+		}
+	}
+	for i, unit := range []string{"pps", "gbps"} {
+		if unit == "pps" && h.Protocol == "TCP" {
+			continue
+		}
+		m["hotspot_heavy_before_"+unit], m["hotspot_heavy_after_"+unit] = heavyBefore[i], heavyAfter[i]
+		m["hotspot_light_before_"+unit], m["hotspot_light_after_"+unit] = lightBefore[i], lightAfter[i]
+		m["hotspot_after_"+unit] = heavyAfter[i] + lightAfter[i]
+	}
+}
+
+// cpuTotals adds the machine's CPU time summed over its CPUs to a run's
+// metrics, in percent of one CPU (200 is two CPUs busy throughout), as
+// FALCON's Fig. 19 (a) plots total CPU usage, and the NET_RX softirqs
+// raised per second on all CPUs, its Fig. 19 (b). cpu_total_busy is by
+// the clock (Run.BusyPct, cpuBusy) where the run has it, cpuN_busy_clock
+// each CPU's; the usr/sys/soft/irq totals are the kernel's tick samples
+// (cpu_total_sampled_busy their sum).
+func cpuTotals(r Run, m map[string]float64) {
+	if len(r.CPU) == 0 {
+		return
+	}
+	var usr, sys, soft, irq, busy float64
+	var netRX uint64
+	for _, w := range r.CPU {
+		usr, sys, soft, irq, busy = usr+w.Usage.Usr, sys+w.Usage.Sys, soft+w.Usage.Soft, irq+w.Usage.IRQ, busy+w.Usage.Busy()
+		netRX += w.NetRX
+	}
+	m["cpu_total_usr"], m["cpu_total_sys"], m["cpu_total_soft"], m["cpu_total_irq"] = usr, sys, soft, irq
+	m["cpu_total_sampled_busy"], m["cpu_total_busy"] = busy, busy
+	if len(r.BusyPct) > 0 {
+		clock := 0.0
+		for cpu, b := range r.BusyPct {
+			m[fmt.Sprintf("cpu%d_busy_clock", cpu)] = b
+			clock += b
+		}
+		m["cpu_total_busy"] = clock
+	}
+	if r.WindowS > 0 {
+		m["net_rx_per_s"] = float64(netRX) / r.WindowS
+	}
+}
+
+// workloadMetrics adds the new workloads' figures to Metrics: CPU totals
+// for every run, the rate the overload search found, the hotspot's halves.
+func workloadMetrics(r Run, m map[string]float64) {
+	cpuTotals(r, m)
+	overloadMetrics(r, m)
+	hotspotMetrics(r, m)
+}
+
+// offeredSpec is a result's rate, what tells its cases apart ("" for the
+// workloads without one).
+func offeredSpec(r Result) string {
+	if r.Offered == nil {
+		return ""
+	}
+	return r.Offered.Spec
 }

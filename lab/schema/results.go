@@ -1,4 +1,8 @@
-package bench
+// Package schema is the results file of falcon bench: what a run measured
+// (File, Result, Run and the records of each workload), the metrics a run
+// yields (Metrics) and their summaries against a baseline (Normalize). bench
+// writes it; sim, report and tests read it, without the bench that made it.
+package schema
 
 import (
 	"encoding/json"
@@ -6,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/stats"
@@ -174,30 +177,6 @@ type TCPOrder struct {
 	Reordered int64 `json:"reordered"`
 }
 
-// tcpReorder reads a window's counter deltas (counterKeys, and the order
-// check's with --order-check) into a TCPReorder.
-func tcpReorder(c map[string]int64, orderChecked bool) *TCPReorder {
-	var order *TCPOrder
-	if orderChecked {
-		order = &TCPOrder{Segments: c["rx.order.segments"], Reordered: c["rx.order.reordered"]}
-	}
-	return &TCPReorder{
-		Order:         order,
-		InSegs:        c["rx.Tcp.InSegs"],
-		OFOQueue:      c["rx.TcpExt.TCPOFOQueue"],
-		OFODrop:       c["rx.TcpExt.TCPOFODrop"],
-		OFOMerge:      c["rx.TcpExt.TCPOFOMerge"],
-		SACKReorder:   c["tx.TcpExt.TCPSACKReorder"],
-		TSReorder:     c["tx.TcpExt.TCPTSReorder"],
-		DSACKRecv:     c["tx.TcpExt.TCPDSACKRecv"],
-		DSACKOfoRecv:  c["tx.TcpExt.TCPDSACKOfoRecv"],
-		DSACKRecvSegs: c["tx.TcpExt.TCPDSACKRecvSegs"],
-		SpuriousRTOs:  c["tx.TcpExt.TCPSpuriousRTOs"],
-		LostRetrans:   c["tx.TcpExt.TCPLostRetransmit"],
-		Retrans:       c["tx.Tcp.RetransSegs"],
-	}
-}
-
 // FalconActivity is falcon's state over a window: the shares of it with
 // the programs on the path and with steering engaged, how often it came
 // back and stood down (the engagement test switches four times), and the
@@ -215,19 +194,6 @@ type FalconActivity struct {
 	Probes *uint64 `json:"tests_begun,omitempty"`
 	Thin   *uint64 `json:"tests_thin,omitempty"`
 }
-
-func falconActivity(before, after agent.Activity) *FalconActivity {
-	d := after.Spent.Sub(before.Spent)
-	if after.Spent.Loaded == 0 || d.Loaded <= 0 {
-		return nil // not falcon's datapath
-	}
-	pct := func(x time.Duration) float64 { return 100 * x.Seconds() / d.Loaded.Seconds() }
-	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
-		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
-		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin)}
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // BPFCost is one program's runs and run time over a window, summed over
 // its attachments.
@@ -279,4 +245,23 @@ func Decode(b []byte) (*File, error) {
 		return nil, fmt.Errorf("not a falcon results file (no \"results\")")
 	}
 	return &f, nil
+}
+
+// StageCost is the NET_RX softirq time one receive stage of the receiving
+// host cost on one CPU over a window (--stage-cost), and the skbs and
+// segments the stage delivered there (lab/stagetrace, StartCost).
+type StageCost struct {
+	// Stage: "nic" (the receiving host's wire device), "vxlan" (its VXLAN
+	// device), "container" (the receiving containers' eth0), "backlog"
+	// (backlog polls before their first skb), "other" (NET_RX time outside
+	// every poll), or any other device of the receiving host's namespaces
+	// by its name.
+	Stage string `json:"stage"`
+	CPU   int    `json:"cpu"`
+	Ns    uint64 `json:"ns"`
+	SKBs  uint64 `json:"skbs"`
+	Segs  uint64 `json:"segs"`
+	// UntimedSegs of Segs were delivered outside a NET_RX softirq (a
+	// threaded NAPI with --nic-cpu): their time is in no Ns.
+	UntimedSegs uint64 `json:"untimed_segs,omitempty"`
 }
