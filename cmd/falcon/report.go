@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
 )
@@ -51,7 +52,7 @@ func runReport(args []string) error {
 	if err := checkHTMLDir(*html); err != nil {
 		return err
 	}
-	var sections []bench.HTMLSection
+	var sections []report.HTMLSection
 	for i, name := range files {
 		if len(files) > 1 {
 			if i > 0 {
@@ -74,21 +75,21 @@ func runReport(args []string) error {
 // reportFile prints the table of one results or prediction file, draws
 // its chart into svg when one is given, and returns its section of the
 // HTML page when html is set.
-func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error) {
+func reportFile(name, svg, baseline string, html bool) (report.HTMLSection, error) {
 	if b, err := os.ReadFile(name); err == nil {
 		if p, ok, err := sim.ReadPrediction(b); ok {
 			if err != nil {
-				return bench.HTMLSection{}, fmt.Errorf("%s: %w", name, err)
+				return report.HTMLSection{}, fmt.Errorf("%s: %w", name, err)
 			}
 			if err := reportPrediction(p, svg, baseline); err != nil || !html {
-				return bench.HTMLSection{}, err
+				return report.HTMLSection{}, err
 			}
 			return p.HTMLSection(name)
 		}
 	}
 	f, err := schema.ReadFile(name)
 	if err != nil {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	if baseline != "" {
 		b := baseline
@@ -98,10 +99,10 @@ func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error
 		schema.Normalize(f.Results, b)
 	}
 	if err := writeChart("report", svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	if err := bench.WriteTable(reportOut, f); err != nil || !html {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	return bench.FileSection(name, f)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -128,7 +129,7 @@ func TestHTMLPage(t *testing.T) {
 	files := []string{recorded}
 	more, _ := filepath.Glob("../../results/*.json")
 	files = append(files, more...)
-	var sections []HTMLSection
+	var sections []report.HTMLSection
 	var names []string
 	read := map[string]*schema.File{}
 	for _, path := range files {
@@ -150,7 +151,7 @@ func TestHTMLPage(t *testing.T) {
 		t.Fatalf("only %d results files", len(sections))
 	}
 	var b bytes.Buffer
-	if err := WriteHTML(&b, "falcon report: test", sections); err != nil {
+	if err := report.WriteHTML(&b, "falcon report: test", sections); err != nil {
 		t.Fatal(err)
 	}
 	c := checkPage(t, b.Bytes())
@@ -290,42 +291,27 @@ func TestHTMLChartKinds(t *testing.T) {
 	}
 }
 
-// TestMarkdownHTML: WriteTable's Markdown as HTML, every row and cell
-// kept, the columns aligned as the Markdown says.
-func TestMarkdownHTML(t *testing.T) {
-	got := markdownHTML("| a | b |\n|---|---:|\n| x < y | 1 |\n| z | 2 |\n\nIntro:\n\n- one & two\n- three\nNote: careful\n")
-	want := "<table>\n<thead><tr><th>a</th><th>b</th></tr></thead>\n<tbody>\n" +
-		"<tr><td>x &lt; y</td><td class=\"r\">1</td></tr>\n<tr><td>z</td><td class=\"r\">2</td></tr>\n</tbody>\n</table>\n" +
-		"<p>Intro:</p>\n<ul>\n<li>one &amp; two</li>\n<li>three</li>\n</ul>\n<p class=\"note\">Note: careful</p>\n"
-	if got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
-	}
+// TestTableAsHTML: WriteTable's Markdown of the recorded file as the
+// page shows it, every row kept.
+func TestTableAsHTML(t *testing.T) {
 	f, err := schema.ReadFile(recorded)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var md bytes.Buffer
-	WriteTable(&md, f)
-	h := markdownHTML(md.String())
+	var md, page bytes.Buffer
+	if err := WriteTable(&md, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteHTML(&page, "t", []report.HTMLSection{{Title: "t", Body: md.String()}}); err != nil {
+		t.Fatal(err)
+	}
 	rows := 0
 	for _, l := range strings.Split(md.String(), "\n") {
 		if strings.HasPrefix(l, "|") && !strings.HasPrefix(l, "|---") {
 			rows++
 		}
 	}
-	if n, want := strings.Count(h, "<tr>"), rows; n != want {
-		t.Errorf("%d rows in HTML, %d in the Markdown", n, want)
-	}
-}
-
-// TestScalableSVG: an <svg> without a viewBox (falcon sim's) gets one of
-// its size; one with a viewBox is left alone.
-func TestScalableSVG(t *testing.T) {
-	if got := scalableSVG(`<svg xmlns="http://www.w3.org/2000/svg" width="880" height="940" font-size="11">`); got != `<svg viewBox="0 0 880 940" xmlns="http://www.w3.org/2000/svg" width="880" height="940" font-size="11">` {
-		t.Errorf("got %s", got)
-	}
-	in := `<svg xmlns="http://www.w3.org/2000/svg" width="640" height="428" viewBox="0 0 640 428">`
-	if got := scalableSVG(in); got != in {
-		t.Errorf("got %s", got)
+	if n := strings.Count(page.String(), "<tr>"); n != rows {
+		t.Errorf("%d rows in HTML, %d in the Markdown", n, rows)
 	}
 }

@@ -1,9 +1,10 @@
 package bench
 
 import (
+	"time"
+
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
-	"time"
 )
 
 // tcpReorder reads a window's counter deltas (counterKeys, and the order

@@ -1,9 +1,8 @@
 package schema
 
 import (
-	"time"
-
 	"encoding/json"
+	"time"
 )
 
 // Config is everything a bench run was asked to do. It is written into the
