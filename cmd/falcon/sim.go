@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
 )
@@ -72,7 +71,7 @@ func runSim(args []string) error {
 		}
 		return nil
 	}
-	pc := sim.PredictConfig{Size: *size, Modes: agent.SplitModes(*modes)}
+	pc := sim.PredictConfig{Size: *size, Modes: schema.SplitModes(*modes)}
 	var err error
 	if pc.Cores, err = intList("cores", *cores); err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -238,7 +237,7 @@ func (f *Flags) Resolve(online []int) (schema.Config, error) {
 	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
 		return c, err
 	}
-	for _, m := range agent.SplitModes(f.modes) {
+	for _, m := range schema.SplitModes(f.modes) {
 		if _, err := LookupMode(m); err != nil {
 			return c, err
 		}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -18,8 +18,8 @@ import (
 // testbed's cases are done — also after a failure or ctrl-C — before the
 // testbed is torn down. Setup must either succeed or leave nothing behind.
 //
-// The modes of --modes are the agent's catalogue (agent.ParseMode):
-// "vanilla", "falcon:threshold=90", "falcon+split", "rps+", …; tests add
+// The modes of --modes are the lab's (schema.ParseMode): "vanilla",
+// "falcon:threshold=90", "falcon+split", "rps+", "vanilla@aa", …; tests add
 // their own with RegisterMode.
 type Mode interface {
 	Name() string
@@ -88,9 +88,9 @@ func LookupMode(spec string) (Mode, error) {
 	return am, nil
 }
 
-// ModeNames lists the catalogue's modes and the registered ones, sorted.
+// ModeNames lists the lab's modes and the registered ones, sorted.
 func ModeNames() []string {
-	n := agent.ModeNames()
+	n := schema.ModeNames()
 	modesMu.RLock()
 	defer modesMu.RUnlock()
 	for k := range modes {
@@ -102,44 +102,26 @@ func ModeNames() []string {
 
 // catalogueMode runs a mode of the agent's catalogue on the receiving host
 // (h2; for the RPS/RFS study, its server node, the only one it
-// configured) with an in-process agent.
+// configured) with an in-process agent; vanilla runs none.
 type catalogueMode struct {
-	spec string
-	o    agent.Options
+	spec    string
+	o       agent.Options
+	vanilla bool
 }
 
-// A mode spec may end in "@LABEL" (vanilla@aa, falcon:threshold=90@b): the
-// same mode once more under another name, so that one bench runs it twice
-// — vanilla against vanilla@aa is an A/A comparison, the spread a
-// difference between modes must exceed on this machine.
+// agentMode reads a spec of the lab's modes (schema.ParseMode).
 func agentMode(spec string) (catalogueMode, error) {
-	base, label, labelled := strings.Cut(spec, "@")
-	if labelled && !validLabel(label) {
-		return catalogueMode{}, fmt.Errorf("mode %q: a label after @ is 1..16 of a-z and 0-9", spec)
-	}
-	o := agent.DefaultOptions()
-	if err := agent.ParseMode(base, &o); err != nil {
+	m, err := schema.ParseMode(spec)
+	if err != nil {
 		return catalogueMode{}, err
 	}
-	return catalogueMode{spec, o}, nil
-}
-
-func validLabel(l string) bool {
-	if len(l) < 1 || len(l) > 16 {
-		return false
-	}
-	for _, c := range l {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
+	return catalogueMode{spec: m.Spec, o: m.Opts, vanilla: m.Vanilla}, nil
 }
 
 func (m catalogueMode) Name() string { return m.spec }
 
 func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, error) {
-	if m.o.Mode == agent.ModeVanilla {
+	if m.vanilla {
 		return SetUp{}, nil
 	}
 	o := m.o
@@ -157,6 +139,9 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 }
 
 func (m catalogueMode) Unsupported(layout string) string {
+	if m.vanilla {
+		return ""
+	}
 	what := agent.NeedsOverlay(m.o)
 	switch {
 	case what == "":
@@ -170,7 +155,12 @@ func (m catalogueMode) Unsupported(layout string) string {
 	return ""
 }
 
-func (m catalogueMode) Preflight() error { return agent.Preflight(m.o) }
+func (m catalogueMode) Preflight() error {
+	if m.vanilla {
+		return nil
+	}
+	return agent.Preflight(m.o)
+}
 
 // unsupported says why a mode cannot run on a layout, or "".
 func unsupported(mode, layout string) string {

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
@@ -107,7 +106,7 @@ func batchSweep(f *schema.File) []int {
 		switch {
 		case err != nil:
 			return nil
-		case m.o.Mode == agent.ModeVanilla:
+		case m.vanilla:
 		case m.o.Batch > 0:
 			batches[i] = m.o.Batch
 			sizes[m.o.Batch] = true

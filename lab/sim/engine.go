@@ -10,10 +10,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/loadavg"
 	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // Setup is one simulated case.
@@ -101,7 +101,7 @@ func Run(s Setup, c Costs) (Outcome, error) {
 	// Not engaged, the agent stands down: its programs leave the path,
 	// and the host runs as vanilla does.
 	standDown := s
-	standDown.Mode, _ = ParseMode(agent.ModeVanilla)
+	standDown.Mode, _ = ParseMode(schema.Vanilla)
 	switch {
 	case s.Engaged != nil && *s.Engaged:
 		return newWorld(s, c, true).run(), nil

@@ -8,36 +8,28 @@ import (
 	"github.com/falconnet/falcon/lab/schema"
 )
 
-// Mode is a mode of the agent's catalogue as the model runs it: the same
-// specs as bench --modes ("vanilla", "falcon:policy=paper", "falcon+split",
-// "rps:devices=vxlan0,rps-cpus=1", …), parsed by the catalogue itself.
-type Mode struct {
-	Spec string
-	Opts agent.Options
-}
+// Mode is a mode of the lab's as the model runs it: the same specs as
+// bench --modes ("vanilla", "falcon:policy=paper", "falcon+split",
+// "rps:devices=vxlan0,rps-cpus=1", …), read by schema.ParseMode.
+type Mode struct{ schema.Mode }
 
 // ParseMode reads a mode spec. Errors name the modes the model knows.
 func ParseMode(spec string) (Mode, error) {
-	spec = strings.TrimSpace(spec)
-	o := agent.DefaultOptions()
-	if spec == agent.ModeVanilla {
-		o.Mode = agent.ModeVanilla
-		return Mode{Spec: spec, Opts: o}, nil
-	}
-	if err := agent.ParseMode(spec, &o); err != nil {
-		return Mode{}, fmt.Errorf("%v (the model runs vanilla and every mode of: %s but mflow)", err, strings.Join(agent.ModeNames(), ", "))
+	m, err := schema.ParseMode(spec)
+	if err != nil {
+		return Mode{}, fmt.Errorf("%v (the model runs every mode of: %s but mflow)", err, strings.Join(schema.ModeNames(), ", "))
 	}
 	// Micro-flows reorder TCP, whose reaction (out-of-order queue,
 	// retransmissions, the congestion window) is what they cost: the model
 	// has no TCP, so it does not pretend to predict them.
-	if o.Batch > 0 {
+	if m.Opts.Batch > 0 {
 		return Mode{}, fmt.Errorf("mode %s: the model has no micro-flows (it has no TCP, whose reaction to their reordering is their cost); "+
-			"measure them with falcon bench --preset mflow7", spec)
+			"measure them with falcon bench --preset mflow7", m.Spec)
 	}
-	return Mode{Spec: spec, Opts: o}, nil
+	return Mode{m}, nil
 }
 
-func (m Mode) vanilla() bool { return m.Opts.Mode == agent.ModeVanilla }
+func (m Mode) vanilla() bool { return m.Vanilla }
 func (m Mode) falcon() bool  { return m.Opts.Mode == agent.ModeFalcon }
 func (m Mode) rfs() bool     { return m.Opts.Mode == agent.ModeRFS }
 func (m Mode) rps() bool     { return m.Opts.Mode == agent.ModeRPS }
