@@ -187,7 +187,7 @@ func pairedRatios(r, b *Result) map[string]stats.Summary {
 func splitConfig(s string) (layout, mode string) {
 	layout, mode, ok := strings.Cut(s, "/")
 	if !ok {
-		mode = "vanilla"
+		mode = Vanilla
 	}
 	return layout, mode
 }

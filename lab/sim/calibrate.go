@@ -42,7 +42,7 @@ func Calibrate(f *schema.File) (*Calibration, error) {
 	cal := &Calibration{File: f}
 	sizes := map[int]bool{}
 	for _, r := range f.Results {
-		if r.Layout == calLayout && r.Workload == calWorkload && r.Mode == "vanilla" {
+		if r.Layout == calLayout && r.Workload == calWorkload && r.Mode == schema.Vanilla {
 			sizes[r.Size] = true
 		}
 	}
@@ -190,7 +190,7 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 			cfg.SenderCPUs, cfg.ReceiverCPUs)
 	}
 	snd, rcv := cfg.SenderCPUs[0], cfg.ReceiverCPUs[0]
-	van := runs(c.result("vanilla", size), true)
+	van := runs(c.result(schema.Vanilla, size), true)
 	if len(van) == 0 {
 		return Costs{}, fmt.Errorf("no calibrating vanilla run")
 	}
@@ -318,6 +318,6 @@ func (c *Calibration) Modes() []string {
 			out = append(out, r.Mode)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i] == "vanilla" && out[j] != "vanilla" })
+	sort.SliceStable(out, func(i, j int) bool { return out[i] == schema.Vanilla && out[j] != schema.Vanilla })
 	return out
 }

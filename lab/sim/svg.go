@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/lab/papers"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // WriteSVG draws a prediction: per flow count, delivered rate against
@@ -73,13 +74,13 @@ func WriteSVG(w io.Writer, p Prediction) error {
 		}
 		var ratio []series
 		for si, s1 := range thr {
-			if modeNames[si] == "vanilla" {
+			if modeNames[si] == schema.Vanilla {
 				continue
 			}
 			r := series{name: s1.name, color: s1.color}
 			for _, pt := range s1.pts {
 				for _, v := range thr[0].pts {
-					if modeNames[0] == "vanilla" && v[0] == pt[0] && v[1] > 0 {
+					if modeNames[0] == schema.Vanilla && v[0] == pt[0] && v[1] > 0 {
 						r.pts = append(r.pts, [2]float64{pt[0], pt[1] / v[1]})
 					}
 				}

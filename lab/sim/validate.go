@@ -114,7 +114,7 @@ func Validate(c *Calibration, strict bool) (Validation, error) {
 		Costs: c.Costs, Notes: append([]string{"ratios: held-out (even) rounds, each divided by vanilla's run of its round; " +
 			"predictions: the model with the odd rounds' costs, the calibration's placement, mean of 12 seeds"}, c.Notes...)}
 	for _, cost := range c.Costs {
-		van, err := ParseMode("vanilla")
+		van, err := ParseMode(schema.Vanilla)
 		if err != nil {
 			return v, err
 		}
@@ -122,7 +122,7 @@ func Validate(c *Calibration, strict bool) (Validation, error) {
 		if err != nil {
 			return v, err
 		}
-		vr := runs(c.result("vanilla", cost.Size), false)
+		vr := runs(c.result(schema.Vanilla, cost.Size), false)
 		if len(vr) == 0 {
 			return v, fmt.Errorf("size %d: no held-out vanilla run", cost.Size)
 		}
@@ -131,10 +131,10 @@ func Validate(c *Calibration, strict bool) (Validation, error) {
 			pps = append(pps, r.PPS)
 		}
 		meas := stats.Summarize(pps)
-		v.Vanilla = append(v.Vanilla, Check{Mode: "vanilla", Size: cost.Size, Measured: meas, Predicted: base.PPS,
+		v.Vanilla = append(v.Vanilla, Check{Mode: schema.Vanilla, Size: cost.Size, Measured: meas, Predicted: base.PPS,
 			ErrPct: errPct(base.PPS, meas.Mean)})
 		for _, name := range c.Modes() {
-			if name == "vanilla" {
+			if name == schema.Vanilla {
 				continue
 			}
 			mode, err := ParseMode(name)
