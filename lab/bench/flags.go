@@ -194,38 +194,8 @@ func (f *Flags) Resolve(online []int) (schema.Config, error) {
 	if f.resume {
 		return schema.Config{}, configErrorf("--resume takes up --preset %s where it stopped; one bench has nothing to take up", PaperAll)
 	}
-	if f.calibrate {
-		if f.preset != "" && f.preset != "calibrate" {
-			return schema.Config{}, configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
-		}
-		f.preset = "calibrate"
-	}
-	given := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
-	if f.preset != "" {
-		if err := checkRunnable(f.preset); err != nil {
-			return schema.Config{}, err
-		}
-		p, ok := presets[f.preset]
-		if !ok {
-			return schema.Config{}, configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
-		}
-		values, err := p.flags(online)
-		if err != nil {
-			return schema.Config{}, err
-		}
-		for name, v := range values {
-			if !given[name] {
-				if err := f.fs.Set(name, v); err != nil {
-					return schema.Config{}, fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
-				}
-			}
-		}
-	}
-	if f.quick {
-		if err := f.quickDefaults(given); err != nil {
-			return schema.Config{}, err
-		}
+	if err := f.applyPreset(online); err != nil {
+		return schema.Config{}, err
 	}
 	c := schema.Config{Preset: f.preset, Quick: f.quick, Duration: schema.Duration(f.duration), Warmup: schema.Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
@@ -233,104 +203,11 @@ func (f *Flags) Resolve(online []int) (schema.Config, error) {
 	if f.preset == "calibrate" {
 		c.Calibrate = schema.CalibrateFormat
 	}
-	var err error
-	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
-		return c, err
-	}
-	for _, m := range schema.SplitModes(f.modes) {
-		if _, err := LookupMode(m); err != nil {
+	for _, step := range []func(*schema.Config) error{f.resolveMatrix, checkRunShape, f.resolveContainers,
+		func(c *schema.Config) error { return f.resolveCPUs(c, online) }, f.resolveBaseline, f.resolveRates} {
+		if err := step(&c); err != nil {
 			return c, err
 		}
-		c.Modes = appendUnique(c.Modes, m)
-	}
-	if len(c.Modes) == 0 {
-		return c, configErrorf("--modes: none given")
-	}
-	if c.Sender = f.sender; c.Sender != SenderTools && c.Sender != SenderKernel {
-		return c, configErrorf("--sender %q: want %s or %s", f.sender, SenderTools, SenderKernel)
-	}
-	c.Workloads = splitList(f.workloads)
-	if len(c.Workloads) == 0 {
-		return c, configErrorf("--workloads: none given")
-	}
-	if c.Sizes, err = parseSizes(f.sizes); err != nil {
-		return c, configErrorf("--sizes: %v", err)
-	}
-	if c.Flows, err = parseInts(f.flows, 1); err != nil {
-		return c, configErrorf("--flows: %v", err)
-	}
-	if c.Quick {
-		c.Sizes, c.Flows = quickCut(c.Sizes), quickCut(c.Flows)
-	}
-	if c.OrderCheck {
-		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return tcpWorkload(n) }); {
-		case c.IPv6:
-			return c, configErrorf("--order-check numbers TCP segments by their IPv4 ID: not with --ipv6")
-		case !tcp:
-			return c, configErrorf("--order-check checks TCP workloads, and none of --workloads %s is one", strings.Join(c.Workloads, ","))
-		}
-	}
-	switch {
-	case c.Duration < schema.Duration(time.Second):
-		return c, configErrorf("--duration %s: at least 1s (the tools count whole seconds)", c.Duration)
-	case c.Warmup < 0:
-		return c, configErrorf("--warmup %s: must not be negative", c.Warmup)
-	case c.Runs < 1:
-		return c, configErrorf("--runs %d: at least 1", c.Runs)
-	case c.Clients < 1:
-		return c, configErrorf("--clients %d: at least 1", c.Clients)
-	case c.Rate < 200:
-		// Slower traffic is too sparse for the start-of-traffic detection.
-		return c, configErrorf("--rate %d: at least 200 messages/s", c.Rate)
-	}
-	if f.containers == "flows" {
-		c.ContainersPerFlow = true
-		if n := slices.Max(c.Flows); n > testbed.MaxContainers {
-			return c, configErrorf("--containers flows: %d flows need %d containers per host, more than a testbed has (%d)", n, n, testbed.MaxContainers)
-		}
-	} else if n, err := strconv.Atoi(f.containers); err != nil || n < 1 || n > testbed.MaxContainers {
-		return c, configErrorf("--containers %q: want 1 .. %d, or flows", f.containers, testbed.MaxContainers)
-	} else {
-		c.Containers = n
-	}
-	def := defaultCPUs(online)
-	if c.SenderCPUs, err = cpus("--sender-cpus", f.senderCPUs, def.sender, online); err != nil {
-		return c, err
-	}
-	if c.ReceiverCPUs, err = cpus("--receiver-cpus", f.receiverCPUs, def.receiver, online); err != nil {
-		return c, err
-	}
-	if f.falconCPUs != "auto" {
-		if c.FalconCPUs, err = cpus("--falcon-cpus", f.falconCPUs, nil, online); err != nil {
-			return c, err
-		}
-	}
-	if f.nicCPU != "none" {
-		list, err := cpus("--nic-cpu", f.nicCPU, nil, online)
-		if err != nil {
-			return c, err
-		}
-		if len(list) != 1 {
-			return c, configErrorf("--nic-cpu %s: one CPU (a NIC's interrupt core), or none", f.nicCPU)
-		}
-		c.NICCPU = &list[0]
-	}
-	if err := checkPlacement(c.Placement()); err != nil {
-		return c, err
-	}
-	c.Baseline = f.baseline
-	if c.Baseline != "auto" {
-		l, m, ok := strings.Cut(c.Baseline, "/")
-		if !ok {
-			m = "vanilla"
-		}
-		if !contains(Layouts, l) || !contains(c.Modes, m) && !knownMode(m) {
-			return c, configErrorf("--baseline %q: want auto or LAYOUT/MODE, e.g. host/vanilla", c.Baseline)
-		}
-		c.Baseline = l + "/" + m
-	}
-	if err := f.resolveRates(&c); err != nil {
-		return c, err
 	}
 	if c.Quick {
 		c.Rates = quickCutOrdered(c.Rates)
@@ -340,6 +217,168 @@ func (f *Flags) Resolve(online []int) (schema.Config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// applyPreset sets the flags of --preset (and --calibrate's) and --quick
+// that were not given.
+func (f *Flags) applyPreset(online []int) error {
+	if f.calibrate {
+		if f.preset != "" && f.preset != "calibrate" {
+			return configErrorf("--calibrate runs the calibrate preset, not --preset %s", f.preset)
+		}
+		f.preset = "calibrate"
+	}
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if f.preset != "" {
+		if err := checkRunnable(f.preset); err != nil {
+			return err
+		}
+		p, ok := presets[f.preset]
+		if !ok {
+			return configErrorf("unknown preset %q (known: %s)", f.preset, strings.Join(PresetNames(), ", "))
+		}
+		values, err := p.flags(online)
+		if err != nil {
+			return err
+		}
+		for name, v := range values {
+			if !given[name] {
+				if err := f.fs.Set(name, v); err != nil {
+					return fmt.Errorf("preset %s: flag %s=%s: %v", f.preset, name, v, err)
+				}
+			}
+		}
+	}
+	if f.quick {
+		return f.quickDefaults(given)
+	}
+	return nil
+}
+
+// resolveMatrix reads the matrix's dimensions: layouts, modes, sender,
+// workloads, sizes and flows.
+func (f *Flags) resolveMatrix(c *schema.Config) error {
+	var err error
+	if c.Layouts, err = names("layout", f.layouts, Layouts); err != nil {
+		return err
+	}
+	for _, m := range schema.SplitModes(f.modes) {
+		if _, err := LookupMode(m); err != nil {
+			return err
+		}
+		c.Modes = appendUnique(c.Modes, m)
+	}
+	if len(c.Modes) == 0 {
+		return configErrorf("--modes: none given")
+	}
+	if c.Sender = f.sender; c.Sender != SenderTools && c.Sender != SenderKernel {
+		return configErrorf("--sender %q: want %s or %s", f.sender, SenderTools, SenderKernel)
+	}
+	c.Workloads = splitList(f.workloads)
+	if len(c.Workloads) == 0 {
+		return configErrorf("--workloads: none given")
+	}
+	if c.Sizes, err = parseSizes(f.sizes); err != nil {
+		return configErrorf("--sizes: %v", err)
+	}
+	if c.Flows, err = parseInts(f.flows, 1); err != nil {
+		return configErrorf("--flows: %v", err)
+	}
+	if c.Quick {
+		c.Sizes, c.Flows = quickCut(c.Sizes), quickCut(c.Flows)
+	}
+	return nil
+}
+
+// checkRunShape checks the order check's workloads and each run's
+// length, count, clients and rate.
+func checkRunShape(c *schema.Config) error {
+	if c.OrderCheck {
+		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return tcpWorkload(n) }); {
+		case c.IPv6:
+			return configErrorf("--order-check numbers TCP segments by their IPv4 ID: not with --ipv6")
+		case !tcp:
+			return configErrorf("--order-check checks TCP workloads, and none of --workloads %s is one", strings.Join(c.Workloads, ","))
+		}
+	}
+	switch {
+	case c.Duration < schema.Duration(time.Second):
+		return configErrorf("--duration %s: at least 1s (the tools count whole seconds)", c.Duration)
+	case c.Warmup < 0:
+		return configErrorf("--warmup %s: must not be negative", c.Warmup)
+	case c.Runs < 1:
+		return configErrorf("--runs %d: at least 1", c.Runs)
+	case c.Clients < 1:
+		return configErrorf("--clients %d: at least 1", c.Clients)
+	case c.Rate < 200:
+		// Slower traffic is too sparse for the start-of-traffic detection.
+		return configErrorf("--rate %d: at least 200 messages/s", c.Rate)
+	}
+	return nil
+}
+
+// resolveContainers reads --containers: a count, or one per flow.
+func (f *Flags) resolveContainers(c *schema.Config) error {
+	if f.containers == "flows" {
+		c.ContainersPerFlow = true
+		if n := slices.Max(c.Flows); n > testbed.MaxContainers {
+			return configErrorf("--containers flows: %d flows need %d containers per host, more than a testbed has (%d)", n, n, testbed.MaxContainers)
+		}
+		return nil
+	}
+	n, err := strconv.Atoi(f.containers)
+	if err != nil || n < 1 || n > testbed.MaxContainers {
+		return configErrorf("--containers %q: want 1 .. %d, or flows", f.containers, testbed.MaxContainers)
+	}
+	c.Containers = n
+	return nil
+}
+
+// resolveCPUs reads where the roles run, and checks the placement.
+func (f *Flags) resolveCPUs(c *schema.Config, online []int) error {
+	def := defaultCPUs(online)
+	var err error
+	if c.SenderCPUs, err = cpus("--sender-cpus", f.senderCPUs, def.sender, online); err != nil {
+		return err
+	}
+	if c.ReceiverCPUs, err = cpus("--receiver-cpus", f.receiverCPUs, def.receiver, online); err != nil {
+		return err
+	}
+	if f.falconCPUs != "auto" {
+		if c.FalconCPUs, err = cpus("--falcon-cpus", f.falconCPUs, nil, online); err != nil {
+			return err
+		}
+	}
+	if f.nicCPU != "none" {
+		list, err := cpus("--nic-cpu", f.nicCPU, nil, online)
+		if err != nil {
+			return err
+		}
+		if len(list) != 1 {
+			return configErrorf("--nic-cpu %s: one CPU (a NIC's interrupt core), or none", f.nicCPU)
+		}
+		c.NICCPU = &list[0]
+	}
+	return checkPlacement(c.Placement())
+}
+
+// resolveBaseline reads --baseline: auto, or LAYOUT/MODE (MODE vanilla
+// when left out).
+func (f *Flags) resolveBaseline(c *schema.Config) error {
+	c.Baseline = f.baseline
+	if c.Baseline == "auto" {
+		return nil
+	}
+	l, m, ok := strings.Cut(c.Baseline, "/")
+	if !ok {
+		m = schema.Vanilla
+	}
+	if !contains(Layouts, l) || !contains(c.Modes, m) && !knownMode(m) {
+		return configErrorf("--baseline %q: want auto or LAYOUT/MODE, e.g. host/vanilla", c.Baseline)
+	}
+	c.Baseline = l + "/" + m
+	return nil
 }
 
 func names(what, list string, known []string) ([]string, error) {
