@@ -187,134 +187,169 @@ type item struct{ res, run int }
 // group runs plans that share a testbed (one plan, or with --interleave
 // every mode of a layout) on a testbed of its own, session by session.
 func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (results []schema.Result, err error) {
-	// offsets[i] is where plans[i]'s cases start in results.
-	offsets := make([]int, len(plans))
-	for i, tp := range plans {
-		offsets[i] = len(results)
-		for _, cs := range tp.Cases {
-			res := schema.Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
-				Testbed: name, Runs: []schema.Run{}}
-			switch {
-			case cs.Workload == "udp-stress":
-				res.Clients = r.cfg.Clients
-			case atRate(cs.Workload):
-				res.Rate = r.cfg.Rate
-			}
-			describeCase(&res, cs, r.cfg)
-			results = append(results, res)
-		}
-	}
-	caseBase := r.caseNo
-	r.caseNo += len(results)
-	// fail marks the cases that cannot run; they still appear in the
-	// results, so a reader sees what is missing and why.
-	fail := func(err error) ([]schema.Result, error) {
-		for i := range results {
-			if len(results[i].Runs) == 0 && len(results[i].Errors) == 0 {
-				results[i].Errors = []string{err.Error()}
-				r.p.Skip(r.cfg.Runs)
-			}
-		}
-		return results, err
-	}
-	what := plans[0].Layout + "/" + plans[0].Mode
+	g := &groupRun{runner: r, plans: plans, name: name}
+	g.newResults()
+	g.what = plans[0].Layout + "/" + plans[0].Mode
 	if len(plans) > 1 {
-		what = plans[0].Layout + ", modes interleaved"
+		g.what = plans[0].Layout + ", modes interleaved"
 	}
-	r.p.Stage("%s: testbed %s up", what, name)
+	r.p.Stage("%s: testbed %s up", g.what, name)
 	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: plans[0].Layout, Containers: plans[0].Containers, IPv6: r.cfg.IPv6})
 	if err != nil {
-		return fail(err)
+		return g.fail(err)
 	}
 	defer func() {
-		r.p.Stage("%s: testbed %s down", what, name)
+		r.p.Stage("%s: testbed %s down", g.what, name)
 		if derr := testbed.Down(name); derr != nil {
 			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon testbed down --name %s')", name, derr, name))
 		}
 	}()
+	g.tb = tb
 	if err := keepSenderHostOnSenderCPUs(tb, r.cfg.SenderCPUs); err != nil {
-		return fail(fmt.Errorf("sender host RPS: %w", err))
+		return g.fail(fmt.Errorf("sender host RPS: %w", err))
 	}
-	var pin *nicPin
 	if r.cfg.NICCPU != nil {
-		if pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
-			return fail(fmt.Errorf("--nic-cpu: %w", err))
+		if g.pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
+			return g.fail(fmt.Errorf("--nic-cpu: %w", err))
 		}
 	}
-	clients, servers := tb.Endpoints()
-	if len(clients) == 0 || len(servers) == 0 {
-		return fail(fmt.Errorf("testbed %s has no endpoints", name))
+	g.clients, g.servers = tb.Endpoints()
+	if len(g.clients) == 0 || len(g.servers) == 0 {
+		return g.fail(fmt.Errorf("testbed %s has no endpoints", name))
 	}
-	failed := 0
 	for _, s := range sessions(plans, r.cfg.Runs, r.cfg.Interleave) {
 		if ctx.Err() != nil {
 			break
 		}
-		tp := plans[s.plan]
-		// skip records why the session's runs did not happen.
-		skip := func(err error) {
-			for _, it := range s.items {
-				results[offsets[s.plan]+it.res].Errors = append(results[offsets[s.plan]+it.res].Errors, fmt.Sprintf("run %d: %v", it.run, err))
-			}
-			r.p.Skip(len(s.items))
-			failed += len(s.items)
-		}
-		m, err := LookupMode(tp.Mode)
-		if err != nil {
-			skip(err)
-			continue
-		}
-		m = withFalconCPUs(m, r.cfg.FalconCPUs)
-		r.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
-		su, err := m.Setup(ctx, tb)
-		if err != nil {
-			skip(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
-			continue
-		}
-		for _, it := range s.items {
-			if ctx.Err() != nil {
-				break
-			}
-			cs := tp.Cases[it.res]
-			res := &results[offsets[s.plan]+it.res]
-			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity,
-				cost: r.cost}
-			if res.Endpoints == nil {
-				res.Endpoints = e.describe()
-			}
-			r.p.Stage("case %d/%d %s · run %d/%d", caseBase+offsets[s.plan]+it.res+1, r.totalCases, cs, it.run, r.cfg.Runs)
-			var rec schema.Run
-			if pin != nil {
-				err = pin.ensure()
-			}
-			if err == nil {
-				rec, err = e.measure(ctx)
-			}
-			if ctx.Err() != nil {
-				break // a run cut short by ctrl-C measures nothing
-			}
-			if err != nil {
-				failed++
-				res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", it.run, err))
-				r.p.RunDone(fmt.Sprintf("%s run %d/%d failed: %v", cs, it.run, r.cfg.Runs, err))
-				err = nil
-				continue
-			}
-			rec.Round = it.run
-			res.Runs = append(res.Runs, rec)
-			r.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, r.cfg.Runs, runLine(rec)))
-		}
-		if su.Undo != nil {
-			r.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
-			if uerr := su.Undo(); uerr != nil {
-				// The next session would measure on a testbed this mode
-				// still changes: stop here.
-				err := fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, name, uerr)
-				return fail(errors.Join(err, failedRuns(failed, what)))
-			}
+		if err := g.session(ctx, s); err != nil {
+			// The next session would measure on a testbed this mode
+			// still changes: stop here.
+			return g.fail(errors.Join(err, failedRuns(g.failed, g.what)))
 		}
 	}
-	return results, failedRuns(failed, what)
+	return g.results, failedRuns(g.failed, g.what)
+}
+
+// groupRun is one group's testbed and the results of its cases.
+type groupRun struct {
+	*runner
+	plans    []TestbedPlan
+	name     string
+	what     string // "docker/falcon", for the progress and errors
+	results  []schema.Result
+	offsets  []int // offsets[i] is where plans[i]'s cases start in results
+	caseBase int   // the cases of the groups before this one
+	tb       *testbed.Testbed
+	clients  []testbed.Endpoint
+	servers  []testbed.Endpoint
+	pin      *nicPin
+	failed   int // runs that failed or were skipped
+}
+
+// newResults lays out a result for every case of every plan.
+func (g *groupRun) newResults() {
+	g.offsets = make([]int, len(g.plans))
+	for i, tp := range g.plans {
+		g.offsets[i] = len(g.results)
+		for _, cs := range tp.Cases {
+			res := schema.Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
+				Testbed: g.name, Runs: []schema.Run{}}
+			switch {
+			case cs.Workload == "udp-stress":
+				res.Clients = g.cfg.Clients
+			case atRate(cs.Workload):
+				res.Rate = g.cfg.Rate
+			}
+			describeCase(&res, cs, g.cfg)
+			g.results = append(g.results, res)
+		}
+	}
+	g.caseBase = g.caseNo
+	g.caseNo += len(g.results)
+}
+
+// fail marks the cases that cannot run; they still appear in the
+// results, so a reader sees what is missing and why.
+func (g *groupRun) fail(err error) ([]schema.Result, error) {
+	for i := range g.results {
+		if len(g.results[i].Runs) == 0 && len(g.results[i].Errors) == 0 {
+			g.results[i].Errors = []string{err.Error()}
+			g.p.Skip(g.cfg.Runs)
+		}
+	}
+	return g.results, err
+}
+
+// session sets a mode up, measures the session's runs under it and
+// undoes it; an error is an undo that failed, which ends the group.
+func (g *groupRun) session(ctx context.Context, s session) error {
+	tp := g.plans[s.plan]
+	// skip records why the session's runs did not happen.
+	skip := func(err error) {
+		for _, it := range s.items {
+			res := &g.results[g.offsets[s.plan]+it.res]
+			res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", it.run, err))
+		}
+		g.p.Skip(len(s.items))
+		g.failed += len(s.items)
+	}
+	m, err := LookupMode(tp.Mode)
+	if err != nil {
+		skip(err)
+		return nil
+	}
+	m = withFalconCPUs(m, g.cfg.FalconCPUs)
+	g.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
+	su, err := m.Setup(ctx, g.tb)
+	if err != nil {
+		skip(fmt.Errorf("mode %s on %s: %w", tp.Mode, tp.Layout, err))
+		return nil
+	}
+	for _, it := range s.items {
+		if ctx.Err() != nil || !g.run(ctx, s.plan, it, su) {
+			break
+		}
+	}
+	if su.Undo != nil {
+		g.p.Stage("%s/%s: mode undo", tp.Layout, tp.Mode)
+		if uerr := su.Undo(); uerr != nil {
+			return fmt.Errorf("undo mode %s on testbed %s: %w", tp.Mode, g.name, uerr)
+		}
+	}
+	return nil
+}
+
+// run measures one run of one case; false when ctrl-C cut it short.
+func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
+	cs := g.plans[plan].Cases[it.res]
+	res := &g.results[g.offsets[plan]+it.res]
+	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, activity: su.Activity,
+		cost: g.cost}
+	if res.Endpoints == nil {
+		res.Endpoints = e.describe()
+	}
+	g.p.Stage("case %d/%d %s · run %d/%d", g.caseBase+g.offsets[plan]+it.res+1, g.totalCases, cs, it.run, g.cfg.Runs)
+	var rec schema.Run
+	var err error
+	if g.pin != nil {
+		err = g.pin.ensure()
+	}
+	if err == nil {
+		rec, err = e.measure(ctx)
+	}
+	if ctx.Err() != nil {
+		return false // a run cut short by ctrl-C measures nothing
+	}
+	if err != nil {
+		g.failed++
+		res.Errors = append(res.Errors, fmt.Sprintf("run %d: %v", it.run, err))
+		g.p.RunDone(fmt.Sprintf("%s run %d/%d failed: %v", cs, it.run, g.cfg.Runs, err))
+		return true
+	}
+	rec.Round = it.run
+	res.Runs = append(res.Runs, rec)
+	g.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, g.cfg.Runs, runLine(rec)))
+	return true
 }
 
 func failedRuns(n int, what string) error {
