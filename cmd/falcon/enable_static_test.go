@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -52,22 +52,12 @@ func studyDevs(h testbed.Host) (host []string, containers [][2]string) {
 // disable restores them; 'falcon agent --mode rps' holds the study's RPS
 // until SIGTERM and then restores; bad input changes nothing.
 func TestStaticModesCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	if _, err := os.Stat(agent.SockFlowPath); err != nil {
 		t.Skip(err)
 	}
 	bin := buildFalcon(t)
-	name := fmt.Sprintf("cli%ds", os.Getpid())
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "calico", Containers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("cli%ds", os.Getpid()), Layout: "calico", Containers: 2})
 	h := tb.Hosts[1]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
 	stateDir := filepath.Join(agent.DefaultStateRoot, h.Netns)

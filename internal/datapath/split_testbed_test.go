@@ -18,6 +18,7 @@ import (
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/seqcheck"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -210,7 +211,7 @@ func splitTCP(ctx context.Context, t *testing.T, d *Datapath, clNS, srvNS, addr 
 // (pipelining and splitting compose); UDP and TCP arrive in order; Close
 // removes the XDP program and the cpumap.
 func TestSplitOnTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}

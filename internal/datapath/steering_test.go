@@ -17,6 +17,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/seqcheck"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -73,7 +74,7 @@ func setRPS(t *testing.T, ns, dev, mask string) {
 //   - no program: the same RPS spreads the stages by the kernel's own hash,
 //     so it is hash 0 that switched RPS off above.
 func TestSteeringOnTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,36 +11,20 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 }
 
 // up builds a testbed with two containers per host, taken down in Cleanup.
 func up(t *testing.T, layout string) *testbed.Testbed {
 	t.Helper()
-	if err := testbed.CheckLayout(layout); err != nil {
-		t.Skip(err)
-	}
 	name := fmt.Sprintf("doc%s%s%d", layout[:3], layout[len(layout)-1:], os.Getpid())
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return labtest.Testbed(t, testbed.Spec{Name: name, Layout: layout, Containers: 2})
 }
 
 // in runs a command in namespace ns (a name, or a path such as a Docker

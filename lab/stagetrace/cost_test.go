@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -45,7 +46,7 @@ func TestCostSub(t *testing.T) {
 // container's eth0, at a plausible price per segment, and no CPU is
 // charged more than the window's wall time.
 func TestCostTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed and sends traffic")
 	}

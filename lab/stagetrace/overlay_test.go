@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // overlay is a miniature Docker-style overlay: host h1 and host h2 joined
@@ -15,13 +17,6 @@ import (
 // and fd77::/64, and vxlan6 (IPv6 underlay, UDP 8472) for 10.78.0.0/24.
 type overlay struct {
 	h1, h2, c1 string
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (namespaces, BPF)")
-	}
 }
 
 func run(t *testing.T, args ...string) {
@@ -38,7 +33,7 @@ func run(t *testing.T, args ...string) {
 // and delivers them with netif_rx, through the backlog.
 func newOverlay(t *testing.T, gro bool) *overlay {
 	t.Helper()
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds namespaces and sends traffic")
 	}

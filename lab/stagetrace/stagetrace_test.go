@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/seqcheck"
 )
 
@@ -226,7 +227,7 @@ func testStagesAcrossOverlay(t *testing.T, raw bool) {
 // Close detaches the program and frees it: no link, program or map of the
 // tracer survives.
 func TestCloseLeavesNothing(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	tr, err := Start(Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +280,7 @@ func TestCloseLeavesNothing(t *testing.T) {
 }
 
 func TestStartRejectsBadOptions(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	for name, o := range map[string]Options{
 		"tracepoint": {Tracepoint: "sched_switch"},
 		"proto":      {Proto: 1},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/seqcheck"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -18,7 +19,7 @@ import (
 // on h1 to one on h2 shows at h2's NIC, its overlay device and the
 // container's device with one Flow key, and arrives in order.
 func TestTestbedLayouts(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds three testbeds")
 	}
@@ -104,7 +105,7 @@ func TestTestbedLayouts(t *testing.T) {
 // CPU its ACKs arrive on (the receiver's), so the flow alternates between
 // a main CPU and shorter runs on the other.
 func TestTCPRunsTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed and sends traffic")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -16,24 +17,11 @@ import (
 // containers, sent from the kernel for 2 s over 4 flows each, reach both
 // containers' UDP about evenly, about as many as were sent.
 func TestSendOnLayouts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	for _, layout := range []string{"host", "docker", "flannel", "calico"} {
 		t.Run(layout, func(t *testing.T) {
 			name := fmt.Sprintf("xs%s%d", layout[:3], os.Getpid()%100000)
-			t.Cleanup(func() {
-				if err := testbed.Down(name); err != nil {
-					t.Errorf("testbed down: %v", err)
-				}
-			})
-			tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tb := labtest.Testbed(t, testbed.Spec{Name: name, Layout: layout, Containers: 2})
 			clients, servers := tb.Endpoints()
 			tx, rx := tb.Hosts[0], tb.Hosts[1]
 			var tpls []Template
