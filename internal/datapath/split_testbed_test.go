@@ -220,16 +220,7 @@ func TestSplitOnTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("sp%d", os.Getpid())
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sp%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
 	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
 	nicIdx, ovlIdx, devIdx := ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)

@@ -2,8 +2,8 @@
 // file over 500 lines, no function over 80 (generated files, such as
 // bpf2go's *_bpfel.go, are left out). The offenders of today are listed in
 // an allowlist, each with its size, that may only shrink: a new offender,
-// or a listed one that grew, fails; a listed one that is fixed must leave
-// the list.
+// or a listed one that grew, fails; a listed one that shrank must have its
+// figure lowered, and one that is fixed must leave the list.
 //
 //	go run ./scripts/sizes            # check (make lint)
 //	go run ./scripts/sizes -report    # every offender, worst first
@@ -85,6 +85,8 @@ func check(found []offender, listed map[string]int) []string {
 			out = append(out, fmt.Sprintf("%s: %d lines, over the limit", o.key, o.lines))
 		case o.lines > max:
 			out = append(out, fmt.Sprintf("%s: %d lines, grew past the %d the allowlist holds it to", o.key, o.lines, max))
+		case o.lines < max:
+			out = append(out, fmt.Sprintf("%s: %d lines, down from %d: lower the allowlist's figure to %d", o.key, o.lines, max, o.lines))
 		}
 	}
 	for k := range listed {
