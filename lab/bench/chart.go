@@ -293,14 +293,42 @@ func (c lineChart) svg() string {
 		left, right, top, plotH, bottom = 80.0, 24.0, 72.0, 280.0, 76.0
 		stepX                           = 72.0
 	)
-	valueFmt := c.valueFmt
-	if valueFmt == nil {
-		valueFmt = func(v float64) string { return fmt.Sprintf("%.0f", v) }
-	}
 	plotW := stepX * float64(len(c.xs)+1)
-	var legend []legendEntry
+	legend, ymax := c.legend()
+	width := math.Max(orDefault(c.minWidth, 640), math.Max(left+plotW, left+math.Max(legendWidth(legend), 6.5*float64(len(c.sub))))+right)
+	height := top + plotH + bottom
+	a := newYScale(top, plotH, ymax)
+	a.tick = c.tick
+	y := a.y
+	xAt := func(i int) float64 { return left + stepX*float64(i+1) }
+
+	var s strings.Builder
+	svgOpen(&s, width, height)
+	svgHeading(&s, left, c.title, c.sub)
+	svgLegend(&s, left, legend)
+	a.grid(&s, left, plotW)
+	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, left, top, top+plotH)
+	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, left+plotW, y(0), y(0))
+	for i, x := range c.xs {
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xAt(i), top+plotH+18, esc(x))
+	}
+	fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", left+plotW/2, top+plotH+36, esc(c.xLabel))
+	for _, h := range c.hlines {
+		fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444" stroke-dasharray="5,4"><title>%s</title></line>`+"\n",
+			left, left+plotW, y(h.value), y(h.value), esc(h.tip))
+	}
+	for _, sr := range c.series {
+		c.drawSeries(&s, sr, a, xAt)
+	}
+	svgClose(&s, left, height, c.foot)
+	return s.String()
+}
+
+// legend lists the chart's lines (giving each without a colour one of the
+// palette's); ymax is the top its values, intervals and marks need.
+func (c lineChart) legend() (legend []legendEntry, ymax float64) {
 	marked := false
-	ymax := c.floor
+	ymax = c.floor
 	for i, sr := range c.series {
 		if sr.color == "" {
 			sr.color = palette[i%len(palette)]
@@ -320,157 +348,56 @@ func (c lineChart) svg() string {
 	if marked {
 		legend = append(legend, legendEntry{name: "a paper's ratio (filled in the case's colour)", mark: true})
 	}
-	width := math.Max(orDefault(c.minWidth, 640), math.Max(left+plotW, left+math.Max(legendWidth(legend), 6.5*float64(len(c.sub))))+right)
-	height := top + plotH + bottom
-	a := newYScale(top, plotH, ymax)
-	a.tick = c.tick
+	return legend, ymax
+}
+
+// drawSeries draws one line, and each of its points with its interval, its
+// tooltip, its value and the papers' marks beside it.
+func (c lineChart) drawSeries(s *strings.Builder, sr *lineSeries, a yScale, xAt func(int) float64) {
 	y := a.y
-	xAt := func(i int) float64 { return left + stepX*float64(i+1) }
+	valueFmt := c.valueFmt
+	if valueFmt == nil {
+		valueFmt = func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	}
 	// Two lines' values can be written beside their points; more would
 	// cover each other (each point's tooltip has its value).
 	labels := len(c.series) <= 2
-
-	var s strings.Builder
-	svgOpen(&s, width, height)
-	svgHeading(&s, left, c.title, c.sub)
-	svgLegend(&s, left, legend)
-	a.grid(&s, left, plotW)
-	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, left, top, top+plotH)
-	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, left+plotW, y(0), y(0))
-	for i, x := range c.xs {
-		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xAt(i), top+plotH+18, esc(x))
-	}
-	fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n", left+plotW/2, top+plotH+36, esc(c.xLabel))
-	for _, h := range c.hlines {
-		fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444" stroke-dasharray="5,4"><title>%s</title></line>`+"\n",
-			left, left+plotW, y(h.value), y(h.value), esc(h.tip))
-	}
-	for _, sr := range c.series {
-		var path []string
-		for i := range c.xs {
-			p, ok := sr.points[i]
-			if !ok {
-				continue
-			}
+	var path []string
+	for i := range c.xs {
+		if p, ok := sr.points[i]; ok {
 			cmd := "L"
 			if len(path) == 0 {
 				cmd = "M"
 			}
 			path = append(path, fmt.Sprintf("%s%.1f %.1f", cmd, xAt(i), y(p.Mean)))
 		}
-		dash := ""
-		if sr.dashed {
-			dash = ` stroke-dasharray="6,3"`
-		}
-		if len(path) > 0 {
-			fmt.Fprintf(&s, `<path d="%s" stroke="%s" fill="none" stroke-width="2"%s/>`+"\n", strings.Join(path, ""), sr.color, dash)
-		}
-		for i := range c.xs {
-			p, ok := sr.points[i]
-			if !ok {
-				continue
-			}
-			cx := xAt(i)
-			if lo, hi := p.Interval(); hi > lo {
-				whisker(&s, cx, y(math.Max(lo, 0)), y(hi))
-			}
-			tip := sr.tips[i]
-			if tip == "" {
-				tip = fmt.Sprintf("%s at %s: %s", sr.name, c.xs[i], pm(p, 3, ""))
-			}
-			fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", cx, y(p.Mean), sr.color, esc(tip))
-			if labels {
-				fmt.Fprintf(&s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", cx, y(p.Mean)-8, valueFmt(p.Mean))
-			}
-			drawMarks(&s, a, cx+8, sr.color, sr.marks[i])
-		}
 	}
-	svgClose(&s, left, height, c.foot)
-	return s.String()
-}
-
-// stackPart is one layer of a stacked bar.
-type stackPart struct{ name, color string }
-
-// stackBar is one stacked bar: a value per part, and the total's 95 %
-// interval as its whisker.
-type stackBar struct {
-	name  string // under the bar: keep it short
-	parts []float64
-	total stats.Summary
-}
-
-type stackGroup struct {
-	label, sub string
-	bars       []stackBar
-}
-
-// stackChart draws groups of stacked bars on an axis of 0..ymax (100 for
-// CPU shares).
-type stackChart struct {
-	title, sub string
-	parts      []stackPart
-	groups     []stackGroup
-	ymax       float64
-	barName    string // what a bar is, before its name in the tooltip: "CPU"
-	foot       string
-}
-
-func (c stackChart) svg() string {
-	const (
-		barW, barGap, groupGap = 22.0, 4.0, 28.0
-		left, right, top       = 64.0, 24.0, 72.0
-		plotH, bottom          = 280.0, 76.0
-	)
-	plotW := groupGap
-	for _, g := range c.groups {
-		plotW += groupWidth(len(g.bars), barW, barGap, g.label, g.sub) + groupGap
+	dash := ""
+	if sr.dashed {
+		dash = ` stroke-dasharray="6,3"`
 	}
-	var legend []legendEntry
-	for _, p := range c.parts {
-		legend = append(legend, legendEntry{name: p.name, color: p.color})
+	if len(path) > 0 {
+		fmt.Fprintf(s, `<path d="%s" stroke="%s" fill="none" stroke-width="2"%s/>`+"\n", strings.Join(path, ""), sr.color, dash)
 	}
-	width := math.Max(420, math.Max(left+plotW+right, math.Max(left+legendWidth(legend), left+6.5*float64(len(c.sub)))+right))
-	height := top + plotH + bottom
-	a := newYScale(top, plotH, c.ymax)
-	y := a.y
-	var s strings.Builder
-	svgOpen(&s, width, height)
-	svgHeading(&s, left, c.title, c.sub)
-	svgLegend(&s, left, legend)
-	a.grid(&s, left, plotW)
-	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, left, top, top+plotH)
-	gx := left + groupGap
-	for _, g := range c.groups {
-		gw := groupWidth(len(g.bars), barW, barGap, g.label, g.sub)
-		x := gx + (gw-(float64(len(g.bars))*(barW+barGap)-barGap))/2
-		for _, b := range g.bars {
-			base := 0.0
-			var tip []string
-			for i, v := range b.parts {
-				if v <= 0 {
-					continue
-				}
-				fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", x, y(base+v), barW, y(base)-y(base+v), c.parts[i].color)
-				tip = append(tip, fmt.Sprintf("%s %.0f", c.parts[i].name, v))
-				base += v
-			}
-			// The whole bar carries the tooltip: the parts are too thin to point at.
-			fmt.Fprintf(&s, `<rect x="%.1f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"><title>%s %s, %s %s: %s; total %s</title></rect>`+"\n",
-				x, top, barW, plotH, esc(g.label), esc(g.sub), esc(c.barName), esc(b.name), esc(strings.Join(tip, ", ")), esc(pm(b.total, 0, "")))
-			if lo, hi := b.total.Interval(); hi > lo {
-				whisker(&s, x+barW/2, y(math.Max(lo, 0)), y(math.Min(hi, a.ymax)))
-			}
-			fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="9">%s</text>`+"\n", x+barW/2, top+plotH+12, esc(b.name))
-			x += barW + barGap
+	for i := range c.xs {
+		p, ok := sr.points[i]
+		if !ok {
+			continue
 		}
-		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text><text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n",
-			gx+gw/2, top+plotH+30, esc(g.label), gx+gw/2, top+plotH+45, esc(g.sub))
-		gx += gw + groupGap
+		cx := xAt(i)
+		if lo, hi := p.Interval(); hi > lo {
+			whisker(s, cx, y(math.Max(lo, 0)), y(hi))
+		}
+		tip := sr.tips[i]
+		if tip == "" {
+			tip = fmt.Sprintf("%s at %s: %s", sr.name, c.xs[i], pm(p, 3, ""))
+		}
+		fmt.Fprintf(s, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", cx, y(p.Mean), sr.color, esc(tip))
+		if labels {
+			fmt.Fprintf(s, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", cx, y(p.Mean)-8, valueFmt(p.Mean))
+		}
+		drawMarks(s, a, cx+8, sr.color, sr.marks[i])
 	}
-	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, left+plotW, y(0), y(0))
-	svgClose(&s, left, height, c.foot)
-	return s.String()
 }
 
 func orDefault(v, def float64) float64 {

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/stats"
 )
 
 // barCharts is WriteSVG's bar chart of the results no sweep draws, with
@@ -179,4 +181,88 @@ func cpuCharts(f *schema.File) []report.Chart {
 		}
 	}
 	return out
+}
+
+// stackPart is one layer of a stacked bar.
+type stackPart struct{ name, color string }
+
+// stackBar is one stacked bar: a value per part, and the total's 95 %
+// interval as its whisker.
+type stackBar struct {
+	name  string // under the bar: keep it short
+	parts []float64
+	total stats.Summary
+}
+
+type stackGroup struct {
+	label, sub string
+	bars       []stackBar
+}
+
+// stackChart draws groups of stacked bars on an axis of 0..ymax (100 for
+// CPU shares).
+type stackChart struct {
+	title, sub string
+	parts      []stackPart
+	groups     []stackGroup
+	ymax       float64
+	barName    string // what a bar is, before its name in the tooltip: "CPU"
+	foot       string
+}
+
+func (c stackChart) svg() string {
+	const (
+		barW, barGap, groupGap = 22.0, 4.0, 28.0
+		left, right, top       = 64.0, 24.0, 72.0
+		plotH, bottom          = 280.0, 76.0
+	)
+	plotW := groupGap
+	for _, g := range c.groups {
+		plotW += groupWidth(len(g.bars), barW, barGap, g.label, g.sub) + groupGap
+	}
+	var legend []legendEntry
+	for _, p := range c.parts {
+		legend = append(legend, legendEntry{name: p.name, color: p.color})
+	}
+	width := math.Max(420, math.Max(left+plotW+right, math.Max(left+legendWidth(legend), left+6.5*float64(len(c.sub)))+right))
+	height := top + plotH + bottom
+	a := newYScale(top, plotH, c.ymax)
+	y := a.y
+	var s strings.Builder
+	svgOpen(&s, width, height)
+	svgHeading(&s, left, c.title, c.sub)
+	svgLegend(&s, left, legend)
+	a.grid(&s, left, plotW)
+	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.0f" y2="%.0f" stroke="#444"/>`+"\n", left, left, top, top+plotH)
+	gx := left + groupGap
+	for _, g := range c.groups {
+		gw := groupWidth(len(g.bars), barW, barGap, g.label, g.sub)
+		x := gx + (gw-(float64(len(g.bars))*(barW+barGap)-barGap))/2
+		for _, b := range g.bars {
+			base := 0.0
+			var tip []string
+			for i, v := range b.parts {
+				if v <= 0 {
+					continue
+				}
+				fmt.Fprintf(&s, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"/>`+"\n", x, y(base+v), barW, y(base)-y(base+v), c.parts[i].color)
+				tip = append(tip, fmt.Sprintf("%s %.0f", c.parts[i].name, v))
+				base += v
+			}
+			// The whole bar carries the tooltip: the parts are too thin to point at.
+			fmt.Fprintf(&s, `<rect x="%.1f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#999"><title>%s %s, %s %s: %s; total %s</title></rect>`+"\n",
+				x, top, barW, plotH, esc(g.label), esc(g.sub), esc(c.barName), esc(b.name), esc(strings.Join(tip, ", ")), esc(pm(b.total, 0, "")))
+			if lo, hi := b.total.Interval(); hi > lo {
+				whisker(&s, x+barW/2, y(math.Max(lo, 0)), y(math.Min(hi, a.ymax)))
+			}
+			fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle" font-size="9">%s</text>`+"\n", x+barW/2, top+plotH+12, esc(b.name))
+			x += barW + barGap
+		}
+		fmt.Fprintf(&s, `<text x="%.1f" y="%.0f" text-anchor="middle">%s</text><text x="%.1f" y="%.0f" text-anchor="middle" fill="#555">%s</text>`+"\n",
+			gx+gw/2, top+plotH+30, esc(g.label), gx+gw/2, top+plotH+45, esc(g.sub))
+		gx += gw + groupGap
+	}
+	fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#444"/>`+"\n", left, left+plotW, y(0), y(0))
+	svgClose(&s, left, height, c.foot)
+	return s.String()
 }

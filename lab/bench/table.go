@@ -38,6 +38,31 @@ var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us
 // machine, the method and anything that went wrong. It depends only on the
 // file, so a re-read file renders byte for byte the same.
 func WriteTable(w io.Writer, f *schema.File) error {
+	var b strings.Builder
+	writeCases(&b, f)
+	b.WriteString("\n")
+	writePaperClaims(&b, f)
+	writeTCPReordering(&b, f)
+	writeBPFCosts(&b, f)
+	writeFalconActivity(&b, f)
+	writeOverload(&b, f)
+	writeRates(&b, f)
+	writeHotspot(&b, f)
+	writeMethod(&b, f)
+	for _, n := range f.Notes {
+		fmt.Fprintf(&b, "\nNote: %s\n", n)
+	}
+	for _, r := range f.Results {
+		for _, e := range r.Errors {
+			fmt.Fprintf(&b, "\nFailed: %s/%s %s %s: %s\n", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeCases writes the table of the cases, a row each.
+func writeCases(b *strings.Builder, f *schema.File) {
 	cpus := schema.CPUsOf(f.Results)
 	softHdr, idleHdr := "softirq % per CPU", "idle % per CPU"
 	if len(cpus) > 0 {
@@ -48,10 +73,8 @@ func WriteTable(w io.Writer, f *schema.File) error {
 		softHdr = "softirq % (CPU " + strings.Join(ids, "/") + ")"
 		idleHdr = "idle % (CPU " + strings.Join(ids, "/") + ")"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| layout | mode | workload | size | flows | packets/s | Gbit/s | loss %% | p99 µs | vs baseline | baseline | %s | %s |\n", softHdr, idleHdr)
+	fmt.Fprintf(b, "| layout | mode | workload | size | flows | packets/s | Gbit/s | loss %% | p99 µs | vs baseline | baseline | %s | %s |\n", softHdr, idleHdr)
 	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|\n")
-	var problems []string
 	for _, r := range f.Results {
 		s := r.Summary
 		flows := fmt.Sprint(r.Flows)
@@ -66,42 +89,38 @@ func WriteTable(w io.Writer, f *schema.File) error {
 		if x, ok := r.Normalized[headline(r.Workload)]; ok {
 			norm, base = pm(x, 2, "")+headlineNote[headline(r.Workload)], r.Baseline
 		}
-		perCPU := func(metric string) string {
-			var v []string
-			for _, c := range cpus {
-				if x, ok := s[fmt.Sprintf("cpu%d_%s", c, metric)]; ok {
-					v = append(v, fmt.Sprintf("%.0f", x.Mean))
-				} else {
-					v = append(v, "—")
-				}
-			}
-			if len(r.Runs) == 0 || len(v) == 0 {
-				return "—"
-			}
-			return strings.Join(v, "/")
-		}
 		pps, gbps, loss := "—", "—", "—"
 		if len(r.Runs) > 0 {
 			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, workloadLabel(r), FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base, perCPU("soft"), perCPU("idle"))
-		for _, e := range r.Errors {
-			problems = append(problems, fmt.Sprintf("%s/%s %s %s: %s", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e))
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.Layout, r.Mode, workloadLabel(r), FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base,
+			perCPU(r, cpus, "soft"), perCPU(r, cpus, "idle"))
+	}
+}
+
+// perCPU is a result's mean of one per-CPU metric, CPU by CPU: "12/80".
+func perCPU(r schema.Result, cpus []int, metric string) string {
+	var v []string
+	for _, c := range cpus {
+		if x, ok := r.Summary[fmt.Sprintf("cpu%d_%s", c, metric)]; ok {
+			v = append(v, fmt.Sprintf("%.0f", x.Mean))
+		} else {
+			v = append(v, "—")
 		}
 	}
-	b.WriteString("\n")
-	writePaperClaims(&b, f)
-	writeTCPReordering(&b, f)
-	writeBPFCosts(&b, f)
-	writeFalconActivity(&b, f)
-	writeOverload(&b, f)
-	writeRates(&b, f)
-	writeHotspot(&b, f)
+	if len(r.Runs) == 0 || len(v) == 0 {
+		return "—"
+	}
+	return strings.Join(v, "/")
+}
+
+// writeMethod writes the machine, the method and what the columns mean.
+func writeMethod(b *strings.Builder, f *schema.File) {
 	m := f.Machine
-	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
+	fmt.Fprintf(b, "Machine: %s, %d CPUs, %s, kernel %s (%s).\n", orDash(m.CPUModel), m.Cores, memString(m.MemoryBytes), orDash(m.Kernel), orDash(m.Hostname))
 	c := f.Config
-	fmt.Fprintf(&b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
+	fmt.Fprintf(b, "Method: %d run(s) of %s each after %s warm-up; mean ± 95 %% CI (Student t); senders on CPU %s, receivers on CPU %s.\n",
 		c.Runs, c.Duration, c.Warmup, cpuset.Format(c.SenderCPUs), cpuset.Format(c.ReceiverCPUs))
 	b.WriteString("packets/s: UDP datagrams the receiving applications got (Udp and Udp6 InDatagrams), TCP segments after GRO (Tcp InSegs), " +
 		"messages sent (latency workloads), operations (memcached) or requests (web); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
@@ -126,14 +145,6 @@ func WriteTable(w io.Writer, f *schema.File) error {
 	} else if f.Partial {
 		b.WriteString("\nPartial: saved while the bench was still running.\n")
 	}
-	for _, n := range f.Notes {
-		fmt.Fprintf(&b, "\nNote: %s\n", n)
-	}
-	for _, p := range problems {
-		fmt.Fprintf(&b, "\nFailed: %s\n", p)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // pm writes "mean ± ci95" with the given decimals, or for a geometric
