@@ -190,14 +190,37 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 			cfg.SenderCPUs, cfg.ReceiverCPUs)
 	}
 	snd, rcv := cfg.SenderCPUs[0], cfg.ReceiverCPUs[0]
+	out, total, err := c.vanillaCosts(size, snd, rcv)
+	if err != nil {
+		return Costs{}, err
+	}
+	if err := c.cutCosts(&out, total, size, snd, rcv); err != nil {
+		return Costs{}, err
+	}
+	if err := c.contendedCosts(&out, size, rcv); err != nil {
+		return Costs{}, err
+	}
+	out.Hook = c.bpfCost("falcon_steer", size, "falcon", "falcon:policy=paper", "falcon+split")
+	out.XDP = c.bpfCost("falcon_split", size, "falcon+split")
+	for name, v := range map[string]float64{"nic": total, "vxlan": out.VXLAN, "container": out.Container, "send": out.Send, "app": out.App} {
+		if math.IsNaN(v) || v <= 0 {
+			return Costs{}, fmt.Errorf("no %s cost measured", name)
+		}
+	}
+	return out, nil
+}
+
+// vanillaCosts are the stages' and the threads' costs per packet of
+// vanilla's runs; total is the whole NIC stage's, which the cut splits.
+func (c *Calibration) vanillaCosts(size, snd, rcv int) (out Costs, total float64, err error) {
 	van := runs(c.result(schema.Vanilla, size), true)
 	if len(van) == 0 {
-		return Costs{}, fmt.Errorf("no calibrating vanilla run")
+		return Costs{}, 0, fmt.Errorf("no calibrating vanilla run")
 	}
 	var nic, vx, ct, send, app []float64
 	for _, r := range van {
 		if len(r.Stages) == 0 {
-			return Costs{}, fmt.Errorf("vanilla run of round %d has no stage costs (bench --stage-cost)", r.Round)
+			return Costs{}, 0, fmt.Errorf("vanilla run of round %d has no stage costs (bench --stage-cost)", r.Round)
 		}
 		p := perSeg(r, -1)
 		nic, vx, ct = append(nic, p["nic"]), append(vx, p["vxlan"]), append(ct, p["container"])
@@ -208,14 +231,16 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 			app = append(app, threadTime(r, rcv)/float64(got))
 		}
 	}
-	out := Costs{Size: size, VXLAN: mean(vx), Container: mean(ct), Send: mean(send), App: mean(app)}
-	total := mean(nic)
-	// The cut, per packet: the interrupt CPU's NET_RX time is the build and
-	// the handing half; the receiver CPU's the rest of the NIC stage, the
-	// taking half, the VXLAN stage and the container stage, whose datagrams
-	// mostly find their socket full there (deliveries at vanilla's cost,
-	// drops cheaper). CPU totals are what the tracer measures exactly; the
-	// stages only split them.
+	return Costs{Size: size, VXLAN: mean(vx), Container: mean(ct), Send: mean(send), App: mean(app)}, mean(nic), nil
+}
+
+// cutCosts: the cut, per packet. The interrupt CPU's NET_RX time is the
+// build and the handing half; the receiver CPU's the rest of the NIC
+// stage, the taking half, the VXLAN stage and the container stage, whose
+// datagrams mostly find their socket full there (deliveries at vanilla's
+// cost, drops cheaper). CPU totals are what the tracer measures exactly;
+// the stages only split them.
+func (c *Calibration) cutCosts(out *Costs, total float64, size, snd, rcv int) error {
 	var hand, build, drop []float64
 	for _, r := range runs(c.result(cutBuild, size), true) {
 		var segs, ctSegs, rx0, rx1 float64
@@ -246,7 +271,7 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 		}
 	}
 	if len(hand) == 0 {
-		return Costs{}, fmt.Errorf("no calibrating run of %s: the hand-over, the build and a drop's cost are measured there", cutBuild)
+		return fmt.Errorf("no calibrating run of %s: the hand-over, the build and a drop's cost are measured there", cutBuild)
 	}
 	h := max(0, mean(hand))
 	out.HandoffTx, out.HandoffRx = h/2, h/2
@@ -256,11 +281,15 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 		out.ContainerDrop = out.Container
 		c.Notes = append(c.Notes, fmt.Sprintf("size %d: no drop at a full socket measured: drops cost as much as deliveries", size))
 	}
-	// Under the cut the receiver's CPU runs the rest of the path and the
-	// application, both with more than it can take: the stages' NET_RX
-	// time there is the softirq's share against a busy thread, and the
-	// application, which then never waits for a datagram, pays
-	// less for each than vanilla's, which sleeps and is woken for most.
+	return nil
+}
+
+// contendedCosts: under the cut the receiver's CPU runs the rest of the
+// path and the application, both with more than it can take: the stages'
+// NET_RX time there is the softirq's share against a busy thread, and the
+// application, which then never waits for a datagram, pays less for each
+// than vanilla's, which sleeps and is woken for most.
+func (c *Calibration) contendedCosts(out *Costs, size, rcv int) error {
 	var share, busyApp []float64
 	for _, r := range runs(c.result(cutBuild, size), true) {
 		w, ok := r.CPU[rcv]
@@ -275,17 +304,10 @@ func (c *Calibration) costsAt(size int) (Costs, error) {
 		}
 	}
 	if out.SoftShare, out.AppBusy = mean(share), mean(busyApp); math.IsNaN(out.SoftShare) || math.IsNaN(out.AppBusy) {
-		return Costs{}, fmt.Errorf("no calibrating run of %s kept the receiver's CPU busy: the softirq's share of a contended CPU "+
+		return fmt.Errorf("no calibrating run of %s kept the receiver's CPU busy: the softirq's share of a contended CPU "+
 			"and the application's cost when it never waits are measured there", cutBuild)
 	}
-	out.Hook = c.bpfCost("falcon_steer", size, "falcon", "falcon:policy=paper", "falcon+split")
-	out.XDP = c.bpfCost("falcon_split", size, "falcon+split")
-	for name, v := range map[string]float64{"nic": total, "vxlan": out.VXLAN, "container": out.Container, "send": out.Send, "app": out.App} {
-		if math.IsNaN(v) || v <= 0 {
-			return Costs{}, fmt.Errorf("no %s cost measured", name)
-		}
-	}
-	return out, nil
+	return nil
 }
 
 // bpfCost is a falcon program's mean run time in the modes' calibrating
