@@ -19,29 +19,10 @@ func WriteSVG(w io.Writer, p Prediction) error {
 	if len(p.Points) == 0 {
 		return fmt.Errorf("nothing to draw: the prediction has no points")
 	}
-	var flows, cores []int
-	var modeNames []string
-	var loads []float64
-	for _, pt := range p.Points {
-		if !slices.Contains(flows, pt.Flows) {
-			flows = append(flows, pt.Flows)
-		}
-		if !slices.Contains(cores, pt.Cores) {
-			cores = append(cores, pt.Cores)
-		}
-		if !slices.Contains(modeNames, pt.Mode) {
-			modeNames = append(modeNames, pt.Mode)
-		}
-		if !slices.Contains(loads, pt.Load) {
-			loads = append(loads, pt.Load)
-		}
-	}
-	slices.Sort(flows)
-	slices.Sort(cores)
-	slices.Sort(loads)
-	top, most := loads[len(loads)-1], cores[len(cores)-1]
+	d := dimsOf(p)
+	top, most := d.loads[len(d.loads)-1], d.cores[len(d.cores)-1]
 	const cw, ch = 420.0, 260.0
-	width, height := cw*float64(len(flows))+40, 3*ch+160
+	width, height := cw*float64(len(d.flows))+40, 3*ch+160
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -54,54 +35,96 @@ func WriteSVG(w io.Writer, p Prediction) error {
 		pl = pl[i+2:]
 	}
 	fmt.Fprintf(&b, `<text x="20" y="70" fill="#444">%s</text>`+"\n", html.EscapeString(pl))
-	for i, f := range flows {
-		var thr, lat []series
-		for mi, m := range modeNames {
-			s1 := series{name: m, color: palette[mi%len(palette)]}
-			s2 := s1
-			for _, pt := range p.Points {
-				if pt.Mode != m || pt.Flows != f {
-					continue
-				}
-				if pt.Load == top {
-					s1.pts = append(s1.pts, [2]float64{float64(pt.Cores), pt.PPS / 1e6})
-				}
-				if pt.Cores == most && pt.PPS > 0 {
-					s2.pts = append(s2.pts, [2]float64{pt.OfferedPPS / 1e6, pt.P99Us})
-				}
-			}
-			thr, lat = append(thr, s1), append(lat, s2)
-		}
-		var ratio []series
-		for si, s1 := range thr {
-			if modeNames[si] == schema.Vanilla {
-				continue
-			}
-			r := series{name: s1.name, color: s1.color}
-			for _, pt := range s1.pts {
-				for _, v := range thr[0].pts {
-					if modeNames[0] == schema.Vanilla && v[0] == pt[0] && v[1] > 0 {
-						r.pts = append(r.pts, [2]float64{pt[0], pt[1] / v[1]})
-					}
-				}
-			}
-			ratio = append(ratio, r)
-		}
+	for i, f := range d.flows {
+		thr, lat := flowSeries(p, d.modes, f, top, most)
 		x := 20 + cw*float64(i)
 		chart(&b, x, 85, cw-20, ch-20, fmt.Sprintf("%d flow(s): delivered at %.1fx one core's load", f, top),
 			"cores", "Mdatagrams/s", thr, true)
 		chart(&b, x, 85+ch+20, cw-20, ch-20, fmt.Sprintf("%d flow(s), %d cores: p99 one way", f, most),
 			"offered Mdatagrams/s", "p99 µs", lat, false)
 		chart(&b, x, 85+2*(ch+20), cw-20, ch-20, fmt.Sprintf("%d flow(s): ratio to vanilla (dashed: paper)", f),
-			"cores", "× vanilla", ratio, true, paperRefs(f)...)
+			"cores", "× vanilla", ratioSeries(thr, d.modes), true, paperRefs(f)...)
 	}
-	for mi, m := range modeNames {
+	for mi, m := range d.modes {
 		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="10" height="10" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
 			20+float64(mi)*140, height-30, palette[mi%len(palette)], 34+float64(mi)*140, height-21, html.EscapeString(m))
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// predictionDims are the values a prediction's points take: flows, cores
+// and loads sorted, modes in the order met.
+type predictionDims struct {
+	flows, cores []int
+	modes        []string
+	loads        []float64
+}
+
+func dimsOf(p Prediction) predictionDims {
+	var d predictionDims
+	for _, pt := range p.Points {
+		if !slices.Contains(d.flows, pt.Flows) {
+			d.flows = append(d.flows, pt.Flows)
+		}
+		if !slices.Contains(d.cores, pt.Cores) {
+			d.cores = append(d.cores, pt.Cores)
+		}
+		if !slices.Contains(d.modes, pt.Mode) {
+			d.modes = append(d.modes, pt.Mode)
+		}
+		if !slices.Contains(d.loads, pt.Load) {
+			d.loads = append(d.loads, pt.Load)
+		}
+	}
+	slices.Sort(d.flows)
+	slices.Sort(d.cores)
+	slices.Sort(d.loads)
+	return d
+}
+
+// flowSeries are, for f flows, each mode's delivered rate over cores at
+// the top load, and its p99 over the offered rate on the most cores.
+func flowSeries(p Prediction, modes []string, f int, top float64, most int) (thr, lat []series) {
+	for mi, m := range modes {
+		s1 := series{name: m, color: palette[mi%len(palette)]}
+		s2 := s1
+		for _, pt := range p.Points {
+			if pt.Mode != m || pt.Flows != f {
+				continue
+			}
+			if pt.Load == top {
+				s1.pts = append(s1.pts, [2]float64{float64(pt.Cores), pt.PPS / 1e6})
+			}
+			if pt.Cores == most && pt.PPS > 0 {
+				s2.pts = append(s2.pts, [2]float64{pt.OfferedPPS / 1e6, pt.P99Us})
+			}
+		}
+		thr, lat = append(thr, s1), append(lat, s2)
+	}
+	return thr, lat
+}
+
+// ratioSeries divides each mode's delivered rate by vanilla's at the same
+// cores (when vanilla is the first mode).
+func ratioSeries(thr []series, modes []string) []series {
+	var ratio []series
+	for si, s1 := range thr {
+		if modes[si] == schema.Vanilla {
+			continue
+		}
+		r := series{name: s1.name, color: s1.color}
+		for _, pt := range s1.pts {
+			for _, v := range thr[0].pts {
+				if modes[0] == schema.Vanilla && v[0] == pt[0] && v[1] > 0 {
+					r.pts = append(r.pts, [2]float64{pt[0], pt[1] / v[1]})
+				}
+			}
+		}
+		ratio = append(ratio, r)
+	}
+	return ratio
 }
 
 var palette = []string{"#444444", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"}
