@@ -94,7 +94,7 @@ func reportFile(name, svg, baseline string, html bool) (report.HTMLSection, erro
 	if baseline != "" {
 		b := baseline
 		if b != "auto" && !strings.Contains(b, "/") {
-			b += "/vanilla"
+			b += "/" + schema.Vanilla
 		}
 		schema.Normalize(f.Results, b)
 	}

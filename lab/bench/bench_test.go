@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 )
@@ -23,9 +24,7 @@ func integration(t *testing.T, suffix string) (online []int, name func(int) stri
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	online, err := cpuset.Online()
 	if err != nil {
 		t.Fatal(err)

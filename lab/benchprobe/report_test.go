@@ -3,13 +3,13 @@ package benchprobe
 import (
 	"bytes"
 	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // fakeProber is a machine made of answers: every feature works unless
@@ -171,9 +171,7 @@ func TestMachineProber(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	p := NewMachineProber()
 	r := ProbeBench(p, everything)
 	if err := p.Close(); err != nil {
