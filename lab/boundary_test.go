@@ -35,3 +35,17 @@ func TestProductImportsNoLab(t *testing.T) {
 	}
 	t.Logf("%d packages of internal/ checked", n)
 }
+
+// TestSimImportsNoBench: the model reads results files through schema,
+// not through the bench that writes them.
+func TestSimImportsNoBench(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-test", "./sim").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for d := range strings.FieldsSeq(string(out)) {
+		if d == module+"lab/bench" {
+			t.Errorf("lab/sim (or its tests) depends on lab/bench: read results through lab/schema")
+		}
+	}
+}
