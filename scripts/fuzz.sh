@@ -45,7 +45,7 @@ while IFS=: read -r file name; do
 	fi
 	rows+=("| $pkg | $name | $fuzztime | ${execs:-0} | $result |")
 	rm -f "$log"
-done < <(grep -o --include='*_test.go' -r '^func Fuzz[A-Za-z0-9_]*' internal cmd | sed 's/func //' | sort)
+done < <(grep -o --include='*_test.go' -r '^func Fuzz[A-Za-z0-9_]*' internal lab cmd | sed 's/func //' | sort)
 
 echo
 echo "| package | target | time | execs | result |"

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/doctor"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 func init() {
@@ -45,7 +46,7 @@ func runBench(args []string) error {
 	cfg, err := flags.Resolve(online)
 	var ce *bench.ConfigError
 	if *probe {
-		var needs doctor.BenchNeeds
+		var needs benchprobe.BenchNeeds
 		switch {
 		case err == nil:
 			needs = bench.ProbeNeeds(cfg)
@@ -58,7 +59,7 @@ func runBench(args []string) error {
 		default:
 			return err
 		}
-		return runProbe(doctor.NewMachineProber(), needs)
+		return runProbe(benchprobe.NewMachineProber(), needs)
 	}
 	if err != nil {
 		if errors.As(err, &ce) {
@@ -81,7 +82,7 @@ func runBench(args []string) error {
 
 	opts := bench.RunOptions{Version: version, Command: commandLine(), Progress: p}
 	if cfg.JSON != "" {
-		opts.Checkpoint = func(f *bench.File) error { return bench.WriteFile(cfg.JSON, f) }
+		opts.Checkpoint = func(f *schema.File) error { return schema.WriteFile(cfg.JSON, f) }
 	}
 	f, runErr := bench.Execute(ctx, cfg, opts)
 	p.Close()
@@ -89,7 +90,7 @@ func runBench(args []string) error {
 		return runErr
 	}
 	if cfg.JSON != "" {
-		if err := bench.WriteFile(cfg.JSON, f); err != nil {
+		if err := schema.WriteFile(cfg.JSON, f); err != nil {
 			return errors.Join(runErr, fmt.Errorf("write results: %w", err))
 		}
 		fmt.Fprintf(os.Stderr, "falcon bench: results in %s (re-render with 'falcon report %s')\n", cfg.JSON, cfg.JSON)
@@ -146,10 +147,10 @@ var probeOut io.Writer = os.Stdout
 // of what it lacks as the error (exit 1), nil when nothing needed is
 // missing.
 func runProbe(p interface {
-	doctor.Prober
+	benchprobe.Prober
 	Close() error
-}, needs doctor.BenchNeeds) error {
-	r := doctor.ProbeBench(p, needs)
+}, needs benchprobe.BenchNeeds) error {
+	r := benchprobe.ProbeBench(p, needs)
 	cerr := p.Close()
 	if err := r.WriteText(probeOut); err != nil {
 		return err

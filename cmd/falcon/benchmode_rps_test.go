@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // TestBenchStudyMode runs the study preset shrunk to one replica count, the
@@ -22,12 +22,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds testbeds and runs traffic")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	if _, err := os.Stat(agent.SockFlowPath); err != nil {
 		t.Skip(err)
 	}
@@ -38,7 +33,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := bench.ReadFile(out)
+	f, err := schema.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}

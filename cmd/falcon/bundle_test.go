@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // TestBundleQuick builds the benchmark bundle and runs its run.sh --quick
@@ -23,9 +25,7 @@ func TestBundleQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	for _, c := range []string{"apt-get", "dpkg-deb", "unshare", "mount"} {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Skipf("no %s to build or run the bundle with", c)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestDaemonLayoutsCLI drives the real Flannel (flanneld, etcd, the CNI

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func runDoc(t *testing.T, args ...string) (string, error, int) {
@@ -33,9 +33,7 @@ func runDoc(t *testing.T, args ...string) (string, error, int) {
 }
 
 func TestDoctorBadInput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	empty := fmt.Sprintf("clidocempty%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", empty).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -61,18 +59,8 @@ func TestDoctorBadInput(t *testing.T) {
 // TestDoctorJSON checks the JSON that scripts read, and the exit status
 // before and after --fix.
 func TestDoctorJSON(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
-	name := fmt.Sprintf("clidoc%d", os.Getpid())
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "flannel"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	labtest.NeedTestbeds(t)
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("clidoc%d", os.Getpid()), Layout: "flannel"})
 	h := tb.Hosts[1]
 	if out, err := exec.Command("ip", "netns", "exec", h.Netns, "ethtool", "-K", h.Overlay, "gro", "off").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)

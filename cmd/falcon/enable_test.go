@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +16,8 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // buildFalcon builds the real binary: enable starts 'falcon agent' from its
@@ -208,12 +208,7 @@ func cliBinary(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	if err := datapath.Supported(); err != nil {
 		t.Skip(err)
 	}
@@ -234,11 +229,5 @@ func mustOnline(t *testing.T) []int {
 func cliTestbed(t *testing.T, tag string) (bin string, tb *testbed.Testbed) {
 	t.Helper()
 	bin = cliBinary(t)
-	name := fmt.Sprintf("cli%d%s", os.Getpid(), tag)
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin, tb
+	return bin, labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("cli%d%s", os.Getpid(), tag), Layout: "docker", Containers: 1})
 }

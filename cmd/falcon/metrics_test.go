@@ -23,7 +23,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
-	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/lab/seqcheck"
 )
 
 // TestMetricsAndTopUnderTraffic enables falcon on a testbed with

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/doctor"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/schema"
 )
 
 // sandbox is a gVisor-like machine for the probe: an emulated 4.4.0
@@ -20,11 +21,11 @@ type sandbox struct{ closed bool }
 
 func (s *sandbox) Probe(id string) (string, error) {
 	switch id {
-	case doctor.FeatKernel:
+	case benchprobe.FeatKernel:
 		return "", errors.New("kernel 4.4.0 is older than 4.18; gVisor reports 4.4.0: this looks like an emulated kernel")
-	case doctor.FeatVXLAN:
+	case benchprobe.FeatVXLAN:
 		return "", errors.New("RTNETLINK answers: Operation not supported")
-	case doctor.FeatBPFSyscall:
+	case benchprobe.FeatBPFSyscall:
 		return "", errors.New("no bpf() syscall (ENOSYS)")
 	}
 	return "", nil
@@ -51,7 +52,7 @@ func TestProbeRefusal(t *testing.T) {
 	defer func() { probeOut = os.Stdout }()
 	s := &sandbox{}
 	err = runProbe(s, bench.ProbeNeeds(cfg))
-	if exitCode(err) != 1 || !errors.Is(err, doctor.ErrBenchRefused) || !s.closed {
+	if exitCode(err) != 1 || !errors.Is(err, benchprobe.ErrBenchRefused) || !s.closed {
 		t.Fatalf("probe on a sandbox: %v (exit %d, closed %v)", err, exitCode(err), s.closed)
 	}
 	want := "this machine cannot run the benchmark; missing:\n" +
@@ -132,13 +133,13 @@ func TestProbeTooFewCPUs(t *testing.T) {
 }
 
 // resolveBench parses a bench command line as runBench does.
-func resolveBench(t *testing.T, online []int, args ...string) (bench.Config, error) {
+func resolveBench(t *testing.T, online []int, args ...string) (schema.Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := bench.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return bench.Config{}, err
+		return schema.Config{}, err
 	}
 	return f.Resolve(online)
 }

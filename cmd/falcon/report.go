@@ -9,8 +9,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/bench"
-	"github.com/falconnet/falcon/internal/sim"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/report"
+	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/sim"
 )
 
 // reportOut is where report writes the table (tests swap it).
@@ -50,7 +52,7 @@ func runReport(args []string) error {
 	if err := checkHTMLDir(*html); err != nil {
 		return err
 	}
-	var sections []bench.HTMLSection
+	var sections []report.HTMLSection
 	for i, name := range files {
 		if len(files) > 1 {
 			if i > 0 {
@@ -73,34 +75,34 @@ func runReport(args []string) error {
 // reportFile prints the table of one results or prediction file, draws
 // its chart into svg when one is given, and returns its section of the
 // HTML page when html is set.
-func reportFile(name, svg, baseline string, html bool) (bench.HTMLSection, error) {
+func reportFile(name, svg, baseline string, html bool) (report.HTMLSection, error) {
 	if b, err := os.ReadFile(name); err == nil {
 		if p, ok, err := sim.ReadPrediction(b); ok {
 			if err != nil {
-				return bench.HTMLSection{}, fmt.Errorf("%s: %w", name, err)
+				return report.HTMLSection{}, fmt.Errorf("%s: %w", name, err)
 			}
 			if err := reportPrediction(p, svg, baseline); err != nil || !html {
-				return bench.HTMLSection{}, err
+				return report.HTMLSection{}, err
 			}
 			return p.HTMLSection(name)
 		}
 	}
-	f, err := bench.ReadFile(name)
+	f, err := schema.ReadFile(name)
 	if err != nil {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	if baseline != "" {
 		b := baseline
 		if b != "auto" && !strings.Contains(b, "/") {
-			b += "/vanilla"
+			b += "/" + schema.Vanilla
 		}
-		bench.Normalize(f.Results, b)
+		schema.Normalize(f.Results, b)
 	}
 	if err := writeChart("report", svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	if err := bench.WriteTable(reportOut, f); err != nil || !html {
-		return bench.HTMLSection{}, err
+		return report.HTMLSection{}, err
 	}
 	return bench.FileSection(name, f)
 }

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/bench"
 	"github.com/falconnet/falcon/internal/fileutil"
+	"github.com/falconnet/falcon/lab/report"
 )
 
 // checkHTMLDir refuses a --html DIR that cannot become the page's
@@ -25,13 +25,13 @@ func checkHTMLDir(dir string) error {
 
 // writeReportPage writes the sections as DIR/index.html, the whole page or
 // nothing, and says where.
-func writeReportPage(dir string, files []string, sections []bench.HTMLSection) error {
+func writeReportPage(dir string, files []string, sections []report.HTMLSection) error {
 	title := "falcon report: " + strings.Join(baseNames(files), ", ")
 	if len(files) > 3 {
 		title = fmt.Sprintf("falcon report: %d files", len(files))
 	}
 	var buf bytes.Buffer
-	if err := bench.WriteHTML(&buf, title, sections); err != nil {
+	if err := report.WriteHTML(&buf, title, sections); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/bench"
-	"github.com/falconnet/falcon/internal/sim"
+	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/sim"
 )
 
 // simOut is where sim writes its tables (tests swap it).
@@ -54,25 +53,9 @@ func runSim(args []string) error {
 		if *svgOut != "" {
 			return usagef("--svg draws a prediction; --validate prints a table")
 		}
-		cal, err := readCalibration(*validate)
-		if err != nil {
-			return err
-		}
-		v, err := sim.Validate(cal, *strict)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(simOut, v.Text())
-		if err := writeJSON(*jsonOut, v); err != nil {
-			return err
-		}
-		if !v.Pass {
-			return fmt.Errorf("validation failed: %d of %d checks failed, %d unresolved (largest error %.1f %%, limit %d %%)",
-				v.Failed, len(v.Checks), v.Unresolved, v.MaxErrPct, sim.MaxValidationErrPct)
-		}
-		return nil
+		return simValidate(*validate, *strict, *jsonOut)
 	}
-	pc := sim.PredictConfig{Size: *size, Modes: agent.SplitModes(*modes)}
+	pc := sim.PredictConfig{Size: *size, Modes: schema.SplitModes(*modes)}
 	var err error
 	if pc.Cores, err = intList("cores", *cores); err != nil {
 		return err
@@ -86,11 +69,39 @@ func runSim(args []string) error {
 	if err := pc.Check(); err != nil {
 		return usagef("%s", err)
 	}
-	cal, err := readCalibration(*calFile)
+	return simPredict(*calFile, pc, *jsonOut, *svgOut)
+}
+
+// simValidate checks the model against the calibration file's held-out
+// rounds.
+func simValidate(file string, strict bool, jsonOut string) error {
+	cal, err := readCalibration(file)
 	if err != nil {
 		return err
 	}
-	p, err := sim.Predict(cal, *calFile, pc, func(done, total int) {
+	v, err := sim.Validate(cal, strict)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(simOut, v.Text())
+	if err := writeJSON(jsonOut, v); err != nil {
+		return err
+	}
+	if !v.Pass {
+		return fmt.Errorf("validation failed: %d of %d checks failed, %d unresolved (largest error %.1f %%, limit %d %%)",
+			v.Failed, len(v.Checks), v.Unresolved, v.MaxErrPct, sim.MaxValidationErrPct)
+	}
+	return nil
+}
+
+// simPredict predicts pc from the calibration file, and prints and
+// writes the prediction.
+func simPredict(calFile string, pc sim.PredictConfig, jsonOut, svgOut string) error {
+	cal, err := readCalibration(calFile)
+	if err != nil {
+		return err
+	}
+	p, err := sim.Predict(cal, calFile, pc, func(done, total int) {
 		if done%10 == 0 || done == total {
 			fmt.Fprintf(os.Stderr, "\rfalcon sim: %d/%d cases", done, total)
 		}
@@ -102,14 +113,14 @@ func runSim(args []string) error {
 		return err
 	}
 	fmt.Fprint(simOut, p.Text())
-	if err := writeJSON(*jsonOut, p); err != nil {
+	if err := writeJSON(jsonOut, p); err != nil {
 		return err
 	}
-	return writeChart("sim", *svgOut, func(w io.Writer) error { return sim.WriteSVG(w, p) })
+	return writeChart("sim", svgOut, func(w io.Writer) error { return sim.WriteSVG(w, p) })
 }
 
 func readCalibration(path string) (*sim.Calibration, error) {
-	f, err := bench.ReadFile(path)
+	f, err := schema.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}

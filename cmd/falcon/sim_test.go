@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/sim"
+	"github.com/falconnet/falcon/lab/sim"
 )
 
 // recordedCalibration is the calibration the README quotes (2 vCPUs).
@@ -48,7 +48,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"--calibration", recordedCalibration, "--size", "0"}, 2, "size 0"},
 		{[]string{"--calibration", recordedCalibration, "--strict"}, 2, "--strict belongs to --validate"},
 		{[]string{"--calibration", other, "--json", out}, 1, "made by another version of falcon"},
-		{[]string{"--validate", "../../internal/bench/testdata/results.json"}, 1, "not a calibration file"},
+		{[]string{"--validate", "../../lab/bench/testdata/results.json"}, 1, "not a calibration file"},
 		{[]string{"--calibration", "/nonexistent.json"}, 1, "no such file"},
 	} {
 		err := runSim(c.args)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func init() {

@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // runTB runs 'falcon testbed args...' and returns its stdout, its error and
@@ -43,9 +44,7 @@ func leftovers(t *testing.T, name string) []string {
 }
 
 func TestTestbedBadInput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	name := fmt.Sprintf("cli%d", os.Getpid())
 	t.Cleanup(func() { testbed.Down(name) })
 	for _, c := range []struct {
@@ -85,12 +84,7 @@ func TestTestbedBadInput(t *testing.T) {
 }
 
 func TestTestbedUpJSONListDown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	name := fmt.Sprintf("cli%d-ok", os.Getpid())
 	t.Cleanup(func() { testbed.Down(name) })
 	out, err, _ := runTB(t, "up", "--layout", "flannel", "--name", name, "--containers", "2", "--json")

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/lab/stagetrace"
 )
 
 func init() {
@@ -39,7 +39,7 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	proto := fs.String("proto", "all", "count only tcp, udp, or all")
 	ports := fs.String("ports", "", "count only flows with a source or destination port in LO-HI (or one port)")
 	vxlan := fs.String("vxlan-ports", formatPorts(stagetrace.DefaultVXLANPorts), "UDP ports that carry VXLAN, whose inner flow is counted")
-	seq := fs.String("seq", "", "NS/DEV,...: check each flow's order at these devices: sequenced UDP (internal/seqcheck senders) by its numbers, TCP over IPv4 (any sender) by the IP ID, which numbers segments in the order sent, retransmissions included")
+	seq := fs.String("seq", "", "NS/DEV,...: check each flow's order at these devices: sequenced UDP (lab/seqcheck senders) by its numbers, TCP over IPv4 (any sender) by the IP ID, which numbers segments in the order sent, retransmissions included")
 	fs.BoolVar(&a.opts.SeqPaths, "paths", false, "with --seq, for TCP over IPv4: record each segment's way through the devices (CPU, time, skb hash, XDP metadata, outer UDP port and TOS), shown for each flow's first reordered segment and the one before it")
 	tp := fs.String("tracepoint", "netif_receive_skb", "net: tracepoint to count at ("+strings.Join(stagetrace.Tracepoints, ", ")+")")
 	fs.IntVar(&a.flows, "flows", 20, "list the N busiest flows (0: all)")

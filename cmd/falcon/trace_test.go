@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/stagetrace"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/stagetrace"
 )
 
 func TestTraceBadInput(t *testing.T) {
@@ -44,9 +45,7 @@ func TestTraceBadInput(t *testing.T) {
 // A real trace of UDP over the loopback of a fresh namespace: the flow
 // shows at <ns>/lo with its packets.
 func TestTraceLoopback(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	ns := fmt.Sprintf("fct%dtr", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)

@@ -22,17 +22,13 @@ import (
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	if err := datapath.Supported(); err != nil {
 		t.Skip(err)
 	}
@@ -43,12 +39,7 @@ func bed(t *testing.T, layout string, containers int) *testbed.Testbed {
 	t.Helper()
 	name := fmt.Sprintf("a%d%s", os.Getpid(), strings.ReplaceAll(strings.ToLower(t.Name()), "/", ""))
 	name = name[:min(len(name), 20)]
-	t.Cleanup(func() { testbed.Down(name) })
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return labtest.Testbed(t, testbed.Spec{Name: name, Layout: layout, Containers: containers})
 }
 
 // testOptions keep the test's state and pins apart from a real agent's.

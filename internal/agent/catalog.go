@@ -19,7 +19,6 @@ import (
 // split=true. Adding a mode is one entry here, plus its implementation
 // when it needs new code.
 var catalogue = []catalogueEntry{
-	{"vanilla", ModeVanilla, "", "the kernel as it comes: nothing is changed (bench's baseline)"},
 	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load (the default)"},
 	{"falcon+split", ModeFalcon, "split=true", "falcon, and split the NIC stage off the interrupt CPU (XDP + cpumap)"},
 	{"fastpath", ModeFastpath, "", "the cached fast path: a flow the overlay has carried skips its devices (VXLAN, bridge or routing, netfilter, veth backlog)"},
@@ -38,10 +37,6 @@ type catalogueEntry struct {
 	settings string // the settings it fixes, key=value,…
 	summary  string
 }
-
-// ModeVanilla is the kernel as it comes. It has no implementation: there
-// is nothing to enable, and bench runs it as its baseline.
-const ModeVanilla = "vanilla"
 
 // ModeFalcon is the default implementation: BPF steering of each stage.
 const ModeFalcon = "falcon"
@@ -183,26 +178,6 @@ func splitSettings(s string) []string {
 		switch {
 		case p == "":
 		case !strings.Contains(p, "=") && len(out) > 0:
-			out[len(out)-1] += "," + p
-		default:
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// SplitModes splits a list of mode specs, "vanilla,falcon:cpus=0-1,4,rps+":
-// a part is a new mode when it names one or holds a ':', else it continues
-// the settings of the mode before it.
-func SplitModes(list string) []string {
-	var out []string
-	for _, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		name, _, _ := strings.Cut(p, ":")
-		name, _, _ = strings.Cut(name, "@") // bench's label of a repeated mode (vanilla@aa)
-		switch {
-		case p == "":
-		case len(out) > 0 && strings.Contains(out[len(out)-1], ":") && !strings.Contains(p, ":") && !slices.Contains(ModeNames(), name):
 			out[len(out)-1] += "," + p
 		default:
 			out = append(out, p)

@@ -16,7 +16,6 @@ func TestParseMode(t *testing.T) {
 		"falcon+split": func(o *Options) { o.Split = true },
 		"rps+":         func(o *Options) { o.Mode, o.ContainerLevel = ModeRPS, true },
 		"rfs":          func(o *Options) { o.Mode = ModeRFS },
-		"vanilla":      func(o *Options) { o.Mode = ModeVanilla },
 		"falcon:threshold=90,cpus=0-1,4,order=per-packet": func(o *Options) {
 			o.Threshold, o.CPUs, o.PerPacket = 90, []int{0, 1, 4}, true
 		},
@@ -39,7 +38,7 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 	for spec, msg := range map[string]string{
-		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+, vanilla`,
+		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+`,
 		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, always-on, guard-timeout, drain-timeout, order, devices, split, fastpath, split-cpus, split-proto, host-nics, batch, elephant, allow-reorder`,
 		"mflow:batch=0":            `mode mflow: batch=0: "0": want 1..1048576 packets (without micro-flows, use mode falcon+split)`,
 		"mflow:elephant=fast":      `want a rate in bit/s such as 500M or 2G`,
@@ -62,20 +61,6 @@ func TestParseMode(t *testing.T) {
 		err := ParseMode(spec, &o)
 		if _, ok := err.(*SettingError); !ok || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseMode(%q): %v; want a SettingError saying %q", spec, err, msg)
-		}
-	}
-}
-
-func TestSplitModes(t *testing.T) {
-	for list, want := range map[string][]string{
-		"vanilla,falcon:threshold=100,falcon+split,rps+": {"vanilla", "falcon:threshold=100", "falcon+split", "rps+"},
-		"falcon:cpus=0-1,4,threshold=90,rfs":             {"falcon:cpus=0-1,4,threshold=90", "rfs"},
-		"vanilla, falcon ,":                              {"vanilla", "falcon"},
-		"warp,falcon":                                    {"warp", "falcon"},
-		"falcon:threshold=90@b,vanilla@aa":               {"falcon:threshold=90@b", "vanilla@aa"},
-	} {
-		if got := SplitModes(list); !reflect.DeepEqual(got, want) {
-			t.Errorf("SplitModes(%q) = %q, want %q", list, got, want)
 		}
 	}
 }
@@ -109,7 +94,7 @@ func TestFlags(t *testing.T) {
 	for args, msg := range map[string]string{
 		"--threshold 101":  "--threshold 101: outside 0..100",
 		"--cpus 1-":        `--cpus bad CPU list "1-"`,
-		"--mode vanilla":   "nothing to enable",
+		"--mode vanilla":   `unknown mode "vanilla"`,
 		"--mode falcon:x=": `unknown setting "x"`,
 	} {
 		_, err := parse(strings.Fields(args)...)

@@ -20,8 +20,8 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // stageKey is the ordering guard's key of a stage device (struct

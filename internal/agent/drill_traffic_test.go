@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // The drills' traffic runs in a process of its own, so that the test's

@@ -15,8 +15,8 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func needFastPath(t *testing.T) {

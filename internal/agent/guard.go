@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
@@ -89,4 +90,69 @@ func (m *falconMode) syncStages(h *Host, ov *discover.Overlay) error {
 		m.stages[s] = hk
 	}
 	return errors.Join(errs...)
+}
+
+// drain sends every flow inline under its guard and waits up to limit
+// until none is steered, so that detaching reorders nothing; it says
+// whether that happened. A flow comes back only when none of its packets
+// is queued behind a hook: one at full rate whose queues never empty
+// cannot. Stop detaches after DrainTimeout anyway, which may let such a
+// flow's next packets overtake queued ones: said loudly, with how many
+// segments were still on their way. Then the split programs stop marking
+// (datapath.SetUnmarking: a detach must not change a frame's metadata
+// under GRO), within the same limit. Draining stays on: the caller ends
+// it.
+func (m *falconMode) drain(h *Host, limit time.Duration) bool {
+	if err := m.dp.SetDraining(true); err != nil {
+		h.Log().Warn("drain", "err", err)
+		return false
+	}
+	start := time.Now()
+	deadline, report := start.Add(limit), start.Add(time.Second)
+	for {
+		p, err := m.dp.Steered()
+		if err != nil {
+			h.Log().Warn("drain", "err", err)
+			return false
+		}
+		if p.Flows == 0 && !m.dp.Config().Unmarking {
+			if waited := time.Since(start); waited > time.Second {
+				h.Log().Info("drained: every flow back inline", "after", waited.Round(time.Millisecond))
+			}
+			if p.IdleFlows > 0 {
+				h.Log().Info("drained, but idle flows have segments unaccounted for (lost where no drop is counted, or queued on a CPU stalled for the guard timeout)",
+					"flows", p.IdleFlows, "segments", p.IdleInFlight, "guard_timeout", m.cfg.GuardTimeout)
+			}
+			if err := m.dp.SetUnmarking(true); err != nil {
+				h.Log().Warn("drain", "err", err)
+				return false
+			}
+		}
+		if m.dp.Config().Unmarking {
+			done, err := m.dp.Unmarked()
+			if err != nil {
+				h.Log().Warn("drain", "err", err)
+				return false
+			}
+			if done {
+				return true
+			}
+		}
+		now := time.Now()
+		if now.After(deadline) && m.dp.Config().Unmarking {
+			h.Log().Warn("drain: a split program still marks frames that GRO holds; detaching now could reorder their flows", "after", limit)
+			return false
+		}
+		if now.After(deadline) {
+			h.Log().Warn("drain: flows still steered; detaching now would let their next packets overtake queued ones",
+				"flows", p.Flows, "segments_unaccounted", p.InFlight, "after", limit)
+			return false
+		}
+		if now.After(report) {
+			h.Log().Info("draining: waiting for steered flows to pause", "flows", p.Flows,
+				"segments_in_flight", p.InFlight, "waited", now.Sub(start).Round(time.Second), "limit", limit)
+			report = report.Add(time.Second)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -20,9 +20,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // needTestbed is needRoot for the tests that run traffic over a testbed.
@@ -42,21 +43,7 @@ func needTestbed(t *testing.T) {
 func ibed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 	t.Helper()
 	// "docker-ipv6": the layout over IPv6 only.
-	layout, v6 := strings.CutSuffix(layout, "-ipv6")
-	if err := testbed.CheckLayout(layout); err != nil {
-		t.Skip(err)
-	}
-	name := fmt.Sprintf("i%d%s", os.Getpid(), tag)
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers, IPv6: v6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("i%d%s", os.Getpid(), tag), Layout: layout, Containers: containers})
 }
 
 // startAgent starts an agent with o; it is stopped when the test ends

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // TestKilledAgentUnderTraffic: SIGKILL of an agent that is moving flows

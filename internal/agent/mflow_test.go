@@ -9,9 +9,9 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
-	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // TestMflowLayouts enables mode mflow (batches of 32, elephants from

@@ -6,11 +6,12 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"time"
 
@@ -27,16 +28,35 @@ const (
 	DefaultPinRoot   = datapath.BPFFS + "/falcon"
 )
 
-// Options are the settings of one agent. The zero value is not valid; start
-// from DefaultOptions.
+// Options are the settings of one agent, grouped by the mechanism each
+// drives. The groups are embedded: o.Threshold is o.SteerOptions.Threshold,
+// and the state file holds them flat, as before they were grouped. The
+// zero value is not valid; start from DefaultOptions.
 type Options struct {
-	Netns     string        `json:"netns"`               // host namespace; "" = the current one
-	Mode      string        `json:"mode"`                // the implementation: falcon, rps or rfs (catalog.go)
+	Netns string `json:"netns"` // host namespace; "" = the current one
+	Mode  string `json:"mode"`  // the implementation: falcon, rps or rfs (catalog.go)
+	SteerOptions
+	GuardOptions
+	SplitOptions
+	FastOptions
+	MflowOptions
+	RPSOptions
+	ProcessOptions
+}
+
+// SteerOptions: which CPU each stage of a flow runs on (the falcon mode).
+type SteerOptions struct {
 	CPUs      []int         `json:"cpus"`                // the Falcon CPU set S; nil = all online CPUs
 	Threshold int           `json:"threshold"`           // load percent 0..100
 	Interval  time.Duration `json:"interval"`            // load sampling period
 	Policy    string        `json:"policy"`              // datapath.PolicyAdaptive, PolicyPaper or PolicyStatic
 	AlwaysOn  bool          `json:"always_on,omitempty"` // never inline for the set's average load (FALCON Fig. 15)
+	PerPacket bool          `json:"per_packet"`          // --order per-packet: the paper's per-packet choice
+	Devices   []string      `json:"devices"`             // nil = auto; else VXLAN devices (and a NIC) to use
+}
+
+// GuardOptions: the ordering guard, and the drain when the agent stops.
+type GuardOptions struct {
 	// GuardTimeout: a flow idle this long has no packet left in any queue;
 	// the ordering guard stops waiting for packets lost on the way.
 	GuardTimeout time.Duration `json:"guard_timeout"`
@@ -44,36 +64,47 @@ type Options struct {
 	// back inline (falcon.go drain); it must end well within the
 	// DaemonSet's and the unit's 60 s to stop.
 	DrainTimeout time.Duration `json:"drain_timeout"`
-	PerPacket    bool          `json:"per_packet"` // --order per-packet: the paper's per-packet choice
-	Devices      []string      `json:"devices"`    // nil = auto; else VXLAN devices (and a NIC) to use
+}
 
-	// Settings of the rps and rfs modes (issue 5); the falcon mode
-	// ignores them.
-	ContainerLevel bool  `json:"container_level,omitempty"`
-	RPSCPUs        []int `json:"rps_cpus,omitempty"`
-	FlowEntries    int   `json:"flow_entries,omitempty"`
+// FastOptions: the cached fast path beside steering (fastpath.go).
+type FastOptions struct {
+	Fastpath bool `json:"fastpath,omitempty"`
+}
 
+// SplitOptions: the NIC stage split off the interrupt CPU.
+type SplitOptions struct {
 	// Split moves the NIC stage's skb allocation and GRO to SplitCPUs
 	// (nil = CPUs) with XDP and a cpumap (split.go); SplitProto limits it
 	// to inner tcp or udp ("" = all).
-	Split bool `json:"split,omitempty"`
-	// Fastpath runs the cached fast path beside steering (fastpath.go).
-	Fastpath   bool   `json:"fastpath,omitempty"`
+	Split      bool   `json:"split,omitempty"`
 	SplitCPUs  []int  `json:"split_cpus,omitempty"`
 	SplitProto string `json:"split_proto,omitempty"`
 	// HostNICs are NICs of the host network itself whose stage the split
 	// takes too, for the host's own sockets (FALCON's Host+).
 	HostNICs []string `json:"host_nics,omitempty"`
-	// Batch > 0 splits elephants (flows at Elephant bit/s or more) into
-	// micro-flows of Batch packets over the split CPUs (mode mflow,
-	// mflow.go); AllowReorder lets it split UDP flows too.
+}
+
+// MflowOptions: micro-flows (mode mflow, mflow.go). Batch > 0 splits
+// elephants (flows at Elephant bit/s or more) into micro-flows of Batch
+// packets over the split CPUs; AllowReorder lets it split UDP flows too.
+type MflowOptions struct {
 	Batch        int    `json:"batch,omitempty"`
 	Elephant     uint64 `json:"elephant,omitempty"`
 	AllowReorder bool   `json:"allow_reorder,omitempty"`
+}
 
+// RPSOptions: the rps and rfs modes (issue 5); the falcon mode ignores
+// them.
+type RPSOptions struct {
+	ContainerLevel bool  `json:"container_level,omitempty"`
+	RPSCPUs        []int `json:"rps_cpus,omitempty"`
+	FlowEntries    int   `json:"flow_entries,omitempty"`
+}
+
+// ProcessOptions shape the agent process, not the mode.
+type ProcessOptions struct {
 	// MetricsAddr is where the agent serves Prometheus metrics, HOST:PORT
-	// ("" = nowhere); LogFormat is text (default) or json. They shape the
-	// agent process, not the mode.
+	// ("" = nowhere); LogFormat is text (default) or json.
 	MetricsAddr string `json:"metrics_addr,omitempty"`
 	LogFormat   string `json:"log_format,omitempty"`
 
@@ -94,12 +125,9 @@ const DefaultDrainTimeout = 10 * time.Second
 func DefaultOptions() Options {
 	return Options{
 		Mode:         ModeFalcon,
-		Threshold:    datapath.DefaultThreshold,
-		Policy:       datapath.PolicyAdaptive,
-		Interval:     loadavg.DefaultInterval,
-		GuardTimeout: datapath.DefaultGuardTimeout,
-		DrainTimeout: DefaultDrainTimeout,
-		Elephant:     DefaultElephant,
+		SteerOptions: SteerOptions{Threshold: datapath.DefaultThreshold, Policy: datapath.PolicyAdaptive, Interval: loadavg.DefaultInterval},
+		GuardOptions: GuardOptions{GuardTimeout: datapath.DefaultGuardTimeout, DrainTimeout: DefaultDrainTimeout},
+		MflowOptions: MflowOptions{Elephant: DefaultElephant},
 	}
 }
 
@@ -187,16 +215,40 @@ func (o *Options) validate() error {
 }
 
 // sameSettings reports whether two validated option sets configure the
-// same thing (an enable that changes nothing is a no-op).
+// same thing (an enable that changes nothing is a no-op): the same
+// namespace, and the same settingsKey.
 func sameSettings(a, b Options) bool {
-	return sameNetns(a.Netns, b.Netns) && a.Mode == b.Mode && cpuset.Format(a.CPUs) == cpuset.Format(b.CPUs) &&
-		a.Threshold == b.Threshold && a.Interval == b.Interval && a.Policy == b.Policy && a.AlwaysOn == b.AlwaysOn && a.GuardTimeout == b.GuardTimeout &&
-		a.DrainTimeout == b.DrainTimeout &&
-		a.PerPacket == b.PerPacket && strings.Join(a.Devices, ",") == strings.Join(b.Devices, ",") &&
-		a.ContainerLevel == b.ContainerLevel && cpuset.Format(a.RPSCPUs) == cpuset.Format(b.RPSCPUs) &&
-		a.FlowEntries == b.FlowEntries && a.Split == b.Split && a.Fastpath == b.Fastpath && cpuset.Format(a.SplitCPUs) == cpuset.Format(b.SplitCPUs) &&
-		a.SplitProto == b.SplitProto && slices.Equal(a.HostNICs, b.HostNICs) && a.Batch == b.Batch && a.Elephant == b.Elephant && a.AllowReorder == b.AllowReorder &&
-		a.MetricsAddr == b.MetricsAddr && a.LogFormat == b.LogFormat
+	return sameNetns(a.Netns, b.Netns) && settingsKey(a) == settingsKey(b)
+}
+
+// settingsKey is o's settings as one value: o as its state file holds it
+// (the json:"-" plumbing left out) with each CPU list in canonical order
+// and empty lists as none, so that two spellings of one setting are equal
+// and a new setting takes part without being named here.
+func settingsKey(o Options) string {
+	o.Netns = ""
+	normalize(reflect.ValueOf(&o).Elem())
+	b, err := json.Marshal(o)
+	if err != nil {
+		panic(err) // Options are plain values: only a programming error lands here
+	}
+	return string(b)
+}
+
+// normalize rewrites the lists of struct v (and of the groups in it) in
+// their canonical form.
+func normalize(v reflect.Value) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch {
+		case f.Kind() == reflect.Struct:
+			normalize(f)
+		case f.Kind() == reflect.Slice && f.Len() == 0:
+			f.SetZero()
+		case f.Type() == reflect.TypeFor[[]int]():
+			f.Set(reflect.ValueOf(cpuset.Of(f.Interface().([]int)...)))
+		}
+	}
 }
 
 // sameNetns says whether two names name one namespace (Key).

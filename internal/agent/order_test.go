@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // orderPackets is how many datagrams each case of TestNoReorderingSaturated

@@ -12,10 +12,10 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
-	"github.com/falconnet/falcon/internal/testbed"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // TestNoReorderingUnderLoadChanges runs traffic through falcon while the

@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // The tests below check the rps and rfs modes against the Kubernetes
@@ -26,12 +27,7 @@ import (
 
 func needRootRPS(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	if _, err := os.Stat(SockFlowPath); err != nil {
 		t.Skipf("not in the initial network namespace (%v)", err)
 	}
@@ -41,17 +37,7 @@ func needRootRPS(t *testing.T) {
 // test ends, also on failure.
 func rpsBed(t *testing.T, tag, layout string, containers int) *testbed.Testbed {
 	t.Helper()
-	name := fmt.Sprintf("r%d%s", os.Getpid(), tag)
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: containers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("r%d%s", os.Getpid(), tag), Layout: layout, Containers: containers})
 }
 
 // rxValues reads rps_cpus and rps_flow_cnt of every receive queue of every

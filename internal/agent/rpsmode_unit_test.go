@@ -53,7 +53,7 @@ func TestCheckModeOptions(t *testing.T) {
 	if cpuset.Format(o.RPSCPUs) != cpuset.Format(online) || o.FlowEntries != 0 {
 		t.Errorf("rps defaults: rps_cpus %v, flow entries %d; want all online CPUs %v and none", o.RPSCPUs, o.FlowEntries, online)
 	}
-	o = Options{Mode: ModeRFS, ContainerLevel: true}
+	o = Options{Mode: ModeRFS, RPSOptions: RPSOptions{ContainerLevel: true}}
 	if err := checkModeOptions(&o); err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,13 @@ func TestCheckModeOptions(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Mode: ModeFalcon, ContainerLevel: true}, "[--container-level]: only for --mode rps or rfs, not falcon"},
-		{Options{Mode: ModeFalcon, RPSCPUs: []int{0}}, "--rps-cpus"},
-		{Options{Mode: ModeFalcon, FlowEntries: 64}, "--flow-entries"},
-		{Options{Mode: ModeRPS, FlowEntries: 64}, "use --mode rfs"},
-		{Options{Mode: ModeRFS, FlowEntries: 3}, "not a power of two"},
-		{Options{Mode: ModeRPS, RPSCPUs: []int{}}, "empty CPU list"},
-		{Options{Mode: ModeRFS, Split: true}, "--split"},
+		{Options{Mode: ModeFalcon, RPSOptions: RPSOptions{ContainerLevel: true}}, "[--container-level]: only for --mode rps or rfs, not falcon"},
+		{Options{Mode: ModeFalcon, RPSOptions: RPSOptions{RPSCPUs: []int{0}}}, "--rps-cpus"},
+		{Options{Mode: ModeFalcon, RPSOptions: RPSOptions{FlowEntries: 64}}, "--flow-entries"},
+		{Options{Mode: ModeRPS, RPSOptions: RPSOptions{FlowEntries: 64}}, "use --mode rfs"},
+		{Options{Mode: ModeRFS, RPSOptions: RPSOptions{FlowEntries: 3}}, "not a power of two"},
+		{Options{Mode: ModeRPS, RPSOptions: RPSOptions{RPSCPUs: []int{}}}, "empty CPU list"},
+		{Options{Mode: ModeRFS, SplitOptions: SplitOptions{Split: true}}, "--split"},
 	} {
 		err := checkModeOptions(&c.o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

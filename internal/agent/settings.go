@@ -373,9 +373,6 @@ func (f *Flags) Options() (Options, error) {
 		if err := ParseMode(f.mode, &o); err != nil {
 			return o, err
 		}
-		if o.Mode == ModeVanilla {
-			return o, settingErrorf("mode %s is the kernel as it comes: there is nothing to enable ('falcon disable' restores it)", ModeVanilla)
-		}
 	}
 	for _, name := range f.given {
 		v := *f.values[name]

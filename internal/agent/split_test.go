@@ -18,7 +18,7 @@ import (
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/lab/seqcheck"
 )
 
 // xdpOn names the XDP program attached to dev in ns, "" when none.

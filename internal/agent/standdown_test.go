@@ -10,8 +10,8 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // Standing down leaves the host as it was without falcon: every value

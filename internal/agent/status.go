@@ -119,17 +119,7 @@ func Status(opts Options) (*Report, error) {
 		return r, nil
 	}
 	r.Enabled, r.Running = true, running(dir)
-	r.Pid, r.Mode = st.Pid, st.Options.Mode
-	r.Started = &st.Started
-	r.CPUs = cpuset.Format(st.Options.CPUs)
-	r.Threshold = st.Options.Threshold
-	r.Interval = st.Options.Interval.String()
-	r.Policy = st.Options.Policy
-	r.GuardTimeout = st.Options.GuardTimeout.String()
-	r.Order = "guarded"
-	if st.Options.PerPacket {
-		r.Order = "per-packet"
-	}
+	r.fromOptions(st)
 	r.Devices = st.Devices
 	r.Static, r.Values = st.Static, st.Values
 	if r.Running {
@@ -160,17 +150,7 @@ func Status(opts Options) (*Report, error) {
 	r.Steering = !cfg.StoodDown && (datapath.Unconditional(cfg.Policy) || cfg.Engaged)
 	r.StoodDown = cfg.StoodDown
 	r.Engagement = st.Engagement
-	r.Load = &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
-	for cpu, v := range perCPU {
-		r.Load.PerCPU[cpu] = v
-	}
-	if updated == 0 {
-		r.Load.Stale = true
-	} else {
-		age := time.Duration(monotonicNs() - updated)
-		r.Load.AgeMs = float64(age.Microseconds()) / 1000
-		r.Load.Stale = cfg.StaleAfter > 0 && age > cfg.StaleAfter
-	}
+	r.Load = loadReport(cfg, perCPU, avg, updated)
 	c, err := datapath.ReadCounters(st.PinDir)
 	if err != nil {
 		if r.Problem == "" {
@@ -207,6 +187,37 @@ func Status(opts Options) (*Report, error) {
 	// Stood down, falcon has no hook and is as ready as it means to be.
 	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.Stale
 	return r, nil
+}
+
+// loadReport is the load the datapath decides with, and how old it is.
+func loadReport(cfg datapath.Config, perCPU []uint32, avg uint32, updated uint64) *LoadReport {
+	l := &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
+	for cpu, v := range perCPU {
+		l.PerCPU[cpu] = v
+	}
+	if updated == 0 {
+		l.Stale = true
+	} else {
+		age := time.Duration(monotonicNs() - updated)
+		l.AgeMs = float64(age.Microseconds()) / 1000
+		l.Stale = cfg.StaleAfter > 0 && age > cfg.StaleAfter
+	}
+	return l
+}
+
+// fromOptions fills in what the agent was started with.
+func (r *Report) fromOptions(st *State) {
+	r.Pid, r.Mode = st.Pid, st.Options.Mode
+	r.Started = &st.Started
+	r.CPUs = cpuset.Format(st.Options.CPUs)
+	r.Threshold = st.Options.Threshold
+	r.Interval = st.Options.Interval.String()
+	r.Policy = st.Options.Policy
+	r.GuardTimeout = st.Options.GuardTimeout.String()
+	r.Order = "guarded"
+	if st.Options.PerPacket {
+		r.Order = "per-packet"
+	}
 }
 
 // steersWhat names the stage a hook chooses CPUs for.

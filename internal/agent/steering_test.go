@@ -10,10 +10,10 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestSteeringLayouts enables falcon through the agent on h2 of each

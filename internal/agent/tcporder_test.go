@@ -10,9 +10,9 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
-	"github.com/falconnet/falcon/internal/stagetrace"
-	"github.com/falconnet/falcon/internal/testbed"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // TestTCPOrderThroughSwitches: on each layout, one iperf3 TCP flow at full

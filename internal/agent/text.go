@@ -75,35 +75,14 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.StoodDown {
 		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy (after a verdict against steering: until the next test)\n")
 	}
-	if e := r.Engagement; e != nil {
-		verdict := "off the path"
-		if e.Steer {
-			verdict = "steering"
-		}
-		again := ""
-		if !e.Steer && !e.Again.IsZero() {
-			again = fmt.Sprintf("; tests the busy spell again in %s", max(time.Until(e.Again), 0).Round(time.Second))
-		}
-		fmt.Fprintf(w, "  engaging   verdicts %d, for steering %d; the last (%s ago): %s, delivered %d steering against %d off the path (%s)%s\n",
-			e.Tests, e.ForSteering, time.Since(e.Last).Round(100*time.Millisecond), verdict, e.Steering, e.Off, relative(e.Steering, e.Off), again)
-	}
+	writeEngagement(w, r.Engagement)
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",
 			t.First, t.Second, t.Fallback, t.FallbackStale, t.FallbackIdle, t.FlowletHits, passed(t.Passed))
 		fmt.Fprintf(w, "  guard      moved %d, held %d packets until earlier ones arrived, timeouts %d\n",
 			t.Moved, t.GuardHolds, t.GuardTimeouts)
 	}
-	if len(r.Stages) > 0 {
-		fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK\tHELD\tTIMEOUTS")
-		for _, s := range r.Stages {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
-				perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback,
-				s.Decisions.GuardHolds, s.Decisions.GuardTimeouts)
-		}
-		tw.Flush()
-	}
+	writeStages(w, r.Stages)
 	writeSplit(w, r.Split)
 	writeFast(w, r.FastPath)
 	if len(r.Devices) > 0 {
@@ -292,4 +271,37 @@ func writeFast(w io.Writer, f *FastReport) {
 	if len(why) > 0 {
 		fmt.Fprintf(w, "  left to the slow path: %s\n", strings.Join(why, ", "))
 	}
+}
+
+// writeStages shows each hook: where its stage ran and where it sent the next.
+func writeStages(w io.Writer, stages []StageReport) {
+	if len(stages) == 0 {
+	return
+	}
+	fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  DEVICE\tNETNS\tROLE\tSTEERS\tPACKETS PER CPU\tSTEERED TO CPU\tFIRST\tSECOND\tFALLBACK\tHELD\tTIMEOUTS")
+	for _, s := range stages {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Device, s.Netns, s.Role, s.Steers,
+			perCPU(s.RanOn, "%d"), perCPU(s.SteeredTo, "%d"), s.Decisions.First, s.Decisions.Second, s.Decisions.Fallback,
+			s.Decisions.GuardHolds, s.Decisions.GuardTimeouts)
+	}
+	tw.Flush()
+}
+
+// writeEngagement shows the engagement test's verdicts and the last one's figures.
+func writeEngagement(w io.Writer, e *Engagement) {
+	if e == nil {
+	return
+	}
+	verdict := "off the path"
+	if e.Steer {
+		verdict = "steering"
+	}
+	again := ""
+	if !e.Steer && !e.Again.IsZero() {
+		again = fmt.Sprintf("; tests the busy spell again in %s", max(time.Until(e.Again), 0).Round(time.Second))
+	}
+	fmt.Fprintf(w, "  engaging   verdicts %d, for steering %d; the last (%s ago): %s, delivered %d steering against %d off the path (%s)%s\n",
+		e.Tests, e.ForSteering, time.Since(e.Last).Round(100*time.Millisecond), verdict, e.Steering, e.Off, relative(e.Steering, e.Off), again)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // TestMain doubles as a stand-in agent for TestCleanupAfterKilledAgent.
@@ -58,7 +59,7 @@ func fakeAgent(spec string) int {
 // testNetns makes a namespace with a veth pair fva/fvb, removed at the end.
 func testNetns(t *testing.T) (ns string, a, b int) {
 	t.Helper()
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	ns = fmt.Sprintf("fct%d%s", os.Getpid(), strings.ToLower(strings.NewReplacer("/", "", "Test", "").Replace(t.Name())))
 	if len(ns) > 40 {
 		ns = ns[:40]
@@ -467,7 +468,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestSupported(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if err := Supported(); err != nil {
 		t.Fatal(err)
 	}

@@ -164,6 +164,42 @@ func ReadState(pinDir string) (cfg Config, perCPU []uint32, avg uint32, updatedN
 	return configFromBPF(&c), append([]uint32(nil), l.Pct[:cpus]...), l.Avg, l.UpdatedNs, nil
 }
 
+// stageOf is hook id's stage: where it ran and what it decided, CPU by
+// CPU, from its per-CPU counters.
+func stageOf(h *falconHook, id uint32, counters *ebpf.Map) (*Stage, error) {
+	s := &Stage{
+		Hook:      hookFromBPF(h),
+		RanOn:     map[int]uint64{},
+		SteeredTo: map[int]uint64{},
+		PerCPU:    map[int]Decided{},
+		Passed:    map[string]uint64{},
+	}
+	var per []falconCounters
+	if err := counters.Lookup(id, &per); err != nil {
+		return nil, fmt.Errorf("read counters of hook %d: %w", id, err)
+	}
+	for cpu, v := range per {
+		var ran uint64
+		for _, n := range v.C {
+			ran += n
+		}
+		if ran > 0 {
+			s.RanOn[cpu] = ran
+		}
+		if d := decidedOn(&v, s.Passed); d != (Decided{}) {
+			s.PerCPU[cpu] = d
+			s.Decided.add(d)
+		}
+		s.Bytes += v.Bytes
+		for to, n := range v.To {
+			if n > 0 {
+				s.SteeredTo[to] += n
+			}
+		}
+	}
+	return s, nil
+}
+
 func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 	c := Counters{
 		RanOn:     map[int]map[int]uint64{},
@@ -180,35 +216,9 @@ func readCounters(hooks, counters, steered *ebpf.Map) (Counters, error) {
 		if h.Active == 0 {
 			continue
 		}
-		s := &Stage{
-			Hook:      hookFromBPF(&h),
-			RanOn:     map[int]uint64{},
-			SteeredTo: map[int]uint64{},
-			PerCPU:    map[int]Decided{},
-			Passed:    map[string]uint64{},
-		}
-		var per []falconCounters
-		if err := counters.Lookup(id, &per); err != nil {
-			return c, fmt.Errorf("read counters of hook %d: %w", id, err)
-		}
-		for cpu, v := range per {
-			var ran uint64
-			for _, n := range v.C {
-				ran += n
-			}
-			if ran > 0 {
-				s.RanOn[cpu] = ran
-			}
-			if d := decidedOn(&v, s.Passed); d != (Decided{}) {
-				s.PerCPU[cpu] = d
-				s.Decided.add(d)
-			}
-			s.Bytes += v.Bytes
-			for to, n := range v.To {
-				if n > 0 {
-					s.SteeredTo[to] += n
-				}
-			}
+		s, err := stageOf(&h, id, counters)
+		if err != nil {
+			return c, err
 		}
 		byID[id] = s
 		ids = append(ids, id)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 const tcActRedirect = 7
@@ -16,7 +18,7 @@ const tcActRedirect = 7
 // minute, for BPF_PROG_TEST_RUN (whose packets come in on lo, ifindex 1).
 func fastHarness(t *testing.T) *FastPath {
 	t.Helper()
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if err := FastPathSupported(); err != nil {
 		t.Skip(err)
 	}

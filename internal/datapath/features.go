@@ -175,6 +175,25 @@ type SplitSupport struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// kernelNotes: what this kernel's cpumap and tc attachment mean for the
+// split, where they narrow it.
+func (s *SplitSupport) kernelNotes() {
+	if ok, err := CPUMapGRO(); err != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("cannot tell whether cpumap runs GRO (%v): if it does not (before Linux 6.15), "+
+			"split TCP reaches IP, UDP and VXLAN one segment at a time", err))
+	} else if s.CPUMapGRO = ok; !ok {
+		s.Notes = append(s.Notes, "this kernel's cpumap builds skbs but runs no GRO on them (Linux 6.15 added it): "+
+			"split TCP flows reach IP, UDP and VXLAN one segment at a time instead of in GRO batches, which can cost "+
+			"more than the split gains; consider --split-proto udp")
+	}
+	if err := HaveTCX(); err == nil {
+		s.TCX = true
+	} else {
+		s.Notes = append(s.Notes, "no tcx (Linux 6.6): the tc programs attach through a clsact qdisc and cls_bpf; "+
+			"steering works the same, but whoever deletes that qdisc removes them silently")
+	}
+}
+
 // CheckSplit tells whether the NIC ifindex (named name, in namespace ns)
 // can be split, and what the user loses where the kernel or driver lacks
 // something. The error says why it cannot be split at all. It changes
@@ -235,20 +254,7 @@ func CheckSplit(ns string, ifindex int, name string) (SplitSupport, error) {
 		return s, fmt.Errorf("NIC %s already runs XDP program id %d, not falcon's: a device takes one XDP program, "+
 			"so --split cannot be used beside it", name, s.OtherXDP)
 	}
-	if ok, err := CPUMapGRO(); err != nil {
-		s.Notes = append(s.Notes, fmt.Sprintf("cannot tell whether cpumap runs GRO (%v): if it does not (before Linux 6.15), "+
-			"split TCP reaches IP, UDP and VXLAN one segment at a time", err))
-	} else if s.CPUMapGRO = ok; !ok {
-		s.Notes = append(s.Notes, "this kernel's cpumap builds skbs but runs no GRO on them (Linux 6.15 added it): "+
-			"split TCP flows reach IP, UDP and VXLAN one segment at a time instead of in GRO batches, which can cost "+
-			"more than the split gains; consider --split-proto udp")
-	}
-	if err := HaveTCX(); err == nil {
-		s.TCX = true
-	} else {
-		s.Notes = append(s.Notes, "no tcx (Linux 6.6): the tc programs attach through a clsact qdisc and cls_bpf; "+
-			"steering works the same, but whoever deletes that qdisc removes them silently")
-	}
+	s.kernelNotes()
 	if peerIdx > 0 {
 		s.PeerTxChecksum, s.PeerKnown = txChecksum(peerNS, peerIdx)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // TestFuzzDrill runs random and mutated packets through every program that
@@ -33,7 +35,7 @@ import (
 // three seconds); FALCON_FUZZ_SEED the seed (default: the clock), printed
 // on failure and in -v output.
 func TestFuzzDrill(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	n := envInt(t, "FALCON_FUZZ_PACKETS", 20000)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FALCON_FUZZ_SEED"); s != "" {

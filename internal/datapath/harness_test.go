@@ -2,23 +2,16 @@ package datapath
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/steer"
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 const tcActUnspec = 0xffffffff // TC_ACT_UNSPEC as the program's u32 return
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (BPF)")
-	}
-}
 
 // harness runs the program with BPF_PROG_TEST_RUN, one instance per role,
 // with debug on so each run records its decision in falcon_debug.
@@ -39,7 +32,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 // (run and tryRun then cannot see decisions).
 func newHarnessDebug(t *testing.T, cfg Config, debug bool) *harness {
 	t.Helper()
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	d, err := Load(cfg, "")
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestSplitHostNIC is FALCON's Host+ at the datapath: on the host layout,
@@ -32,7 +33,7 @@ import (
 // UDP and TCP arrive in order; Close leaves neither the XDP program nor
 // the arrival counter behind.
 func TestSplitHostNIC(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}

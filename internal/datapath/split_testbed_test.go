@@ -17,11 +17,12 @@ import (
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
-	"github.com/falconnet/falcon/internal/testbed"
-	"github.com/falconnet/falcon/internal/workload"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // xdpProg is the id of the XDP program on a device, 0 when none.
@@ -210,7 +211,7 @@ func splitTCP(ctx context.Context, t *testing.T, d *Datapath, clNS, srvNS, addr 
 // (pipelining and splitting compose); UDP and TCP arrive in order; Close
 // removes the XDP program and the cpumap.
 func TestSplitOnTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}
@@ -219,16 +220,7 @@ func TestSplitOnTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("sp%d", os.Getpid())
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sp%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
 	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
 	nicIdx, ovlIdx, devIdx := ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)

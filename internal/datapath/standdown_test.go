@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/link"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // A datapath that stands down leaves no program of its own running (the
@@ -11,7 +13,7 @@ import (
 // while one is attached), and one that comes back has forgotten every
 // flow: their packets ran uncounted meanwhile.
 func TestStandDown(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	ns, a, _ := testNetns(t)
 	d := loadOnCPU0(t, testPinDir(t))
 	defer d.Close()

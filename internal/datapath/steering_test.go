@@ -16,10 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/seqcheck"
-	"github.com/falconnet/falcon/internal/stagetrace"
 	"github.com/falconnet/falcon/internal/steer"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func ifindex(t *testing.T, ns, dev string) int {
@@ -66,14 +67,14 @@ func setRPS(t *testing.T, ns, dev, mask string) {
 // with rps_cpus = S on the VXLAN device and the container's eth0, the
 // program on the NIC (steering the VXLAN stage) and on the VXLAN device
 // (steering the container stage), and checks on the tracepoint
-// net:netif_receive_skb (internal/stagetrace) where each stage ran:
+// net:netif_receive_skb (lab/stagetrace) where each stage ran:
 //   - steering: each (flow, device) stage on the CPU internal/steer predicts;
 //   - fallback "inline" (hash 0) and "local": the next stages stay on the
 //     NIC stage's CPU although RPS is configured;
 //   - no program: the same RPS spreads the stages by the kernel's own hash,
 //     so it is hash 0 that switched RPS off above.
 func TestSteeringOnTestbed(t *testing.T) {
-	requireRoot(t)
+	labtest.NeedRoot(t)
 	if testing.Short() {
 		t.Skip("builds a testbed")
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/falconnet/falcon/lab/labtest"
 )
 
 // lab is a small overlay built with ip(8) in namespaces of its own: a
@@ -23,9 +25,7 @@ type lab struct {
 
 func newLab(t *testing.T, tag string) *lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	labtest.NeedRoot(t)
 	l := &lab{t: t, prefix: fmt.Sprintf("fct%d%s", os.Getpid(), tag)}
 	t.Cleanup(l.down)
 	l.sh(`ip netns add {h}; ip netns add {r}

@@ -21,14 +21,9 @@ func Select(o *Overlay, names []string) (*Overlay, error) {
 	}
 	var vx, nics []string
 	for _, n := range names {
-		found := false
-		for _, d := range o.Devices {
-			if d.Name == n && d.Role == RoleOverlay {
-				vx, found = append(vx, n), true
-				break
-			}
-		}
-		if !found {
+		if slices.ContainsFunc(o.Devices, func(d Device) bool { return d.Name == n && d.Role == RoleOverlay }) {
+			vx = append(vx, n)
+		} else {
 			nics = append(nics, n)
 		}
 	}
@@ -36,31 +31,60 @@ func Select(o *Overlay, names []string) (*Overlay, error) {
 		return nil, fmt.Errorf("--devices: %v are no VXLAN devices of the overlay, and only one NIC can be named", nics)
 	}
 	out := &Overlay{Netns: o.Netns}
+	var nic *Device
+	if len(nics) == 1 {
+		d, err := namedNIC(o.Netns, nics[0])
+		if err != nil {
+			return nil, err
+		}
+		nic = &d
+		out.Devices = append(out.Devices, d)
+	}
+	out.Devices = append(out.Devices, selectDevices(o, vx, nic)...)
+	for _, w := range o.Warnings {
+		if dev, ok := strings.CutPrefix(w, nicWarning); ok {
+			dev, _, _ = strings.Cut(dev, ":") // device names never hold a colon
+			if nic != nil || (len(vx) > 0 && !slices.Contains(vx, dev)) {
+				continue
+			}
+		}
+		out.Warnings = append(out.Warnings, w)
+	}
+	return out, nil
+}
+
+// namedNIC is the device --devices names as the overlay's NIC: a device
+// of the host namespace that is no VXLAN device.
+func namedNIC(ns, name string) (Device, error) {
+	h, _, err := openHandle(ns)
+	if err != nil {
+		return Device{}, err
+	}
+	defer h.Close()
+	l, err := h.LinkByName(name)
+	if err != nil {
+		return Device{}, fmt.Errorf("--devices: %q is neither a VXLAN device of the overlay nor a device of the host namespace", name)
+	}
+	if _, ok := l.(*netlink.Vxlan); ok {
+		return Device{}, fmt.Errorf("--devices: %q is a VXLAN device but not part of the overlay falcon found", name)
+	}
+	a := l.Attrs()
+	return Device{Name: a.Name, Ifindex: a.Index, Netns: ns, Role: RoleNIC, Kind: l.Type(),
+		MTU: a.MTU, RxQueues: a.NumRxQueues, Up: a.Flags&net.FlagUp != 0}, nil
+}
+
+// selectDevices keeps of o's devices the VXLAN devices vx (all when
+// none), the containers and other devices of their namespaces, and the
+// NICs they use: nic when one is named (the VXLAN devices then use it),
+// else their own, first.
+func selectDevices(o *Overlay, vx []string, nic *Device) []Device {
 	keepNS := map[string]bool{}
 	for _, d := range o.Devices {
 		if d.Role == RoleOverlay && (len(vx) == 0 || slices.Contains(vx, d.Name)) {
 			keepNS[d.Netns] = true
 		}
 	}
-	var nic *Device
-	if len(nics) == 1 {
-		h, _, err := openHandle(o.Netns)
-		if err != nil {
-			return nil, err
-		}
-		defer h.Close()
-		l, err := h.LinkByName(nics[0])
-		if err != nil {
-			return nil, fmt.Errorf("--devices: %q is neither a VXLAN device of the overlay nor a device of the host namespace", nics[0])
-		}
-		if _, ok := l.(*netlink.Vxlan); ok {
-			return nil, fmt.Errorf("--devices: %q is a VXLAN device but not part of the overlay falcon found", nics[0])
-		}
-		a := l.Attrs()
-		nic = &Device{Name: a.Name, Ifindex: a.Index, Netns: o.Netns, Role: RoleNIC, Kind: l.Type(),
-			MTU: a.MTU, RxQueues: a.NumRxQueues, Up: a.Flags&net.FlagUp != 0}
-		out.Devices = append(out.Devices, *nic)
-	}
+	var out []Device
 	usedNIC := map[int]bool{}
 	for _, d := range o.Devices {
 		switch {
@@ -83,27 +107,18 @@ func Select(o *Overlay, names []string) (*Overlay, error) {
 		case !keepNS[d.Netns]:
 			continue
 		}
-		out.Devices = append(out.Devices, d)
+		out = append(out, d)
 	}
-	if nic == nil {
-		var nicDevs []Device
-		for _, d := range o.Devices {
-			if d.Role == RoleNIC && usedNIC[d.Ifindex] {
-				nicDevs = append(nicDevs, d)
-			}
+	if nic != nil {
+		return out
+	}
+	var nicDevs []Device
+	for _, d := range o.Devices {
+		if d.Role == RoleNIC && usedNIC[d.Ifindex] {
+			nicDevs = append(nicDevs, d)
 		}
-		out.Devices = append(nicDevs, out.Devices...)
 	}
-	for _, w := range o.Warnings {
-		if dev, ok := strings.CutPrefix(w, nicWarning); ok {
-			dev, _, _ = strings.Cut(dev, ":") // device names never hold a colon
-			if nic != nil || (len(vx) > 0 && !slices.Contains(vx, dev)) {
-				continue
-			}
-		}
-		out.Warnings = append(out.Warnings, w)
-	}
-	return out, nil
+	return append(nicDevs, out...)
 }
 
 // AddHostNICs adds the named devices of the host namespace to o as host

@@ -1,40 +1,28 @@
 package discover
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestTestbedLayouts discovers the overlay of the receiving host of every
 // testbed layout, the ones falcon bench measures.
 func TestTestbedLayouts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 	for _, sub := range []string{"vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "vxlan-ipv6", "docker-ipv6", "flannel-ipv6", "calico-ipv6", "flannel-daemon-ipv6"} {
 		layout, v6 := strings.CutSuffix(sub, "-ipv6")
 		t.Run(sub, func(t *testing.T) {
-			if err := testbed.CheckLayout(layout); err != nil {
-				t.Skip(err)
-			}
 			name := fmt.Sprintf("d%d%s%s", os.Getpid(), layout[:2], layout[len(layout)-1:])
 			if v6 {
 				name += "6"
 			}
-			t.Cleanup(func() { testbed.Down(name) })
-			tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2, IPv6: v6})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tb := labtest.Testbed(t, testbed.Spec{Name: name, Layout: layout, Containers: 2, IPv6: v6})
 			h := tb.Hosts[1]
 			o, err := Discover(h.Netns)
 			if err != nil {

@@ -48,68 +48,14 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 	if err := netns.Check(hostNS); err != nil {
 		return err
 	}
-	kick := make(chan struct{}, 1)
-	subs := map[string]context.CancelFunc{}
+	w := &watcher{ctx: ctx, hostNS: hostNS, fn: fn, kick: make(chan struct{}, 1),
+		subs: map[string]context.CancelFunc{}, known: map[string]Device{}}
 	defer func() {
-		for _, cancel := range subs {
+		for _, cancel := range w.subs {
 			cancel()
 		}
 	}()
-	// Netlink watches follow the namespaces that hold overlay devices: the
-	// host, and Docker's sandboxes.
-	follow := func(o *Overlay) {
-		want := map[string]bool{hostNS: true}
-		if o != nil {
-			for _, d := range o.Devices {
-				if d.Role != RoleContainer {
-					want[d.Netns] = true
-				}
-			}
-		}
-		for ns, cancel := range subs {
-			if !want[ns] {
-				cancel()
-				delete(subs, ns)
-			}
-		}
-		for ns := range want {
-			if _, ok := subs[ns]; !ok {
-				sctx, cancel := context.WithCancel(ctx)
-				subs[ns] = cancel
-				go subscribe(sctx, ns, kick)
-			}
-		}
-	}
-
-	known := map[string]Device{}
-	look := func() {
-		o, err := Discover(hostNS)
-		if err != nil {
-			fn(Event{Type: Failed, Err: err})
-			follow(nil)
-			o = &Overlay{Netns: hostNS}
-		} else {
-			follow(o)
-		}
-		now := map[string]Device{}
-		for _, d := range o.Devices {
-			now[d.Key()] = d
-		}
-		for k, d := range known {
-			if n, ok := now[k]; !ok || n.Name != d.Name || n.Role != d.Role {
-				fn(Event{Type: Removed, Device: d, Overlay: o})
-				delete(known, k)
-			}
-		}
-		for _, d := range o.Devices { // in discovery order: NICs before what hangs off them
-			if _, ok := known[d.Key()]; !ok {
-				known[d.Key()] = d
-				fn(Event{Type: Added, Device: d, Overlay: o})
-			}
-		}
-	}
-
-	look()
+	w.look()
 	last := time.Now()
 	tick := time.NewTicker(rescan)
 	defer tick.Stop()
@@ -118,7 +64,7 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case <-kick:
+		case <-w.kick:
 			// Let the burst settle, then drop the kicks it left behind.
 			wait := max(settle, minGap-time.Since(last))
 			select {
@@ -127,12 +73,77 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 			case <-time.After(wait):
 			}
 			select {
-			case <-kick:
+			case <-w.kick:
 			default:
 			}
 		}
-		look()
+		w.look()
 		last = time.Now()
+	}
+}
+
+// watcher is one Watch: the netlink subscriptions it holds, and the
+// devices it has reported.
+type watcher struct {
+	ctx    context.Context
+	hostNS string
+	fn     func(Event)
+	kick   chan struct{}
+	subs   map[string]context.CancelFunc // by namespace
+	known  map[string]Device             // by Device.Key
+}
+
+// follow keeps netlink watches on the namespaces that hold overlay
+// devices: the host, and Docker's sandboxes.
+func (w *watcher) follow(o *Overlay) {
+	want := map[string]bool{w.hostNS: true}
+	if o != nil {
+		for _, d := range o.Devices {
+			if d.Role != RoleContainer {
+				want[d.Netns] = true
+			}
+		}
+	}
+	for ns, cancel := range w.subs {
+		if !want[ns] {
+			cancel()
+			delete(w.subs, ns)
+		}
+	}
+	for ns := range want {
+		if _, ok := w.subs[ns]; !ok {
+			sctx, cancel := context.WithCancel(w.ctx)
+			w.subs[ns] = cancel
+			go subscribe(sctx, ns, w.kick)
+		}
+	}
+}
+
+// look discovers the overlay again and reports what went and what came.
+func (w *watcher) look() {
+	o, err := Discover(w.hostNS)
+	if err != nil {
+		w.fn(Event{Type: Failed, Err: err})
+		w.follow(nil)
+		o = &Overlay{Netns: w.hostNS}
+	} else {
+		w.follow(o)
+	}
+	now := map[string]Device{}
+	for _, d := range o.Devices {
+		now[d.Key()] = d
+	}
+	for k, d := range w.known {
+		if n, ok := now[k]; !ok || n.Name != d.Name || n.Role != d.Role {
+			w.fn(Event{Type: Removed, Device: d, Overlay: o})
+			delete(w.known, k)
+		}
+	}
+	for _, d := range o.Devices { // in discovery order: NICs before what hangs off them
+		if _, ok := w.known[d.Key()]; !ok {
+			w.known[d.Key()] = d
+			w.fn(Event{Type: Added, Device: d, Overlay: o})
+		}
 	}
 }
 

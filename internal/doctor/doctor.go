@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -104,7 +105,7 @@ func Run(o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := kernelRelease()
+	k, err := kernel.Running()
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func Run(o Options) (*Report, error) {
 }
 
 // checkAll runs every check on one snapshot.
-func checkAll(st *state, k kernel) []Finding {
+func checkAll(st *state, k kernel.Release) []Finding {
 	var fs []Finding
 	fs = append(fs, checkOffloads(st, k)...)
 	fs = append(fs, checkMTU(st)...)

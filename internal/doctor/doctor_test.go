@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,36 +11,20 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
-	"github.com/falconnet/falcon/internal/testbed"
+	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if err := testbed.CheckSystem(); err != nil {
-		t.Skip(err)
-	}
+	labtest.NeedTestbeds(t)
 }
 
 // up builds a testbed with two containers per host, taken down in Cleanup.
 func up(t *testing.T, layout string) *testbed.Testbed {
 	t.Helper()
-	if err := testbed.CheckLayout(layout); err != nil {
-		t.Skip(err)
-	}
 	name := fmt.Sprintf("doc%s%s%d", layout[:3], layout[len(layout)-1:], os.Getpid())
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Errorf("testbed down: %v", err)
-		}
-	})
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name, Layout: layout, Containers: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tb
+	return labtest.Testbed(t, testbed.Spec{Name: name, Layout: layout, Containers: 2})
 }
 
 // in runs a command in namespace ns (a name, or a path such as a Docker
@@ -266,25 +249,6 @@ func TestBadInput(t *testing.T) {
 	}
 	if got := in(t, ns, "cat", "/sys/class/net/va/mtu"); got != "9000" {
 		t.Errorf("--fix on a namespace without overlay changed va's MTU to %s", got)
-	}
-}
-
-func TestParseRelease(t *testing.T) {
-	for _, c := range []struct {
-		rel          string
-		major, minor int
-	}{{"6.18.44-fc-v669", 6, 18}, {"5.4.0-150-generic", 5, 4}, {"6.6.0", 6, 6}, {"4.19", 4, 19}, {"6.15-rc1", 6, 15}} {
-		k, err := parseRelease(c.rel)
-		if err != nil || k.major != c.major || k.minor != c.minor {
-			t.Errorf("parseRelease(%q) = %d.%d, %v", c.rel, k.major, k.minor, err)
-		}
-	}
-	if _, err := parseRelease("linux"); err == nil {
-		t.Error("parseRelease(linux) did not fail")
-	}
-	k := kernel{major: 5, minor: 7}
-	if !k.atLeast(5, 7) || k.atLeast(5, 8) || !k.atLeast(4, 20) || k.atLeast(6, 0) {
-		t.Error("atLeast is wrong")
 	}
 }
 

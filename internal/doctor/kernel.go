@@ -3,59 +3,19 @@ package doctor
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
-	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/kernel"
 )
-
-type kernel struct {
-	release      string
-	major, minor int
-}
-
-func (k kernel) String() string { return k.release }
-
-func (k kernel) atLeast(major, minor int) bool {
-	return k.major > major || k.major == major && k.minor >= minor
-}
-
-func kernelRelease() (kernel, error) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return kernel{}, err
-	}
-	return parseRelease(unix.ByteSliceToString(u.Release[:]))
-}
-
-func parseRelease(rel string) (kernel, error) {
-	k := kernel{release: rel}
-	parts := strings.SplitN(rel, ".", 3)
-	if len(parts) < 2 {
-		return k, fmt.Errorf("cannot parse kernel release %q", rel)
-	}
-	var err1, err2 error
-	k.major, err1 = strconv.Atoi(parts[0])
-	minor := parts[1]
-	if i := strings.IndexFunc(minor, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-		minor = minor[:i] // "15-rc1"
-	}
-	k.minor, err2 = strconv.Atoi(minor)
-	if err1 != nil || err2 != nil {
-		return k, fmt.Errorf("cannot parse kernel release %q", rel)
-	}
-	return k, nil
-}
 
 // checkKernel: what falcon's datapath needs from the kernel. Only a kernel
 // without BPF is an error; everything else narrows what falcon can do
 // (info), it is nothing to repair.
-func checkKernel(st *state, k kernel) []Finding {
+func checkKernel(st *state, k kernel.Release) []Finding {
 	var fs []Finding
 	add := func(check string, sev Severity, msg string) {
 		fs = append(fs, Finding{Check: check, Severity: sev, Message: msg})
@@ -79,7 +39,7 @@ func checkKernel(st *state, k kernel) []Finding {
 	xdpErr := features.HaveProgramType(ebpf.XDP)
 	gro, groErr := datapath.CPUMapGRO() // the kernel's BTF knows backports
 	if groErr != nil {
-		gro = k.atLeast(6, 15)
+		gro = k.AtLeast(6, 15)
 	}
 	switch err := features.HaveMapType(ebpf.CPUMap); {
 	case xdpErr != nil:
@@ -93,7 +53,7 @@ func checkKernel(st *state, k kernel) []Finding {
 		add(CheckCPUMapGRO, OK, "cpumap with GRO (6.15+)")
 	}
 	fs = append(fs, bpfQdiscFinding(datapath.BPFQdiscSupported()))
-	if tracefsMounted() {
+	if kernel.TracefsMounted() {
 		add(CheckTracefs, OK, "tracefs mounted")
 	} else {
 		fs = append(fs, Finding{Check: CheckTracefs, Severity: Info,
@@ -149,15 +109,4 @@ func checkXDP(d *devState) Finding {
 			"so the NIC stage cannot be split%s", drv, d.xdpFeatures, attached)
 	}
 	return f
-}
-
-const tracefsDir, debugTrace = "/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"
-
-func tracefsMounted() bool {
-	for _, p := range []string{tracefsDir, debugTrace} {
-		if _, err := os.Stat(p); err == nil {
-			return true
-		}
-	}
-	return false
 }

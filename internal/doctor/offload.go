@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -19,7 +20,7 @@ const (
 	featTnlCsmTSO = "tx-udp_tnl-csum-segmentation"
 )
 
-func checkOffloads(st *state, k kernel) []Finding {
+func checkOffloads(st *state, k kernel.Release) []Finding {
 	var fs []Finding
 	for _, d := range st.devs {
 		if d.featErr != nil {
@@ -61,7 +62,7 @@ func checkOffloads(st *state, k kernel) []Finding {
 //     remaining causes (NAT'd underlays, some hypervisor NICs) are invisible
 //     from here and Calico may have switched it off on purpose.
 //   - vmxnet3 underlay with the offload on: info, the known hypervisor case.
-func checkTxChecksum(st *state, d *devState, k kernel) Finding {
+func checkTxChecksum(st *state, d *devState, k kernel.Release) Finding {
 	f := Finding{Check: CheckTxChecksum, Device: d.Name, Netns: d.Netns}
 	on, ok := d.active(featTxCsum)
 	if !ok {
@@ -69,13 +70,13 @@ func checkTxChecksum(st *state, d *devState, k kernel) Finding {
 		return f
 	}
 	switch {
-	case on && !k.atLeast(5, 7):
+	case on && !k.AtLeast(5, 7):
 		f.Severity = Warn
 		f.Message = fmt.Sprintf("tx checksum offload is on and kernel %s is older than 5.7: VXLAN packets rewritten by "+
 			"iptables MASQUERADE --random-fully get wrong checksums (Calico #3145, Flannel #1279: 63 s delays to Services)", k)
 		f.Fix, f.Safe = ethtoolCmd(d, []string{featTxCsum}, false), true
 		f.apply = setFeatures(d, []string{featTxCsum}, false)
-	case !on && k.atLeast(5, 7):
+	case !on && k.AtLeast(5, 7):
 		f.Severity = Warn
 		f.Message = "tx checksum offload is off, so the kernel also turned TSO off here: every TCP super-packet is " +
 			"segmented in software before encapsulation. It is the workaround for a VXLAN checksum bug fixed in 5.7 and " +

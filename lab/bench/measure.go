@@ -1,0 +1,351 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
+)
+
+// env is one run of one case on a testbed.
+type env struct {
+	cfg              schema.Config
+	tb               *testbed.Testbed
+	cs               Case
+	clients, servers []testbed.Endpoint
+	run              int
+	activity         func() agent.Activity  // the mode's agent, if it has one
+	cost             *stagetrace.CostTracer // with --stage-cost
+	order            *stagetrace.Tracer     // with --order-check, over a TCP run
+}
+
+// traffic is what a workload starts: servers first, then clients that all
+// run at once and return the tool's parsed result.
+type traffic struct {
+	servers []func(ctx context.Context) (workload.Server, error)
+	clients []func(ctx context.Context) (any, error)
+	// rx and tx are the namespaces whose SNMP counters are the receiving
+	// and sending applications'.
+	rx, tx []string
+	// sent counts what a sender outside any namespace's counters sent
+	// (the kernel sender), kept as tx.kernel.frames.
+	sent func() (int64, error)
+}
+
+// Ports move with the run number so a run never meets the previous run's
+// sockets (TIME_WAIT, a server slow to die).
+func (e *env) port(base, flow int) int { return base + (e.run-1)*100 + flow }
+
+func (e *env) senderCPU(i int) []int   { return []int{e.cfg.SenderCPUs[i%len(e.cfg.SenderCPUs)]} }
+func (e *env) receiverCPU(i int) []int { return []int{e.cfg.ReceiverCPUs[i%len(e.cfg.ReceiverCPUs)]} }
+
+// clientTime is how long clients run: warm-up, window and a tail, so the
+// traffic is steady from before the window opens until after it closes.
+// The window opens once all clients send, and many clients take longer to
+// get going (16 iperf3 pairs on 2 CPUs overran the plain tail), so the tail
+// grows with them.
+func (e *env) clientTime() time.Duration {
+	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail + time.Duration(len(e.describe())-1)*tailPerClient
+}
+
+// tailPerClient is the tail's allowance for each client after the first.
+const tailPerClient = 100 * time.Millisecond
+
+// describe lists the client -> server pairs a run of the case uses, in the
+// same round robin as the workloads below.
+func (e *env) describe() []string {
+	n, srv := 1, func(int) int { return 0 }
+	switch w, _ := lookupWorkload(e.cs.Workload); {
+	case e.cs.Workload == "udp-stress":
+		n = e.cfg.Clients
+	case e.cs.Workload == "memcached", e.cs.Workload == "web":
+		n = 1 // its --flows are the threads of one memcaslap, or wrk's connections
+	case w.flows:
+		n, srv = e.cs.Flows, func(i int) int { return i }
+	}
+	var out []string
+	if e.cfg.Sender == SenderKernel {
+		h := e.tb.Hosts[0]
+		if e.cs.Workload == "udp-stress" {
+			n, srv = 1, func(int) int { return 0 }
+		}
+		for i := 0; i < n; i++ {
+			s := e.servers[srv(i)%len(e.servers)]
+			out = append(out, fmt.Sprintf("kernel sender on %s %s (CPU %d) -> %s %s (CPU %d)", h.Netns, h.NIC, e.senderCPU(0)[0],
+				s.Netns, s.Addr, e.receiverCPU(i)[0]))
+		}
+		return out
+	}
+	for i := 0; i < n; i++ {
+		c, s := e.clients[i%len(e.clients)], e.servers[srv(i)%len(e.servers)]
+		out = append(out, fmt.Sprintf("%s %s (CPU %d) -> %s %s (CPU %d)", c.Netns, c.Addr, e.senderCPU(i)[0],
+			s.Netns, s.Addr, e.receiverCPU(srv(i))[0]))
+	}
+	return out
+}
+
+func (e *env) measure(ctx context.Context) (schema.Run, error) {
+	waited, err := awaitReassembly(ctx, e.tb)
+	if err != nil {
+		return schema.Run{}, err
+	}
+	run, err := e.measureNow(ctx)
+	if waited >= reassemblyPoll {
+		run.ReassemblyWaitS = waited.Seconds()
+	}
+	return run, err
+}
+
+func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
+	if e.cfg.Sender == SenderKernel {
+		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
+	}
+	if e.cfg.OrderCheck && tcpWorkload(e.cs.Workload) {
+		var err error
+		if e.order, err = e.orderCheck(); err != nil {
+			return schema.Run{}, err
+		}
+		defer func() {
+			e.order.Close()
+			e.order = nil
+		}()
+	}
+	run, err := e.drive(ctx)
+	if err == nil && tcpWorkload(e.cs.Workload) {
+		run.Reordering = tcpReorder(run.Counters, e.order != nil)
+	}
+	return run, err
+}
+
+// orderCheck starts the order check on every server's device (--order-check).
+func (e *env) orderCheck() (*stagetrace.Tracer, error) {
+	o := stagetrace.Options{Proto: 6}
+	for _, s := range e.servers {
+		o.Netns = appendUnique(o.Netns, s.Netns)
+		o.Seq = append(o.Seq, stagetrace.Device{Netns: s.Netns, Name: s.Dev})
+	}
+	tr, err := stagetrace.Start(o)
+	if err != nil {
+		return nil, fmt.Errorf("--order-check: %w", err)
+	}
+	return tr, nil
+}
+
+// tcpWorkload says whether a workload's traffic is TCP.
+func tcpWorkload(name string) bool {
+	switch name {
+	case "tcp", "multi-flow-tcp", "latency-tcp", "latency-load-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp", "hotspot-tcp":
+		return true
+	}
+	return false
+}
+
+// drive runs the workload's driver.
+func (e *env) drive(ctx context.Context) (schema.Run, error) {
+	switch e.cs.Workload {
+	case "udp-stress":
+		return e.udpStress(ctx)
+	case "udp", "tcp", "multi-flow", "multi-flow-tcp":
+		return e.iperf3(ctx)
+	case "latency", "latency-tcp", "latency-load", "latency-load-tcp":
+		return e.latency(ctx)
+	case "memcached":
+		return e.memcached(ctx)
+	case "web":
+		return e.web(ctx)
+	case "overload-latency", "overload-latency-tcp":
+		return e.overloadLatency(ctx)
+	case "rates", "rates-tcp":
+		return e.rates(ctx)
+	case "hotspot", "hotspot-tcp":
+		return e.hotspot(ctx)
+	}
+	return schema.Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
+}
+
+// udpStress: K sockperf throughput clients into one UDP socket. Receiver
+// packets/s is the receiving namespace's Udp InDatagrams over the window;
+// loss compares it with the senders' OutDatagrams.
+func (e *env) udpStress(ctx context.Context) (schema.Run, error) {
+	srv := e.servers[0]
+	port := e.port(11111, 0)
+	t := traffic{rx: []string{srv.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), false)
+	})
+	for i := 0; i < e.cfg.Clients; i++ {
+		cl := e.clients[i%len(e.clients)]
+		t.tx = appendUnique(t.tx, cl.Netns)
+		opts := workload.SockperfOpts{Mode: "throughput", Netns: cl.Netns, Addr: srv.Addr, Port: port,
+			Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.senderCPU(i)}
+		t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
+	}
+	run, _, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
+	return run, nil
+}
+
+// udpReceived sets a UDP run's packets/s, the receivers' datagrams over
+// the window, and its loss against the sent ones.
+func udpReceived(run *schema.Run, sent int64) {
+	rx := run.Counters["rx.Udp.InDatagrams"]
+	run.PPS = float64(rx) / run.WindowS
+	run.LossPct = lossPct(sent, rx)
+}
+
+// iperf3 drives udp, tcp and the multi-flow workloads: one iperf3 client
+// and server per flow, flow i between the i-th client and server endpoint
+// (round robin over containers). Packets/s are the receivers' UDP datagrams
+// or TCP segments over the window; Gbit/s is iperf3's receiver rate.
+func (e *env) iperf3(ctx context.Context) (schema.Run, error) {
+	udp := e.cs.Workload == "udp" || e.cs.Workload == "multi-flow"
+	var t traffic
+	var restarts atomic.Int32
+	for i := 0; i < e.cs.Flows; i++ {
+		srv, cl := e.servers[i%len(e.servers)], e.clients[i%len(e.clients)]
+		port, i := e.port(5201, i), i
+		t.rx, t.tx = appendUnique(t.rx, srv.Netns), appendUnique(t.tx, cl.Netns)
+		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+			return workload.StartIperf3Server(ctx, srv.Netns, port, e.receiverCPU(i))
+		})
+		opts := workload.Iperf3Opts{Netns: cl.Netns, Addr: srv.Addr, Port: port, UDP: udp, Size: e.cs.Size,
+			Duration: e.clientTime(), CPUs: e.senderCPU(i)}
+		t.clients = append(t.clients, func(ctx context.Context) (any, error) {
+			return retrySetup(ctx, time.Duration(e.cfg.Warmup), &restarts, func(ctx context.Context) (any, error) {
+				return workload.RunIperf3(ctx, opts)
+			})
+		})
+	}
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	if n := restarts.Load(); n > 0 {
+		run.SetupRetries = int(n)
+	}
+	var bps float64
+	var ooo, retrans int64
+	for _, x := range results {
+		r := x.(workload.Iperf3Result)
+		bps += r.BitsPerSecond
+		ooo += r.OutOfOrder
+		retrans += r.Retransmits
+	}
+	run.Gbps = bps / 1e9
+	if udp {
+		udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
+	} else {
+		run.PPS = float64(run.Counters["rx.Tcp.InSegs"]) / run.WindowS
+		// TCP does not lose data; what it lost on the way shows as
+		// retransmitted segments, as a share of those sent.
+		run.LossPct = lossPct(run.Counters["tx.Tcp.OutSegs"], run.Counters["tx.Tcp.OutSegs"]-run.Counters["tx.Tcp.RetransSegs"])
+		ooo = run.Counters["rx.TcpExt.TCPOFOQueue"]
+		run.Retransmits = &retrans
+	}
+	run.OutOfOrder = &ooo
+	return run, nil
+}
+
+// setupAttempts is how often a client whose UDP stream's setup was lost
+// is started in all.
+const setupAttempts = 3
+
+// retrySetup runs a client again when its UDP stream's setup datagram was
+// lost (workload.ErrUDPSetupLost), as long as it failed within the
+// warm-up of its first start: the window opens at the earliest a warm-up
+// after traffic was seen, so the client started again sends through all of
+// it. restarts counts the runs started again.
+func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int32, run func(context.Context) (any, error)) (any, error) {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		r, err := run(ctx)
+		if !errors.Is(err, workload.ErrUDPSetupLost) || attempt == setupAttempts || time.Since(start) >= warmup || ctx.Err() != nil {
+			return r, err
+		}
+		restarts.Add(1)
+	}
+}
+
+// latency: one sockperf ping-pong (or under-load at --rate) client and
+// server; packets/s is the messages per second the client sent (round
+// trips for ping-pong).
+func (e *env) latency(ctx context.Context) (schema.Run, error) {
+	srv, cl := e.servers[0], e.clients[0]
+	tcp := tcpWorkload(e.cs.Workload)
+	port := e.port(11211, 0)
+	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(0), tcp)
+	})
+	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
+		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
+	if atRate(e.cs.Workload) {
+		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
+	}
+	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	r := results[0].(workload.SockperfResult)
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P90Us: r.P90Us, P99Us: r.P99Us, P999Us: r.P999Us, MaxUs: r.MaxUs}
+	run.PPS = r.MsgPerSec
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
+	// under-load replies to a sample of messages only, so Sent vs Received
+	// is no loss; sockperf counts the sampled messages that never came back.
+	run.LossPct = lossPct(r.Observations+r.Dropped, r.Observations)
+	run.OutOfOrder = &r.OutOfOrder
+	return run, nil
+}
+
+// memcachedConns is the connections of one memcached client: FALCON's
+// Fig. 18 ran up to 10 clients over 100 connections.
+const memcachedConns = 10
+
+// memcached: memcaslap in the first client container, --flows clients (its
+// threads) of memcachedConns connections each, against memcached in the
+// first server container (4 worker threads, as the paper's and memcached's
+// default), values of the case's size. Both are multi-threaded: memcached
+// runs on all the receiver CPUs, memcaslap on all the sender CPUs. Packets/s are the operations/s, and
+// the latency is each operation's round trip, both as memcaslap reports
+// them over its whole run: it has no warm-up of its own to leave out, and
+// its run is the bench's warm-up, window and tail. Its percentiles are
+// interpolated inside power-of-two buckets (workload.MemcaslapResult).
+func (e *env) memcached(ctx context.Context) (schema.Run, error) {
+	srv, cl := e.servers[0], e.clients[0]
+	port := e.port(13211, 0)
+	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
+	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
+		return workload.StartMemcachedServer(ctx, srv.Netns, srv.Addr, port, e.cfg.ReceiverCPUs, 4)
+	})
+	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: memcachedConns * e.cs.Flows,
+		Threads: e.cs.Flows, Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.cfg.SenderCPUs}
+	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunMemcaslap(ctx, opts) })
+	run, results, err := e.window(ctx, t)
+	if err != nil {
+		return run, err
+	}
+	r := results[0].(workload.MemcaslapResult)
+	run.Latency = &schema.Latency{AvgUs: r.AvgUs, P50Us: r.P50Us, P99Us: r.P99Us, MaxUs: r.MaxUs}
+	run.PPS = r.OpsPerSec
+	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
+	return run, nil
+}
+
+func lossPct(sent, received int64) float64 {
+	if sent <= 0 || received >= sent {
+		return 0
+	}
+	return 100 * float64(sent-received) / float64(sent)
+}

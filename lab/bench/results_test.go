@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/stats"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// testdata/results.json was recorded with
+//
+//	falcon bench --layouts host,docker --workloads udp-stress:16,tcp:64K,latency:16 --runs 2 --duration 1s
+//
+// on the 2-CPU development machine.
+const recorded = "testdata/results.json"
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from what was rendered (go test -update rewrites it):\n%s", path, got)
+	}
+}
+
+func TestRecordedFileShape(t *testing.T) {
+	f, err := schema.ReadFile(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Machine.Cores < 1 || f.Machine.Kernel == "" || f.Config.Runs != 2 || len(f.Results) != 6 {
+		t.Fatalf("unexpected recorded file: machine %+v, %d results", f.Machine, len(f.Results))
+	}
+	for _, r := range f.Results {
+		if len(r.Runs) != 2 || r.Summary["pps"].N != 2 || r.Summary["pps"].Mean <= 0 {
+			t.Errorf("%s/%s %s: %d runs, pps %+v", r.Layout, r.Mode, r.Workload, len(r.Runs), r.Summary["pps"])
+		}
+		for _, run := range r.Runs {
+			if len(run.CPU) != f.Machine.Cores {
+				t.Errorf("%s/%s %s: %d CPUs in a run, machine has %d", r.Layout, r.Mode, r.Workload, len(run.CPU), f.Machine.Cores)
+			}
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	f, err := schema.ReadFile(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table1 bytes.Buffer
+	if err := WriteTable(&table1, f); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := schema.WriteFile(path, f); err != nil {
+		t.Fatal(err)
+	}
+	g, err := schema.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table2 bytes.Buffer
+	if err := WriteTable(&table2, g); err != nil {
+		t.Fatal(err)
+	}
+	if table1.String() != table2.String() {
+		t.Errorf("table changed across write and read:\n%s\nvs\n%s", table1.String(), table2.String())
+	}
+	path2 := filepath.Join(t.TempDir(), "r2.json")
+	if err := schema.WriteFile(path2, g); err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := os.ReadFile(path)
+	b2, _ := os.ReadFile(path2)
+	if !bytes.Equal(b1, b2) {
+		t.Error("JSON changed across read and write")
+	}
+	// Summaries recomputed from the runs equal the stored ones: the file
+	// holds everything needed to re-plot.
+	for _, r := range g.Results {
+		stored := r.Summary
+		r.Summarize()
+		for k, s := range stored {
+			if r.Summary[k] != s {
+				t.Errorf("%s/%s %s %s: stored %+v, recomputed %+v", r.Layout, r.Mode, r.Workload, k, s, r.Summary[k])
+			}
+		}
+	}
+}
+
+func TestReadFileRejects(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"garbage.json": "not json",
+		"other.json":   `{"foo": 1}`,
+		"future.json":  `{"format": 99, "results": []}`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := schema.ReadFile(p); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+	if _, err := schema.ReadFile(filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("missing file: no error")
+	}
+}
+
+func TestTableGolden(t *testing.T) {
+	f, err := schema.ReadFile(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 8 || !strings.HasPrefix(lines[0], "| layout | mode | workload |") {
+		t.Fatalf("not a table:\n%s", b.String())
+	}
+	for _, l := range lines[2:8] {
+		if strings.Count(l, "|") != strings.Count(lines[0], "|") {
+			t.Errorf("row has a different column count than the header: %q", l)
+		}
+	}
+	golden(t, "results.md", b.Bytes())
+}
+
+func TestSVGGolden(t *testing.T) {
+	f, err := schema.ReadFile(recorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, f); err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML with one bar per normalised result.
+	d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
+	bars := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
+			bars++
+		}
+	}
+	if bars != len(f.Results) {
+		t.Errorf("%d bars, want %d", bars, len(f.Results))
+	}
+	golden(t, "results.svg", b.Bytes())
+}
+
+func TestSummarizeAndNormalize(t *testing.T) {
+	run := func(pps float64, soft float64) schema.Run {
+		return schema.Run{WindowS: 2, PPS: pps, Gbps: pps / 1e6, CPU: map[int]procfs.CPUWindow{
+			0: {Usage: procfs.CPUUsage{Soft: soft, Idle: 100 - soft}, NetRX: 100},
+		}}
+	}
+	results := []schema.Result{
+		{Layout: "host", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []schema.Run{run(100, 10), run(110, 20), run(90, 30)}},
+		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 16, Flows: 1, Runs: []schema.Run{run(50, 40), run(50, 60)}},
+		{Layout: "docker", Mode: "vanilla", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []schema.Run{run(40, 40), run(60, 60)}},
+		{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 1400, Flows: 1, Runs: []schema.Run{run(80, 40), run(80, 60)}},
+		{Layout: "docker", Mode: "falcon", Workload: "tcp", Size: 1400, Flows: 1, Runs: []schema.Run{}},
+	}
+	for i := range results {
+		results[i].Summarize()
+	}
+	s := results[0].Summary
+	if s["pps"].Mean != 100 || s["pps"].N != 3 || s["cpu0_soft"].Mean != 20 || s["cpu0_net_rx"].Mean != 50 || s["cpu0_busy"].Mean != 20 {
+		t.Errorf("summary: pps %+v soft %+v net_rx %+v", s["pps"], s["cpu0_soft"], s["cpu0_net_rx"])
+	}
+	if want := 4.30265272991127 * 10 / math.Sqrt(3); math.Abs(s["pps"].CI95-want) > 1e-9 {
+		t.Errorf("ci95 %v, want %v", s["pps"].CI95, want)
+	}
+
+	schema.Normalize(results, "auto")
+	// The host is its own baseline: 1, with its relative interval.
+	if n := results[0].Normalized["pps"]; results[0].Baseline != "host/vanilla" || n.Mean != 1 || math.Abs(n.CI95-s["pps"].CI95/100) > 1e-12 {
+		t.Errorf("host normalised: %s %+v", results[0].Baseline, n)
+	}
+	if n := results[1].Normalized["pps"]; results[1].Baseline != "host/vanilla" || n.Mean != 0.5 {
+		t.Errorf("docker 16 B: %s %+v", results[1].Baseline, n)
+	}
+	// No host result at 1400 B: vanilla of the same layout.
+	if n := results[3].Normalized["pps"]; results[3].Baseline != "docker/vanilla" || n.Mean != 1.6 {
+		t.Errorf("falcon 1400 B: %s %+v", results[3].Baseline, n)
+	}
+	want := stats.Normalize(results[3].Summary["pps"], results[2].Summary["pps"])
+	if results[3].Normalized["pps"] != want {
+		t.Errorf("falcon 1400 B interval %+v, want %+v", results[3].Normalized["pps"], want)
+	}
+	if results[4].Baseline != "" || results[4].Normalized != nil {
+		t.Errorf("a case without runs or baseline got normalised: %+v", results[4])
+	}
+
+	schema.Normalize(results, "docker/vanilla")
+	if n := results[0].Normalized["pps"]; results[0].Baseline != "docker/vanilla" || n.Mean != 2 {
+		t.Errorf("host vs docker baseline: %s %+v", results[0].Baseline, n)
+	}
+}
+
+func TestParseNetDev(t *testing.T) {
+	b, err := os.ReadFile("testdata/netdev.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := parseNetDev(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(devs) != 4 || devs["v1"].RxPackets != 2 || devs["lo"].RxPackets != 6 || devs["vx0"] != (devCounters{}) {
+		t.Errorf("parsed %+v", devs)
+	}
+	if _, err := parseNetDev([]byte("garbage\n")); err == nil {
+		t.Error("garbage parsed")
+	}
+	if _, err := parseNetDev(append(b, "  x0: 1 2 3\n"...)); err == nil {
+		t.Error("short line parsed")
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, false, false, 2, 0)
+	p.Stage("case 1/1")
+	p.RunDone("first")
+	p.Note("a note")
+	p.RunDone("second")
+	p.Close()
+	if got, want := b.String(), "[1/2] first\na note\n[2/2] second\n"; got != want {
+		t.Errorf("log output %q, want %q", got, want)
+	}
+	b.Reset()
+	p = NewProgress(&b, true, false, 2, 0)
+	p.Stage("case 1/1 · run 1/2")
+	p.RunDone("first")
+	p.Close()
+	if s := b.String(); !strings.Contains(s, "\r\033[K[") || !strings.Contains(s, "1/2 runs") || !strings.HasSuffix(s, "\r\033[K") {
+		t.Errorf("terminal output %q", s)
+	}
+	b.Reset()
+	p = NewProgress(&b, true, true, 2, 0)
+	p.RunDone("first")
+	p.Close()
+	if b.Len() != 0 {
+		t.Errorf("quiet progress wrote %q", b.String())
+	}
+}
+
+// A window's falcon activity is the agent's accumulated state differenced
+// over the window, as shares of it; other modes have none.
+func TestFalconActivity(t *testing.T) {
+	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1}
+	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3}
+	got := falconActivity(before, after)
+	want := &schema.FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
+		t.Fatal("an agent without falcon's datapath has no falcon activity")
+	}
+	r := schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []schema.Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
+	r.Summarize()
+	var b strings.Builder
+	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
+	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 1 | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	// A file from before the tests begun were counted says it does not
+	// know them, not that there were none.
+	old := *want
+	old.Probes, old.Thin = nil, nil
+	r = schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []schema.Run{{PPS: 1, Falcon: &old}}}
+	r.Summarize()
+	b.Reset()
+	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
+	if !strings.Contains(b.String(), "| 5.0 | – | 1.0 | – |") {
+		t.Fatalf("table of an older file:\n%s", b.String())
+	}
+}
+
+// The machine's virtualization: systemd-detect-virt's word for the machine
+// where it ran (also "none", which it prints with exit status 1) and the
+// container it runs in, if any, else the CPU's hypervisor flag, as on the
+// lent 16-vCPU machine (its flags line, cut).
+func TestVirtualization(t *testing.T) {
+	flags := "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm"
+	for _, c := range []struct {
+		vm, container string
+		missing       bool
+		flags         string
+		want          string
+	}{
+		{"kvm\n", "none\n", false, flags, "kvm"},
+		{"kvm\n", "docker\n", false, flags, "kvm, in a docker container"},
+		{"none\n", "none\n", false, "fpu vme", "none"},
+		{"none\n", "docker\n", false, "fpu vme", "none, in a docker container"},
+		{"", "", true, flags, "vm (the CPU's hypervisor flag; no systemd-detect-virt)"},
+		{"", "", true, "fpu vme hypervisorx", "none seen (no hypervisor flag; no systemd-detect-virt)"},
+		{"", "", false, flags, ""},
+	} {
+		if got := virtualization(c.vm, c.container, c.missing, c.flags); got != c.want {
+			t.Errorf("virtualization(%q, %q, %v, …) = %q, want %q", c.vm, c.container, c.missing, got, c.want)
+		}
+	}
+}

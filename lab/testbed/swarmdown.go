@@ -1,0 +1,136 @@
+package testbed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// recordHostPaths notes which of hostPaths do not exist yet.
+func recordHostPaths(name string) error {
+	var made []string
+	for _, p := range hostPaths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			made = append(made, p)
+		}
+	}
+	return os.WriteFile(filepath.Join(daemonDir(name), "host-paths"), []byte(strings.Join(made, "\n")), 0o644)
+}
+
+// teardownSwarm undoes what the Docker daemons of testbed name made, from
+// the daemon directory alone: the containers are removed and the daemons
+// stopped (which unmounts their sandboxes and file systems); after a kill,
+// whatever still runs in the testbed's namespaces is killed and what is
+// still mounted under the directory unmounted. Then the containers'
+// cgroups, the load balancer's files and the empty host paths the daemons
+// made go.
+func teardownSwarm(name string) error {
+	dir := daemonDir(name)
+	bases, _ := filepath.Glob(filepath.Join(dir, "*", "dockerd.pid"))
+	if len(bases) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, p := range bases {
+		base := strings.TrimSuffix(p, ".pid")
+		host := filepath.Base(filepath.Dir(base))
+		if alive(base) {
+			if ids, err := dockerCLI(ctx, name, host, nil, "ps", "--all", "--quiet", "--filter", "label="+swarmLabel+"="+name); err == nil && len(ids) > 0 {
+				dockerCLI(ctx, name, host, nil, append([]string{"rm", "--force"}, strings.Fields(string(ids))...)...)
+			}
+		}
+		stopDaemon(base)
+	}
+	var errs []error
+	if nss, err := owned(name); err == nil {
+		for _, ns := range nss {
+			killIn(ns)
+		}
+	}
+	for _, p := range bases {
+		removeShimSockets(filepath.Join(filepath.Dir(p), "docker"))
+	}
+	errs = append(errs, unmountUnder(dir))
+	for _, p := range bases {
+		errs = append(errs, removeCgroup(cgroupParent(name, filepath.Base(filepath.Dir(p)))))
+	}
+	if id, err := os.ReadFile(filepath.Join(dir, "network")); err == nil && len(id) > 0 {
+		// The load balancer's sandbox files ignore the data root.
+		os.RemoveAll(filepath.Join("/var/lib/docker/network/files", "lb_"+strings.TrimSpace(string(id))))
+	}
+	if made, err := os.ReadFile(filepath.Join(dir, "host-paths")); err == nil {
+		ps := strings.Fields(string(made))
+		for i := len(ps) - 1; i >= 0; i-- { // deepest first
+			os.Remove(ps[i]) // only when empty: another daemon may use it now
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeShimSockets removes the sockets of the containers of the daemon
+// in dir that their shims, killed, left in containerd's fixed directory:
+// containerd 1.6 names each after the SHA-256 of its own socket's path,
+// the namespace (Docker's "moby") and the container's id.
+func removeShimSockets(dir string) {
+	ids, _ := os.ReadDir(filepath.Join(dir, "data", "containers"))
+	sock := filepath.Join(dir, "exec", "containerd", "containerd.sock")
+	for _, id := range ids {
+		sum := sha256.Sum256([]byte(filepath.Join(sock, "moby", id.Name())))
+		os.Remove(filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:])))
+	}
+}
+
+// unmountUnder detaches every mount below dir, deepest first.
+func unmountUnder(dir string) error {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var mps []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mps = append(mps, f[4])
+		}
+	}
+	var errs []error
+	for i := len(mps) - 1; i >= 0; i-- { // mountinfo lists parents first
+		if err := unmount(mps[i]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup removes cgroup name, and the containers' below it, from
+// every hierarchy (cgroup v1 controllers, the v2 tree).
+func removeCgroup(name string) error {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	roots = append(roots, "/sys/fs/cgroup")
+	var errs []error
+	for _, r := range roots {
+		top := filepath.Join(r, name)
+		if st, err := os.Stat(top); err != nil || !st.IsDir() {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

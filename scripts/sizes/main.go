@@ -1,0 +1,198 @@
+// Command sizes holds the Go code to the project's sizes: no hand-written
+// file over 500 lines, no function over 80 (generated files, such as
+// bpf2go's *_bpfel.go, are left out). The offenders of today are listed in
+// an allowlist, each with its size, that may only shrink: a new offender,
+// or a listed one that grew, fails; a listed one that shrank must have its
+// figure lowered, and one that is fixed must leave the list.
+//
+//	go run ./scripts/sizes            # check (make lint)
+//	go run ./scripts/sizes -report    # every offender, worst first
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+const (
+	maxFileLines = 500
+	maxFuncLines = 80
+)
+
+// offender is a file or a function over its size: "file PATH" or
+// "func PATH NAME" (NAME as Recv.Method for methods).
+type offender struct {
+	key   string
+	lines int
+}
+
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+func main() {
+	root := flag.String("root", ".", "the repository")
+	allow := flag.String("allow", "scripts/sizes/allow.txt", "the allowlist, relative to -root")
+	report := flag.Bool("report", false, "list every offender, worst first, and check nothing")
+	flag.Parse()
+	found, err := measure(*root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sizes:", err)
+		os.Exit(2)
+	}
+	if *report {
+		sort.SliceStable(found, func(i, j int) bool { return found[i].lines > found[j].lines })
+		for _, o := range found {
+			fmt.Printf("%5d  %s\n", o.lines, o.key)
+		}
+		return
+	}
+	listed, err := readAllow(filepath.Join(*root, *allow))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sizes:", err)
+		os.Exit(2)
+	}
+	problems := check(found, listed)
+	for _, p := range problems {
+		fmt.Fprintln(os.Stderr, p)
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(os.Stderr, "sizes: files up to %d lines, functions up to %d; %s lists today's offenders, which may only shrink\n",
+			maxFileLines, maxFuncLines, *allow)
+		os.Exit(1)
+	}
+	fmt.Printf("sizes: ok (%d offenders left in %s)\n", len(listed), *allow)
+}
+
+// check compares what was found with the allowlist.
+func check(found []offender, listed map[string]int) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, o := range found {
+		seen[o.key] = true
+		max, ok := listed[o.key]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: %d lines, over the limit", o.key, o.lines))
+		case o.lines > max:
+			out = append(out, fmt.Sprintf("%s: %d lines, grew past the %d the allowlist holds it to", o.key, o.lines, max))
+		case o.lines < max:
+			out = append(out, fmt.Sprintf("%s: %d lines, down from %d: lower the allowlist's figure to %d", o.key, o.lines, max, o.lines))
+		}
+	}
+	for k := range listed {
+		if !seen[k] {
+			out = append(out, fmt.Sprintf("%s: within the limit now (or gone): remove it from the allowlist", k))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// measure finds every offender among the repository's Go files.
+func measure(root string) ([]offender, error) {
+	var out []offender
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_bpfel.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		o, err := measureFile(path, filepath.ToSlash(rel))
+		out = append(out, o...)
+		return err
+	})
+	return out, err
+}
+
+func measureFile(path, rel string) ([]offender, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if generated.Match(src) {
+		return nil, nil
+	}
+	var out []offender
+	if n := strings.Count(string(src), "\n"); n > maxFileLines {
+		out = append(out, offender{"file " + rel, n})
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+		if n > maxFuncLines {
+			out = append(out, offender{"func " + rel + " " + funcName(fd), n})
+		}
+	}
+	return out, nil
+}
+
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	t := fd.Recv.List[0].Type
+	if s, ok := t.(*ast.StarExpr); ok {
+		t = s.X
+	}
+	switch x := t.(type) {
+	case *ast.IndexExpr:
+		t = x.X
+	case *ast.IndexListExpr:
+		t = x.X
+	}
+	if id, ok := t.(*ast.Ident); ok {
+		return id.Name + "." + fd.Name.Name
+	}
+	return fd.Name.Name
+}
+
+// readAllow reads the allowlist: "LINES file PATH" or "LINES func PATH
+// NAME" a line; # starts a comment.
+func readAllow(path string) (map[string]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for ln := 1; sc.Scan(); ln++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		n, key, ok := strings.Cut(line, " ")
+		lines, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s:%d: want LINES file PATH or LINES func PATH NAME", path, ln)
+		}
+		out[strings.TrimSpace(key)] = lines
+	}
+	return out, sc.Err()
+}
