@@ -12,6 +12,7 @@ build:
 # time so their traffic and CPU load do not disturb each other.
 test: build vet lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
+	scripts/fuzz.sh $(CI_FUZZTIME)
 
 # The root integration tests of datapath, agent and cmd inside Debian's own
 # kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
@@ -29,6 +30,10 @@ test-kernels:
 # programs have their own drill: FALCON_FUZZ_PACKETS=1000000 go test -run
 # TestFuzzDrill ./internal/datapath (root).
 FUZZTIME ?= 30s
+# make test fuzzes every target briefly too (CI runs it), as a smoke test of
+# the targets themselves; make fuzz is the longer search.
+CI_FUZZTIME ?= 2s
+
 fuzz:
 	scripts/fuzz.sh $(FUZZTIME)
 
