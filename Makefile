@@ -3,22 +3,28 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit demo bundle generate vet fmt clean test-kernels fuzz
+.PHONY: build test test-setup unit demo bundle generate vet fmt clean test-kernels fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
 
 # Integration tests need root (namespaces, BPF); they run one package at a
 # time so their traffic and CPU load do not disturb each other.
-test: build vet
+test: test-setup build vet
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
+
+# What the tests need beyond the demo's: the layouts' daemons (built once,
+# about 3 minutes, then cached outside the checkout), every workload's
+# tools, QEMU for the kernel guests. Nothing to do once it is all there.
+test-setup:
+	scripts/setup.sh --test
 
 # The root integration tests of datapath, agent and cmd inside Debian's own
 # kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
 # results/kernels-<series>.md. KERNELS="6.1 6.12" by default; the README's
 # test command (and CI) runs `make test test-kernels KERNELS=6.1`.
 KERNELS ?= 6.1 6.12
-test-kernels:
+test-kernels: test-setup
 	scripts/kernels/run.sh $(KERNELS)
 
 # Native Go fuzzing of the parsers of everything falcon reads (procfs, CPU
