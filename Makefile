@@ -3,23 +3,30 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test unit lint demo bundle generate vet fmt clean test-kernels fuzz
+.PHONY: build test test-setup unit lint demo bundle generate vet fmt clean test-kernels fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
 
 # Integration tests need root (namespaces, BPF); they run one package at a
 # time so their traffic and CPU load do not disturb each other.
-test: build vet lint
+test: test-setup build vet lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
 	scripts/fuzz.sh $(CI_FUZZTIME)
+
+# What the tests need beyond the demo's: the layouts' daemons (built once,
+# about 3 minutes, then cached outside the checkout), every workload's
+# tools, QEMU for the kernel guests. Nothing to do once it is all there;
+# as a user, nothing at all (the tests that need root skip).
+test-setup:
+	@if [ "$$(id -u)" -eq 0 ]; then scripts/setup.sh --test; else echo "test-setup: not root: nothing installed"; fi
 
 # The root integration tests of datapath, agent and cmd inside Debian's own
 # kernel packages, booted under QEMU (scripts/kernels/run.sh); summaries in
 # results/kernels-qemu/kernels-<series>.md. KERNELS="6.1 6.12" by default; the README's
 # test command (and CI) runs `make test test-kernels KERNELS=6.1`.
 KERNELS ?= 6.1 6.12
-test-kernels:
+test-kernels: test-setup
 	scripts/kernels/run.sh $(KERNELS)
 
 # Native Go fuzzing of the parsers of everything falcon reads (procfs, CPU

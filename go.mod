@@ -2,6 +2,8 @@ module github.com/falconnet/falcon
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/charmbracelet/bubbletea v1.3.10
 	github.com/charmbracelet/lipgloss v1.1.0

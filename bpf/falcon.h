@@ -222,7 +222,7 @@ struct mflow {
 	__u64 win_bytes;    /* bytes seen in it */
 	__u64 left;         /* packets left in the current micro-flow */
 	__u64 split;        /* packets sent in micro-flows */
-	__u32 elephant;     /* the last full window's rate reached the elephant rate */
+	__u32 elephant;     /* windows in a row at the elephant rate, up to MFLOW_ELEPHANT_WINDOWS */
 	__u32 idx;          /* the current micro-flow's index in the split set */
 };
 

@@ -19,6 +19,14 @@
  * worth would react too late; one packet's gap too early. */
 #define MFLOW_WINDOW_NS 10000000ULL
 
+/* A flow is an elephant after this many windows in a row at the elephant
+ * rate, and stops being one at the first window below it. One window at
+ * the rate can be a single burst, a paced sender catching up after a
+ * stall (a 2 Mbit/s flow's 100 ms in one 10 ms window crossed 20 Mbit/s),
+ * and the window after it is a mouse's again; a flow that keeps the rate
+ * for two is one the next window is likely to see at it too. */
+#define MFLOW_ELEPHANT_WINDOWS 2
+
 #define PROTO_TCP 6
 #define PROTO_UDP 17
 
@@ -38,7 +46,7 @@ static __always_inline int mflow_elephant(struct config *cfg, __u32 fh, __u32 pr
 	if (!mflow_proto(cfg, proto) || cfg->drain)
 		return 0;
 	mf = bpf_map_lookup_elem(&falcon_mflow, &fh);
-	return mf && mf->elephant;
+	return mf && mf->elephant >= MFLOW_ELEPHANT_WINDOWS;
 }
 
 struct rot_ctx {
@@ -76,8 +84,8 @@ static __always_inline __u32 next_batch_index(struct config *cfg, struct load *l
 }
 
 /* Counts a frame of len bytes to flow fh and returns its flow's entry when
- * the flow is an elephant now (NULL otherwise). The rate is that of the
- * last window, or, after a pause, of the time since the window began. */
+ * the flow is an elephant now (NULL otherwise). A window's rate is its
+ * bytes over its span: after a pause, the time since the window began. */
 static __always_inline struct mflow *mflow_track(struct config *cfg, __u32 fh, __u32 len, __u64 now)
 {
 	struct mflow *mf, nv = {};
@@ -86,7 +94,7 @@ static __always_inline struct mflow *mflow_track(struct config *cfg, __u32 fh, _
 	mf = bpf_map_lookup_elem(&falcon_mflow, &fh);
 	if (!mf) {
 		nv.win_start_ns = now;
-		nv.elephant = cfg->elephant_bytes == 0;
+		nv.elephant = cfg->elephant_bytes == 0 ? MFLOW_ELEPHANT_WINDOWS : 0;
 		nv.idx = hash32(fh); /* elephants start apart */
 		bpf_map_update_elem(&falcon_mflow, &fh, &nv, BPF_ANY);
 		mf = bpf_map_lookup_elem(&falcon_mflow, &fh);
@@ -96,12 +104,15 @@ static __always_inline struct mflow *mflow_track(struct config *cfg, __u32 fh, _
 	span = now - mf->win_start_ns;
 	if ((__s64)span >= (__s64)MFLOW_WINDOW_NS) {
 		/* bytes / span >= elephant_bytes / window, without dividing. */
-		mf->elephant = mf->win_bytes * MFLOW_WINDOW_NS >= (__u64)cfg->elephant_bytes * span;
+		if (mf->win_bytes * MFLOW_WINDOW_NS >= (__u64)cfg->elephant_bytes * span)
+			mf->elephant += mf->elephant < MFLOW_ELEPHANT_WINDOWS;
+		else
+			mf->elephant = 0;
 		mf->win_start_ns = now;
 		mf->win_bytes = 0;
 	}
 	mf->win_bytes += len;
-	return mf->elephant ? mf : 0;
+	return mf->elephant >= MFLOW_ELEPHANT_WINDOWS ? mf : 0;
 }
 
 /* The index in the split set of this frame's micro-flow: the current one

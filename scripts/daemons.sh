@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds the real daemons of the flannel-daemon testbed layout, once, from
-# the Go module proxy at pinned versions, into .cache/daemons/<pins digest>/:
+# the Go module proxy at pinned versions, into a cache outside the checkout
+# (FALCON_CACHE: /var/cache/falcon as root, else ~/.cache/falcon), so that
+# every clone on the machine shares the build: FALCON_CACHE/daemons/<pins
+# digest>/:
 #   bin/flanneld  github.com/flannel-io/flannel (the VXLAN backend's daemon)
 #   bin/etcd      go.etcd.io/etcd/server/v3 (flanneld's store)
 #   cni/bridge, cni/host-local  github.com/containernetworking/plugins
 #   cni/flannel   Flannel's CNI plugin (see FLANNEL_CNI below)
 # A build whose pins are already there is skipped, so running it again costs
-# nothing. falcon finds them through .cache/daemons/current (or
-# FALCON_DAEMONS_DIR). Usage: scripts/daemons.sh [--force]
+# nothing. falcon finds them through the checkout's .cache/daemons/current,
+# a link to that directory (or FALCON_DAEMONS_DIR). scripts/setup.sh
+# --daemons (and --test, which make test runs) runs this.
+# Usage: scripts/daemons.sh [--force]
 set -euo pipefail
 
 FLANNEL=v0.28.10
@@ -22,11 +27,16 @@ TENCENT_VPC=v1.3.75 TENCENT_COMMON=v1.3.211
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 pins="flannel=$FLANNEL etcd=$ETCD cni=$CNI_PLUGINS flannel-cni=$FLANNEL_CNI tencent=$TENCENT_VPC,$TENCENT_COMMON $(go env GOVERSION)"
-dir=$root/.cache/daemons/$(printf %s "$pins" | sha256sum | cut -c1-12)
+if [ -z "${FALCON_CACHE:-}" ]; then
+	FALCON_CACHE=/var/cache/falcon
+	[ "$(id -u)" -eq 0 ] || FALCON_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/falcon
+fi
+dir=$FALCON_CACHE/daemons/$(printf %s "$pins" | sha256sum | cut -c1-12)
 current=$root/.cache/daemons/current
+mkdir -p "$root/.cache/daemons"
 
 if [ "${1:-}" != --force ] && [ -f "$dir/ok" ]; then
-	ln -sfn "$(basename "$dir")" "$current"
+	ln -sfn "$dir" "$current"
 	echo "daemons: built ($pins) in $dir"
 	exit 0
 fi
@@ -72,5 +82,5 @@ GOBIN=$dir/cni "${build[@]}" install -ldflags "-s -w" \
 rm -rf "$dir/build"
 printf '%s\n' "$pins" >"$dir/pins"
 touch "$dir/ok"
-ln -sfn "$(basename "$dir")" "$current"
+ln -sfn "$dir" "$current"
 echo "daemons: built ($pins) in $dir in $(($(date +%s) - start)) s"

@@ -1,77 +1,112 @@
 #!/usr/bin/env bash
-# Installs what falcon's benchmark and tests need (memcached and memcaslap: the bench's
-# memcached workload; nginx and wrk: its web workload; tmux: falcon top's terminal
-# test; nftables, iptables and gcc: the flannel-daemon layout's flanneld; docker.io:
-# the docker-swarm layout's daemons; chromium: the headless browser falcon report
-# --html's page is checked in) on
-# Debian/Ubuntu, as root.
-# Safe to run again: it installs only what is missing.
+# Sets this machine up for falcon (Debian or Ubuntu, as root). Safe to run
+# again: it installs only what is missing and builds only what is not built.
+#   scripts/setup.sh            what `make demo` needs: Go 1.26, iproute2,
+#                               ethtool, iperf3, sockperf, util-linux, make
+#   scripts/setup.sh --bench    also every bench workload's tools: memcached
+#                               and memcaslap, nginx and wrk
+#   scripts/setup.sh --daemons  also the real daemons of two testbed layouts:
+#                               flannel-daemon's flanneld, etcd and CNI plugins
+#                               (built once, about 3 minutes: scripts/daemons.sh)
+#                               with nftables, iptables and gcc; docker-swarm's
+#                               docker.io
+#   scripts/setup.sh --test     everything `make test` and `make test-kernels`
+#                               need (they run it themselves): --bench,
+#                               --daemons, tmux (falcon top's test), chromium
+#                               (report --html's), the Kubernetes manifest
+#                               validator, QEMU, busybox and kmod (the kernel
+#                               guests)
+# Without Go 1.26 it installs Debian's Go and lets it fetch the toolchain
+# go.mod names through the module proxy (GOTOOLCHAIN=auto), or says what to
+# install.
 set -euo pipefail
 
+root=$(cd "$(dirname "$0")/.." && pwd)
+bench=0 daemons=0 test=0
+for a in "$@"; do
+	case $a in
+	--bench) bench=1 ;;
+	--daemons) daemons=1 ;;
+	--test) bench=1 daemons=1 test=1 ;;
+	-h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
+	esac
+done
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
-need=()
-for pair in iperf3:iperf3 sockperf:sockperf memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk ethtool:ethtool ip:iproute2 make:make taskset:util-linux python3:python3 ping:iputils-ping bridge:iproute2 tmux:tmux nft:nftables iptables:iptables gcc:gcc chromium:chromium dockerd:docker.io nsenter:util-linux; do
-	cmd=${pair%%:*} pkg=${pair#*:}
-	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
-done
-dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv)   # venv for the manifest validator
-# make test-kernels: QEMU, busybox for the guest's initramfs, kmod (depmod, modprobe), cpio.
+# command:package pairs, by what needs them.
+demo_pkgs="iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 bridge:iproute2 taskset:util-linux nsenter:util-linux make:make"
+bench_pkgs="memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk"
+daemon_pkgs="nft:nftables iptables:iptables gcc:gcc dockerd:docker.io"
+test_pkgs="python3:python3 ping:iputils-ping tmux:tmux chromium:chromium"
+# The kernel guests' (make test-kernels), without recommends: QEMU's pull in a desktop.
+kernel_pkgs="qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod cpio:cpio xz:xz-utils"
+
+missing() { # missing PAIR...: the packages of the commands not found
+	local pair cmd
+	for pair in "$@"; do
+		cmd=${pair%%:*}
+		PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || echo "${pair#*:}"
+	done | sort -u
+}
+pairs=$demo_pkgs
+[ $bench -eq 0 ] || pairs="$pairs $bench_pkgs"
+[ $daemons -eq 0 ] || pairs="$pairs $daemon_pkgs"
+[ $test -eq 0 ] || pairs="$pairs $test_pkgs"
+# shellcheck disable=SC2086
+mapfile -t need < <(missing $pairs)
+[ $test -eq 0 ] || dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv) # the manifest validator's venv
 kneed=()
-for pair in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod cpio:cpio xz:xz-utils; do
-	cmd=${pair%%:*} pkg=${pair#*:}
-	PATH=$PATH:/usr/sbin:/sbin command -v "$cmd" >/dev/null 2>&1 || kneed+=("$pkg")
-done
+# shellcheck disable=SC2086
+[ $test -eq 0 ] || mapfile -t kneed < <(missing $kernel_pkgs)
+
+updated=0
+apt_install() { # apt_install [apt-get install options] PACKAGE...
+	export DEBIAN_FRONTEND=noninteractive
+	if [ $updated -eq 0 ]; then
+		apt-get update -qq
+		updated=1
+	fi
+	apt-get install -y -qq "$@" >/dev/null
+}
+
+# A daemon the package starts where an init system runs serves nobody here:
+# the bench and the testbed start their own (memcached and nginx in the
+# testbed, docker-swarm's dockerd with its own roots; docker.io's would add
+# a docker0 bridge and iptables rules to the host's own namespace).
+stop_service() { # stop_service PACKAGE UNIT...
+	case " ${need[*]} " in *" $1 "*) ;; *) return 0 ;; esac
+	shift
+	if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q "$1" 2>/dev/null; then
+		systemctl disable --now -q "$@" 2>/dev/null || true
+	elif [ -x "/etc/init.d/$1" ] && "/etc/init.d/$1" status >/dev/null 2>&1; then
+		"/etc/init.d/$1" stop >/dev/null || true
+		update-rc.d "$1" disable >/dev/null 2>&1 || true
+	fi
+}
+
 if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]} ${kneed[*]}"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
 	# iperf3's package asks whether to start a daemon; the answer is no.
 	echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections 2>/dev/null || true
-	[ ${#need[@]} -eq 0 ] || apt-get install -y -qq "${need[@]}" >/dev/null
-	[ ${#kneed[@]} -eq 0 ] || apt-get install -y -qq --no-install-recommends "${kneed[@]}" >/dev/null
-	# memcached's package starts a daemon where an init system runs; the
-	# bench starts its own inside the testbed, and this one would serve
-	# nobody.
-	case " ${need[*]} " in *" memcached "*)
-		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q memcached 2>/dev/null; then
-			systemctl disable --now -q memcached || true
-		fi ;;
-	esac
-	# So does docker.io's (a docker0 bridge and iptables rules in the host's
-	# own namespace): the docker-swarm layout runs its own daemons, inside
-	# the testbed, with their own roots.
-	case " ${need[*]} " in *" docker.io "*)
-		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q docker 2>/dev/null; then
-			systemctl disable --now -q docker.socket docker containerd 2>/dev/null || true
-		elif [ -x /etc/init.d/docker ] && /etc/init.d/docker status >/dev/null 2>&1; then
-			/etc/init.d/docker stop >/dev/null || true
-			update-rc.d docker disable >/dev/null 2>&1 || true
-		fi ;;
-	esac
-	# So does nginx's, on port 80, with systemd or through its init script:
-	# the bench runs its own from a temp directory.
-	case " ${need[*]} " in *" nginx "*)
-		if command -v systemctl >/dev/null 2>&1 && systemctl is-active -q nginx 2>/dev/null; then
-			systemctl disable --now -q nginx || true
-		elif [ -x /etc/init.d/nginx ] && /etc/init.d/nginx status >/dev/null 2>&1; then
-			/etc/init.d/nginx stop >/dev/null || true
-			update-rc.d nginx disable >/dev/null 2>&1 || true
-		fi ;;
-	esac
+	[ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+	[ ${#kneed[@]} -eq 0 ] || apt_install --no-install-recommends "${kneed[@]}"
+	stop_service memcached memcached
+	stop_service docker.io docker docker.socket containerd
+	stop_service nginx nginx
 fi
 
-if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
-	export PATH=$PATH:/usr/local/go/bin
+# shellcheck source=lib/go.sh
+. "$root/scripts/lib/go.sh"
+ensure_go
+
+if [ $test -eq 1 ]; then
+	# Offline Kubernetes schema validator for deploy/kubernetes (kubernetes-validate in a venv).
+	"$root/deploy/kubernetes/validate.sh" --install
 fi
-command -v go >/dev/null 2>&1 || { echo "setup: Go 1.26 or newer is needed to build falcon (https://go.dev/doc/install)" >&2; exit 1; }
-
-# Offline Kubernetes schema validator for deploy/kubernetes (kubernetes-validate in a venv).
-"$(dirname "$0")/../deploy/kubernetes/validate.sh" --install
-
-# The flannel-daemon testbed layout's flanneld, etcd and CNI plugins, built
-# once from the Go module proxy at pinned versions into .cache/daemons.
-"$(dirname "$0")/daemons.sh"
+if [ $daemons -eq 1 ]; then
+	"$root/scripts/daemons.sh"
+fi
 
 # Tracepoints used by the tests live in tracefs.
 [ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -108,13 +108,13 @@ func TestReportHTML(t *testing.T) {
 }
 
 // TestReportHTMLChromium opens the page in a real browser, Debian's
-// chromium (scripts/setup.sh installs it), headless, and checks its
+// chromium (scripts/setup.sh --test installs it), headless, and checks its
 // screenshot: a PNG of the window's size with the charts' colours on it.
 // FALCON_REPORT_SCREENSHOT=PATH keeps the screenshot there.
 func TestReportHTMLChromium(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed (scripts/setup.sh installs it): no browser to render the page in")
+		t.Skip("chromium is not installed (scripts/setup.sh --test installs it): no browser to render the page in")
 	}
 	path := renderReportPage(t)
 	abs, err := filepath.Abs(path)

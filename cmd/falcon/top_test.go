@@ -38,7 +38,7 @@ func topOnce(t *testing.T, bin, ns string) {
 // reads the screen and quits it with q, then again with Ctrl-C.
 func topInTmux(t *testing.T, bin, ns string) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed (scripts/setup.sh installs it): falcon top's terminal view is untested")
+		t.Skip("tmux is not installed (scripts/setup.sh --test installs it): falcon top's terminal view is untested")
 	}
 	sock := fmt.Sprintf("falcon-test-%d", os.Getpid())
 	tmux := func(args ...string) (string, error) {

@@ -27,7 +27,7 @@ var install struct {
 // validator returns the path of validate.sh once the validator is installed
 // (validate.sh installs it on first use, tried once per test run). Only a
 // validator that cannot be installed skips the test, and not in CI, where
-// scripts/setup.sh installs it.
+// scripts/setup.sh --test installs it.
 func validator(t *testing.T) string {
 	t.Helper()
 	script, err := filepath.Abs("validate.sh")
@@ -40,7 +40,7 @@ func validator(t *testing.T) string {
 	var ee *exec.ExitError
 	if errors.As(install.err, &ee) && ee.ExitCode() == validatorMissing && os.Getenv("CI") == "" {
 		t.Skipf("Kubernetes schema validator not installed and cannot be installed here:\n%s"+
-			"run scripts/setup.sh (or %s --install) once with access to PyPI", install.out, script)
+			"run scripts/setup.sh --test (or %s --install) once with access to PyPI", install.out, script)
 	}
 	if install.err != nil {
 		t.Fatalf("%s --install: %v\n%s", script, install.err, install.out)

@@ -44,8 +44,8 @@ type Config struct {
 	SplitProto string
 	// MFLOW (bpf/mflow.h): Batch > 0 sends an elephant's packets to the
 	// split CPUs in turns of Batch packets; a flow is an elephant while
-	// it brings ElephantBps bit/s or more (0: every flow). UDP flows are
-	// split only with ReorderUDP.
+	// it brings ElephantBps bit/s or more, window after window (0: every
+	// flow). UDP flows are split only with ReorderUDP.
 	Batch       int
 	ElephantBps uint64
 	ReorderUDP  bool
@@ -57,6 +57,10 @@ const MaxBatch = 1 << 20
 // MflowWindow is bpf/mflow.h's MFLOW_WINDOW_NS: the elephant rate is
 // measured over windows this long.
 const MflowWindow = 10 * time.Millisecond
+
+// MflowElephantWindows is bpf/mflow.h's MFLOW_ELEPHANT_WINDOWS: a flow is
+// an elephant after this many windows in a row at the elephant rate.
+const MflowElephantWindows = 2
 
 // elephantBytes is the elephant rate as bytes per MflowWindow, rounded up
 // so that a rate never counts as more than it is.

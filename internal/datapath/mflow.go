@@ -7,8 +7,8 @@ import (
 )
 
 // MicroFlow is what the split hook knows of one flow in mode mflow
-// (bpf/mflow.h): whether its last rate window made it an elephant, and how
-// many of its packets went in micro-flows.
+// (bpf/mflow.h): whether its last rate windows made it an elephant, and
+// how many of its packets went in micro-flows.
 type MicroFlow struct {
 	Elephant bool
 	Split    uint64
@@ -30,5 +30,5 @@ func ReadMicroFlow(pinDir string, fh uint32) (m MicroFlow, ok bool, err error) {
 		}
 		return m, false, err
 	}
-	return MicroFlow{Elephant: v.Elephant != 0, Split: v.Split}, true, nil
+	return MicroFlow{Elephant: v.Elephant >= MflowElephantWindows, Split: v.Split}, true, nil
 }

@@ -79,9 +79,10 @@ func TestMflowTwinAgrees(t *testing.T) {
 }
 
 // TestMflowWhichFlows: only elephants of a split protocol go in micro-flows
-// (UDP only with ReorderUDP), a flow becomes one after a window at the
-// elephant rate, and the tc hooks then leave its packets inline (hash 0)
-// instead of choosing a CPU per flow.
+// (UDP only with ReorderUDP), a flow becomes one after two windows in a
+// row at the elephant rate (one is a burst), stops being one after a window
+// below it, and the tc hooks then leave its packets inline (hash 0) instead
+// of choosing a CPU per flow.
 func TestMflowWhichFlows(t *testing.T) {
 	cfg := mflowConfig()
 	cfg.ElephantBps = 8000 // 10 bytes a window: any packet after the first window
@@ -94,14 +95,23 @@ func TestMflowWhichFlows(t *testing.T) {
 	}
 	micro := func() uint64 { p, _ := h.microPackets(HookSplit); return p }
 
+	// nextWindow sends one packet of f after a window: a window at the
+	// elephant rate, whose bytes are that one packet.
+	nextWindow := func(f flowSpec) {
+		time.Sleep(MflowWindow + 2*time.Millisecond)
+		h.run(HookSplit, outer(f))
+	}
 	h.run(HookSplit, outer(tcp4))
 	if n := micro(); n != 0 {
 		t.Fatalf("a flow's first packet went in a micro-flow (%d): no window has measured its rate yet", n)
 	}
-	time.Sleep(MflowWindow + 2*time.Millisecond)
-	h.run(HookSplit, outer(tcp4))
+	nextWindow(tcp4)
+	if n := micro(); n != 0 {
+		t.Fatalf("after one window at the elephant rate: %d micro-flow packets, want none (it may be a burst)", n)
+	}
+	nextWindow(tcp4)
 	if n := micro(); n != 1 {
-		t.Fatalf("after a window at the elephant rate: %d micro-flow packets, want 1", n)
+		t.Fatalf("after two windows at the elephant rate: %d micro-flow packets, want 1", n)
 	}
 	// The tc hooks see an elephant: inline, no decision.
 	for _, role := range []HookRole{HookOnNIC, HookOnOverlay} {
@@ -118,19 +128,34 @@ func TestMflowWhichFlows(t *testing.T) {
 		}
 	}
 
+	// A pause: the window that ends with it (one packet in 30 windows'
+	// time) is below the rate, and one window at it after the pause is not
+	// enough to be an elephant again.
+	before := micro()
+	time.Sleep(30 * MflowWindow)
+	h.run(HookSplit, outer(tcp4))
+	nextWindow(tcp4)
+	if n := micro(); n != before {
+		t.Fatalf("after a pause and one window at the rate: %d micro-flow packets, want none", n-before)
+	}
+	nextWindow(tcp4)
+	if n := micro(); n != before+1 {
+		t.Fatalf("after a pause and two windows at the rate: %d micro-flow packets, want 1", n-before)
+	}
+
 	// UDP: only with ReorderUDP.
 	h.run(HookSplit, outer(udp4))
-	time.Sleep(MflowWindow + 2*time.Millisecond)
-	before := micro()
-	h.run(HookSplit, outer(udp4))
+	before = micro()
+	nextWindow(udp4)
+	nextWindow(udp4)
 	if n := micro(); n != before {
 		t.Errorf("a UDP elephant went in a micro-flow without ReorderUDP")
 	}
 	cfg.ReorderUDP = true
 	h.writeConfig(cfg)
 	h.run(HookSplit, outer(udp4)) // first seen now: no rate yet
-	time.Sleep(MflowWindow + 2*time.Millisecond)
-	h.run(HookSplit, outer(udp4))
+	nextWindow(udp4)
+	nextWindow(udp4)
 	if n := micro(); n != before+1 {
 		t.Errorf("with ReorderUDP: %d micro-flow packets, want %d", n, before+1)
 	}

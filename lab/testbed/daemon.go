@@ -31,7 +31,7 @@ import (
 
 // DaemonsEnv names a directory of built daemons (bin/flanneld, bin/etcd,
 // cni/bridge, cni/host-local, cni/flannel) to use instead of the one
-// scripts/setup.sh builds into the checkout's .cache/daemons/current.
+// scripts/setup.sh --daemons builds (the checkout's .cache/daemons/current).
 const DaemonsEnv = "FALCON_DAEMONS_DIR"
 
 var daemonFiles = []string{"bin/flanneld", "bin/etcd", "cni/flannel", "cni/bridge", "cni/host-local"}
@@ -106,7 +106,7 @@ func DaemonsDir() (string, error) {
 	if os.Getenv(DaemonsEnv) != "" {
 		where = DaemonsEnv + "=" + dirs[0]
 	}
-	return "", fmt.Errorf("layout flannel-daemon needs flanneld, etcd and the CNI plugins built in %s (%s missing): run scripts/setup.sh",
+	return "", fmt.Errorf("layout flannel-daemon needs flanneld, etcd and the CNI plugins built in %s (%s missing): run scripts/setup.sh --daemons (about 3 minutes, once)",
 		where, strings.Join(missingOr(missing, daemonFiles), ", "))
 }
 
@@ -125,7 +125,7 @@ func CheckDaemons() error {
 	}
 	for _, t := range daemonTools {
 		if _, err := exec.LookPath(t.cmd); err != nil {
-			return fmt.Errorf("layout flannel-daemon: flanneld runs %q, not found in PATH: install the %s package (scripts/setup.sh does)", t.cmd, t.pkg)
+			return fmt.Errorf("layout flannel-daemon: flanneld runs %q, not found in PATH: install the %s package (scripts/setup.sh --daemons does)", t.cmd, t.pkg)
 		}
 	}
 	return nil

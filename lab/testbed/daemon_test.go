@@ -29,7 +29,7 @@ func TestFlannelDaemon(t *testing.T) {
 	needDaemons(t, "flannel-daemon")
 	for _, tool := range []string{"ping", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed (scripts/setup.sh installs it): %v", tool, err)
+			t.Fatalf("%s is needed (scripts/setup.sh --test installs it): %v", tool, err)
 		}
 	}
 	rootRules := ruleset(t, "")

@@ -16,7 +16,7 @@ func TestLayoutsCarryTraffic(t *testing.T) {
 	needRoot(t)
 	for _, tool := range []string{"ping", "iperf3"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed (scripts/setup.sh installs it): %v", tool, err)
+			t.Fatalf("%s is needed (scripts/setup.sh --test installs it): %v", tool, err)
 		}
 	}
 	var specs []Spec

@@ -80,12 +80,12 @@ func CheckSwarm() error {
 			continue
 		}
 		if _, err := exec.LookPath(t.cmd); err != nil {
-			return fmt.Errorf("layout docker-swarm needs %q, not found in PATH: install the %s package (scripts/setup.sh does)", t.cmd, t.pkg)
+			return fmt.Errorf("layout docker-swarm needs %q, not found in PATH: install the %s package (scripts/setup.sh --daemons does)", t.cmd, t.pkg)
 		}
 	}
 	for _, t := range imageTools {
 		if _, err := exec.LookPath(t); err != nil {
-			return fmt.Errorf("layout docker-swarm puts %q into its image, not found in PATH (scripts/setup.sh installs it)", t)
+			return fmt.Errorf("layout docker-swarm puts %q into its image, not found in PATH (scripts/setup.sh --daemons installs it)", t)
 		}
 	}
 	return nil

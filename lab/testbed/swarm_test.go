@@ -30,7 +30,7 @@ func TestDockerSwarm(t *testing.T) {
 	needRoot(t)
 	needDaemons(t, "docker-swarm")
 	if _, err := exec.LookPath("nft"); err != nil {
-		t.Fatalf("nft is needed (scripts/setup.sh installs it): %v", err)
+		t.Fatalf("nft is needed (scripts/setup.sh --test installs it): %v", err)
 	}
 	rootRules := ruleset(t, "")
 	before := existing(append(hostPaths, "/etc/docker/key.json", os.Getenv("HOME")+"/.docker"))

@@ -11,10 +11,11 @@ cache=${2:-$(cd "$(dirname "$0")/../.." && pwd)/.cache/kernels}
 dir=$cache/$series
 [ -s "$dir/release" ] && [ -d "$dir/root/lib/modules/$(cat "$dir/release")" ] && exit 0
 
-# The mirror the machine's apt already uses (deb822 or one-line sources).
-mirror=$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)
-mirror=${mirror:-http://deb.debian.org/debian}
-mirror=${mirror%/}
+# The Debian mirror the machine's apt already uses; its proxy settings
+# (apt.conf.d) apply too, read before the options below.
+# shellcheck source=../lib/debian-mirror.sh
+. "$(dirname "$0")/../lib/debian-mirror.sh"
+mirror=$(debian_mirror) || { echo "fetch: no Debian mirror to fetch kernel $series from" >&2; exit 1; }
 
 case $series in
 6.1) suites="bookworm" ;;

@@ -88,7 +88,7 @@ fi
 
 [ "$(id -u)" -eq 0 ] || { echo "test-kernels: run as root" >&2; exit 1; }
 for c in qemu-system-x86_64 busybox depmod modprobe cpio; do
-	command -v $c >/dev/null || { echo "test-kernels: $c is missing (scripts/setup.sh installs it)" >&2; exit 1; }
+	command -v $c >/dev/null || { echo "test-kernels: $c is missing (scripts/setup.sh --test installs it)" >&2; exit 1; }
 done
 
 # Test binaries and the falcon binary, built once on the host.
