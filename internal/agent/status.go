@@ -160,16 +160,29 @@ func Status(opts Options) (*Report, error) {
 	}
 	totals := decisions(c.Decided, c.Passed)
 	r.Totals = &totals
+	r.Stages = stageReports(c, st.Devices)
+	r.Split = splitReport(st.Options, c)
+	if r.Load.Stale && r.Problem == "" {
+		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
+	}
+	// Stood down, falcon has no hook and is as ready as it means to be.
+	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.Stale
+	return r, nil
+}
+
+// stageReports are the hooks' stages, in packet order.
+func stageReports(c datapath.Counters, devs []discover.Device) []StageReport {
+	var out []StageReport
 	for _, s := range c.Stages {
 		sr := StageReport{
 			Device: s.Hook.Name, Netns: netns.Label(s.Hook.Netns), Role: s.Hook.Role,
-			Steers: steersWhat(s.Hook, st.Devices), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
+			Steers: steersWhat(s.Hook, devs), RanOn: s.RanOn, SteeredTo: s.SteeredTo,
 			Decisions: decisions(s.Decided, s.Passed), DecisionsPerCPU: map[int]Decisions{},
 		}
 		for cpu, d := range s.PerCPU {
 			sr.DecisionsPerCPU[cpu] = decisions(d, nil)
 		}
-		r.Stages = append(r.Stages, sr)
+		out = append(out, sr)
 	}
 	// In packet order: XDP on the NIC, the NIC's tc hook, the VXLAN devices'.
 	order := map[datapath.HookRole]int{datapath.HookSplit: 0, datapath.HookOnNIC: 1}
@@ -179,14 +192,8 @@ func Status(opts Options) (*Report, error) {
 		}
 		return 2
 	}
-	sort.SliceStable(r.Stages, func(i, j int) bool { return rank(r.Stages[i].Role) < rank(r.Stages[j].Role) })
-	r.Split = splitReport(st.Options, c)
-	if r.Load.Stale && r.Problem == "" {
-		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
-	}
-	// Stood down, falcon has no hook and is as ready as it means to be.
-	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.Stale
-	return r, nil
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i].Role) < rank(out[j].Role) })
+	return out
 }
 
 // loadReport is the load the datapath decides with, and how old it is.
