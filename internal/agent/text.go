@@ -276,7 +276,7 @@ func writeFast(w io.Writer, f *FastReport) {
 // writeStages shows each hook: where its stage ran and where it sent the next.
 func writeStages(w io.Writer, stages []StageReport) {
 	if len(stages) == 0 {
-	return
+		return
 	}
 	fmt.Fprintln(w, "\nstages (a hook sees one stage and picks the CPU of the next):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -292,7 +292,7 @@ func writeStages(w io.Writer, stages []StageReport) {
 // writeEngagement shows the engagement test's verdicts and the last one's figures.
 func writeEngagement(w io.Writer, e *Engagement) {
 	if e == nil {
-	return
+		return
 	}
 	verdict := "off the path"
 	if e.Steer {
