@@ -203,16 +203,13 @@ int fpath_poll(__u64 *ctx)
 	return 0;
 }
 
-/* Where the slow path has done all it does to a packet of the flow: the
- * flow's pending record if the packet may teach the cache, i.e. every
- * packet in flight was handed over under the current generation and the
- * slow path changed nothing but, at most, one hop of TTL. */
-static __always_inline struct fp_pending *teaches(void *pend, struct inner *in, struct fp_config *c, __u8 *ttl_dec)
+/* Where the slow path has done all it does to a packet of the flow, with
+ * its pending record p (some in flight): may the packet teach the cache?
+ * Only if every packet in flight was handed over under the current
+ * generation and the slow path changed nothing but, at most, one hop of
+ * TTL (*ttl_dec). */
+static __always_inline int teaches(struct fp_pending *p, struct inner *in, struct fp_config *c, __u8 *ttl_dec)
 {
-	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
-
-	if (!p || !p->inflight)
-		return 0;
 	if (p->gen != c->gen || c->gen == 0)
 		return 0;
 	if (p->varies || p->tos != in->tos || (__u8)(p->ttl - in->ttl) > 1) {
@@ -220,7 +217,7 @@ static __always_inline struct fp_pending *teaches(void *pend, struct inner *in, 
 		return 0;
 	}
 	*ttl_dec = p->ttl - in->ttl;
-	return p;
+	return 1;
 }
 
 /* Decrements the IPv4 TTL at off and fixes the header checksum. */
@@ -338,8 +335,8 @@ int fpath_veth_eg(struct __sk_buff *skb)
 		return PASS;
 	if (inner_ip4(skb, ETH_HLEN, &in))
 		return PASS;
-	p = teaches(&fp_pend_in, &in, c, &dec);
-	if (!p || (in.tcp_flags & TCP_CTRL))
+	p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
+	if (!p || !p->inflight || !teaches(p, &in, c, &dec) || (in.tcp_flags & TCP_CTRL))
 		return PASS;
 	if (bpf_skb_load_bytes(skb, 0, e.eth, sizeof(e.eth)))
 		return PASS;
@@ -458,12 +455,17 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	struct outer o;
 	struct inner in;
 	__u8 dec = 0;
+	int learn;
 
 	if (!c || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
 		return PASS;
-	p = teaches(&fp_pend_eg, &in, c, &dec);
-	arrived(&fp_pend_eg, &in.k);
-	if (!p || (in.tcp_flags & TCP_CTRL))
+	/* Nothing in flight: a fast packet, or one the guard gave up on. */
+	p = bpf_map_lookup_elem(&fp_pend_eg, &in.k);
+	if (!p || !p->inflight)
+		return PASS;
+	learn = teaches(p, &in, c, &dec) && !(in.tcp_flags & TCP_CTRL);
+	__sync_fetch_and_add(&p->inflight, -1);
+	if (!learn)
 		return PASS;
 	if (bpf_skb_load_bytes(skb, 0, e.hdr, sizeof(e.hdr)))
 		return PASS;
