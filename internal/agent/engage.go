@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The adaptive policy's engagement test. Moving a stage to another CPU
+// The adaptive policy's engagement test: the A/B test of delivered
+// traffic, for turns where the causes cannot be read (bycause.go decides
+// the others, and a turn it decides never reaches the test below). Moving a stage to another CPU
 // costs a backlog enqueue, an inter-processor interrupt and cold caches;
 // it pays only where the CPU it leaves is the bottleneck and the one it
 // reaches has room, and on some machines (few CPUs, a hypervisor's costly
@@ -62,11 +64,15 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 	var last time.Time
 	sp := spells{busy: time.Now(), roomy: time.Now()}
 	var again retest
+	var byCause causeLoop
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(engageWindow):
+		}
+		if decideByCause && m.byCause(h, &byCause, &again) {
+			continue
 		}
 		someBusy, room := m.busyAndRoom(h)
 		now := time.Now()

@@ -26,7 +26,8 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
-	activity         func() agent.Activity  // the mode's agent, if it has one
+	activity         func() agent.Activity // the mode's agent, if it has one
+	causes           func(uint64) []agent.CauseRecord
 	cost             *stagetrace.CostTracer // with --stage-cost
 	order            *stagetrace.Tracer     // with --order-check, over a TCP run
 }
@@ -454,6 +455,9 @@ func (e *env) window(ctx context.Context, t traffic) (Run, []any, error) {
 	}
 	run.BPF = bpfCosts(before.bpf, after.bpf)
 	run.Falcon = falconActivity(before.falcon, after.falcon)
+	if run.Falcon != nil && e.causes != nil {
+		run.Falcon.Causes.Trace = causesWithin(e.causes(before.falcon.Causes.Last.Seq), after.falcon.Causes.Last.Seq)
+	}
 	if e.cost != nil {
 		run.Stages = stageCosts(e.tb, after.cost.Sub(before.cost))
 	}

@@ -214,6 +214,32 @@ type FalconActivity struct {
 	// unknown, not none.
 	Probes *uint64 `json:"tests_begun,omitempty"`
 	Thin   *uint64 `json:"tests_thin,omitempty"`
+	// Causes: the decision by cause over the window, each turn's inputs
+	// and verdict with it (Trace), to replay offline (cause.Trace).
+	Causes *CauseActivity `json:"causes,omitempty"`
+}
+
+// CauseActivity is the decision by cause over a window: its turns by
+// verdict, its engagements begun, paying and failing, and every turn.
+type CauseActivity struct {
+	Engage     uint64              `json:"engage"`
+	Inline     uint64              `json:"inline"`
+	Unreadable uint64              `json:"unreadable"`
+	Begun      uint64              `json:"begun"`
+	Pays       uint64              `json:"pays"`
+	Fails      uint64              `json:"fails"`
+	Trace      []agent.CauseRecord `json:"trace,omitempty"`
+}
+
+// causesWithin: the turns up to seq (the window's end).
+func causesWithin(rs []agent.CauseRecord, seq uint64) []agent.CauseRecord {
+	var out []agent.CauseRecord
+	for _, r := range rs {
+		if r.Seq <= seq {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func falconActivity(before, after agent.Activity) *FalconActivity {
@@ -222,9 +248,12 @@ func falconActivity(before, after agent.Activity) *FalconActivity {
 		return nil // not falcon's datapath
 	}
 	pct := func(x time.Duration) float64 { return 100 * x.Seconds() / d.Loaded.Seconds() }
+	a, b := after.Causes, before.Causes
 	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
 		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
-		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin)}
+		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin),
+		Causes: &CauseActivity{Engage: a.Engage - b.Engage, Inline: a.Inline - b.Inline, Unreadable: a.Unreadable - b.Unreadable,
+			Begun: a.Begun - b.Begun, Pays: a.Pays - b.Pays, Fails: a.Fails - b.Fails}}
 }
 
 func ptr[T any](v T) *T { return &v }

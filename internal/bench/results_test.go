@@ -281,10 +281,13 @@ func TestProgressLines(t *testing.T) {
 // A window's falcon activity is the agent's accumulated state differenced
 // over the window, as shares of it; other modes have none.
 func TestFalconActivity(t *testing.T) {
-	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1}
-	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3}
+	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1,
+		Causes: agent.CauseCounts{Engage: 1, Inline: 10, Begun: 1}}
+	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3,
+		Causes: agent.CauseCounts{Engage: 4, Inline: 30, Unreadable: 2, Begun: 2, Pays: 1}}
 	got := falconActivity(before, after)
-	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
+	want := &FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2),
+		Causes: &CauseActivity{Engage: 3, Inline: 20, Unreadable: 2, Begun: 1, Pays: 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}

@@ -276,7 +276,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 			}
 			cs := tp.Cases[it.res]
 			res := &results[offsets[s.plan]+it.res]
-			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity,
+			e := &env{cfg: r.cfg, tb: tb, cs: cs, clients: clients, servers: servers, run: it.run, activity: su.Activity, causes: su.Causes,
 				cost: r.cost}
 			if res.Endpoints == nil {
 				res.Endpoints = e.describe()

@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/seqcheck"
+	"github.com/falconnet/falcon/internal/workload"
+)
+
+// TestNothingFreeNoTest: on 2 CPUs with the senders on CPU 0 (where the
+// NIC's stage runs) and the receivers on the other, no CPU is free of the
+// bottleneck, the applications and the NIC: the decision by cause reads
+// every cause, begins no engagement and stands falcon down, where the A/B
+// test switched the path to measure.
+func TestNothingFreeNoTest(t *testing.T) {
+	needTestbed(t)
+	if runtime.NumCPU() != 2 {
+		t.Skip("needs exactly 2 CPUs: with more, the receivers may run where a CPU is free")
+	}
+	if err := workload.CheckTools("taskset"); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tb := ibed(t, "cause", "docker", 2)
+	warm(t, tb)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	o.CPUs = []int{0, 1}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m := a.mode.(*falconMode)
+	sendCtx, stopSending := context.WithTimeout(ctx, 4*time.Second)
+	defer stopSending()
+	streamPairs(ctx, sendCtx, t, tb, 41350, seqcheck.SendOptions{Flows: 4, PktsPerFlow: 1 << 28, Size: 64}, 0)
+	c := a.Activity().Causes
+	t.Logf("turns: engage %d, inline %d, unreadable %d; begun %d; latest: %s", c.Engage, c.Inline, c.Unreadable, c.Begun, c.Last)
+	if p := m.probes.Load(); p != 0 || c.Begun != 0 {
+		t.Errorf("%d engagement tests begun (%d by cause), want none", p, c.Begun)
+	}
+	if c.Unreadable != 0 || c.Inline == 0 {
+		t.Errorf("%d turns could not read the causes, %d read them", c.Unreadable, c.Inline)
+	}
+	if !m.dp.Config().StoodDown {
+		t.Error("falcon still on the path")
+	}
+}
