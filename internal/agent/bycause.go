@@ -64,7 +64,7 @@ func (m *falconMode) byCause(h *Host, c *causeLoop, again *retest) bool {
 	} else if down && now.Sub(c.pressed) > standUpCalm {
 		again.calm() // a new busy spell is tested at once
 	}
-	rec := m.causes.add(CauseRecord{At: now, Window: w, Step: step})
+	rec := m.causes.add(c.machine.P, CauseRecord{At: now, Window: w, Step: step})
 	m.act(h, c, step, again, now)
 	m.explain(h, c, rec, now)
 	return !step.Fallback

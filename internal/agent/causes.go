@@ -48,13 +48,16 @@ type causeLog struct {
 type CauseCounts struct {
 	Engage, Inline, Unreadable uint64
 	Begun, Pays, Fails         uint64
+	// Params: the policy's settings the turns were decided with.
+	Params cause.Params
 	// Last: the latest turn (Seq 0 before the first).
 	Last CauseRecord
 }
 
-func (l *causeLog) add(r CauseRecord) CauseRecord {
+func (l *causeLog) add(p cause.Params, r CauseRecord) CauseRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.counts.Params = p
 	l.seq++
 	r.Seq = l.seq
 	c, s := &l.counts, r.Step

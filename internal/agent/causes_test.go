@@ -31,7 +31,7 @@ func TestCauseLog(t *testing.T) {
 		case 3:
 			s.Confirm = &cause.Confirmation{Outcome: cause.Fails}
 		}
-		l.add(CauseRecord{Step: s})
+		l.add(cause.Params{}, CauseRecord{Step: s})
 	}
 	c := l.snapshot()
 	if c.Engage+c.Inline+c.Unreadable != causeKeep+5 || c.Unreadable != 1 || c.Begun != 1 || c.Fails != 1 || c.Last.Seq != causeKeep+5 {

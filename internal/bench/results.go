@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
@@ -220,8 +221,10 @@ type FalconActivity struct {
 }
 
 // CauseActivity is the decision by cause over a window: its turns by
-// verdict, its engagements begun, paying and failing, and every turn.
+// verdict, its engagements begun, paying and failing, and every turn
+// with the policy's settings (CauseTraces replays them).
 type CauseActivity struct {
+	Params     cause.Params        `json:"params"`
 	Engage     uint64              `json:"engage"`
 	Inline     uint64              `json:"inline"`
 	Unreadable uint64              `json:"unreadable"`
@@ -252,7 +255,7 @@ func falconActivity(before, after agent.Activity) *FalconActivity {
 	return &FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
 		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
 		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin),
-		Causes: &CauseActivity{Engage: a.Engage - b.Engage, Inline: a.Inline - b.Inline, Unreadable: a.Unreadable - b.Unreadable,
+		Causes: &CauseActivity{Params: a.Params, Engage: a.Engage - b.Engage, Inline: a.Inline - b.Inline, Unreadable: a.Unreadable - b.Unreadable,
 			Begun: a.Begun - b.Begun, Pays: a.Pays - b.Pays, Fails: a.Fails - b.Fails}}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/stats"
@@ -337,5 +338,22 @@ func TestVirtualization(t *testing.T) {
 		if got := virtualization(c.vm, c.container, c.missing, c.flags); got != c.want {
 			t.Errorf("virtualization(%q, %q, %v, …) = %q, want %q", c.vm, c.container, c.missing, got, c.want)
 		}
+	}
+}
+
+// A run's decisions by cause become one replayable trace.
+func TestCauseTraces(t *testing.T) {
+	w := cause.Window{Ms: 150, Delivered: 10}
+	act := &FalconActivity{Causes: &CauseActivity{Params: cause.Params{Threshold: 85, Set: []int{0, 1}},
+		Trace: []agent.CauseRecord{{Seq: 1, Window: w}, {Seq: 2, Window: w}}}}
+	f := &File{Results: []Result{{Layout: "docker", Mode: "falcon:policy=paper", Workload: "udp-stress", Size: 16,
+		Runs: []Run{{}, {Falcon: act}}}}}
+	got := CauseTraces(f)
+	tr, ok := got["docker-falcon_policy_paper-udp-stress-16-run2.json"]
+	if len(got) != 1 || !ok || len(tr.Windows) != 2 || tr.Params.Threshold != 85 {
+		t.Fatalf("traces: %+v", got)
+	}
+	if s := tr.Replay(0); len(s) != 2 {
+		t.Errorf("replayed %d turns", len(s))
 	}
 }
