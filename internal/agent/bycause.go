@@ -12,7 +12,7 @@ type causeLoop struct {
 	reader  causeReader
 	machine cause.Machine
 	pressed time.Time // when the bottleneck was last saturated or dropping
-	engage  time.Time // when the verdict last said engage
+	engage  time.Time // when the agent started deciding by cause
 	// saidEngage, saidFallback: the last turn's verdict, to say a change.
 	saidEngage, saidFallback bool
 	saved                    time.Time // when the last turn went to the state file
@@ -40,18 +40,18 @@ func (m *falconMode) byCause(h *Host, c *causeLoop, again *retest) bool {
 	}
 	down := m.dp.Config().StoodDown
 	var step cause.Step
-	switch {
+	switch phase := c.machine.Phase(); {
 	case w.Unreadable != "":
-		step = cause.Step{Phase: c.machine.Phase(), Verdict: cause.Decide(w, c.machine.P), Fallback: true}
-	case c.machine.Phase() == cause.PhaseOff && !down:
+		// Off, the A/B test decides this turn; engaged or confirming, the
+		// turn is void (the A/B test must not switch under either).
+		step = cause.Step{Phase: phase, Verdict: cause.Decide(w, c.machine.P), Fallback: phase == cause.PhaseOff}
+	case phase == cause.PhaseOff && !down:
 		// On the path with nothing engaged (the start, or steering the
-		// A/B test engaged): the programs only cost, so off the path
-		// once there has been nothing to engage for engageIdle.
+		// A/B test engaged): the programs only cost, so off the path once
+		// there has been nothing to engage for engageIdle, or at once
+		// where there is: the windows to confirm against are stood down.
 		step = cause.Step{Phase: cause.PhaseOff, Verdict: cause.Decide(w, c.machine.P)}
-		if step.Verdict.Engage {
-			c.engage = now
-		}
-		if now.Sub(c.engage) > engageIdle {
+		if step.Verdict.Engage || now.Sub(c.engage) > engageIdle {
 			step.Action = cause.ActStandDown
 		}
 	default:
@@ -65,7 +65,9 @@ func (m *falconMode) byCause(h *Host, c *causeLoop, again *retest) bool {
 		again.calm() // a new busy spell is tested at once
 	}
 	rec := m.causes.add(c.machine.P, CauseRecord{At: now, Window: w, Step: step})
-	m.act(h, c, step, again, now)
+	if w.Unreadable == "" || step.Phase != cause.PhaseOff {
+		m.act(h, c, step, again, now)
+	}
 	m.explain(h, c, rec, now)
 	return !step.Fallback
 }

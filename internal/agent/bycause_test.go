@@ -3,9 +3,12 @@ package agent
 import (
 	"context"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cause"
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/seqcheck"
 	"github.com/falconnet/falcon/internal/workload"
 )
@@ -48,5 +51,41 @@ func TestNothingFreeNoTest(t *testing.T) {
 	}
 	if !m.dp.Config().StoodDown {
 		t.Error("falcon still on the path")
+	}
+}
+
+// TestCauseSwitches: an engagement by cause comes back on the path,
+// engaged, with the datapath's load masked to the targets; a failed
+// confirmation stands down, unmasked, and backs off.
+func TestCauseSwitches(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 2)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	// The paper policy runs no engagement loop: the test drives it.
+	o.CPUs, o.Policy = []int{0, 1}, datapath.PolicyPaper
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m, h := a.mode.(*falconMode), a.Host()
+	if !m.standDown(h, "test") {
+		t.Fatal("did not stand down with no traffic to drain")
+	}
+	var c causeLoop
+	var again retest
+	now := time.Now()
+	m.act(h, &c, cause.Step{Phase: cause.PhaseConfirming, Action: cause.ActBegin, Verdict: cause.Verdict{Targets: []int{1}}}, &again, now)
+	cfg := m.dp.Config()
+	if cfg.StoodDown || !cfg.Engaged || m.probes.Load() != 1 {
+		t.Fatalf("begun: stood down %v, engaged %v, tests begun %d", cfg.StoodDown, cfg.Engaged, m.probes.Load())
+	}
+	if tg := m.targets.Load(); tg == nil || !slices.Equal(*tg, []int{1}) {
+		t.Errorf("targets %v", tg)
+	}
+	fails := &cause.Confirmation{Outcome: cause.Fails, Why: "test"}
+	m.act(h, &c, cause.Step{Phase: cause.PhaseOff, Action: cause.ActStandDown, Confirm: fails}, &again, now)
+	if !m.dp.Config().StoodDown || m.targets.Load() != nil || m.tested.Load() != 1 || again.due(now.Add(engagePeriod-time.Second)) {
+		t.Errorf("failed: stood down %v, targets %v, verdicts %d, again at %s", m.dp.Config().StoodDown, m.targets.Load(), m.tested.Load(), again.at.Sub(now))
 	}
 }
