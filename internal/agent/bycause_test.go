@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -51,6 +53,18 @@ func TestNothingFreeNoTest(t *testing.T) {
 	}
 	if !m.dp.Config().StoodDown {
 		t.Error("falcon still on the path")
+	}
+	if path := os.Getenv("FALCON_CAUSE_TRACE"); path != "" {
+		// A recording for internal/cause's replay test.
+		tr := cause.Trace{About: "recorded on 2 vCPUs by TestNothingFreeNoTest: 4 UDP flows of 64 B at full rate, senders on CPU 0",
+			Params: c.Params}
+		for _, r := range a.CauseTrace(0) {
+			tr.Windows = append(tr.Windows, r.Window)
+		}
+		b, _ := json.MarshalIndent(tr, "", " ")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

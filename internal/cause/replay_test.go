@@ -27,7 +27,7 @@ var expects = map[string]expect{
 
 func TestReplay(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.json")
-	if len(files) < 3 {
+	if len(files) < 4 {
 		t.Fatalf("%d traces in testdata", len(files))
 	}
 	for _, f := range files {
