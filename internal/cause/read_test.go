@@ -3,8 +3,10 @@ package cause
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestProcessor(t *testing.T) {
@@ -64,5 +66,45 @@ func BenchmarkApps(b *testing.B) {
 		if _, err := a.CPUs([]string{""}); err != nil && os.Geteuid() == 0 {
 			b.Log(err)
 		}
+	}
+}
+
+// The live files parse: every online CPU, twice in a row.
+func TestReadLive(t *testing.T) {
+	var r Reader
+	if _, _, err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	c, ms, err := r.Read()
+	if err != nil || len(c) != runtime.NumCPU() || ms <= 0 {
+		t.Fatalf("%d CPUs over %.1f ms: %v (%d online)", len(c), ms, err, runtime.NumCPU())
+	}
+	for _, x := range c {
+		if x.Busy < 0 || x.Busy > 100 || x.Softirq > x.Busy+0.1 {
+			t.Errorf("cpu %d: %+v", x.ID, x)
+		}
+	}
+}
+
+// BenchmarkReceived is the cost of one turn's count of what a namespace's
+// sockets received (this process's own namespace).
+func BenchmarkReceived(b *testing.B) {
+	var r Received
+	for b.Loop() {
+		if _, _, err := r.Counts([]string{""}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestPair(t *testing.T) {
+	snmp := "Ip: Forwarding DefaultTTL\nIp: 1 64\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors\nUdp: 100 2 7 50 5\nUdpLite: InDatagrams\nUdpLite: 9\n"
+	u := pair([]byte(snmp), "Udp:")
+	if u["InDatagrams"] != 100 || u["InErrors"] != 7 || u["RcvbufErrors"] != 5 || len(u) != 5 {
+		t.Errorf("Udp: %v", u)
+	}
+	if pair([]byte(snmp), "Tcp:") != nil {
+		t.Error("a section that is not there")
 	}
 }
