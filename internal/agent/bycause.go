@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -22,9 +24,13 @@ type causeLoop struct {
 // switches (on 2 vCPUs the causes never engage, so never switch).
 var decideByCause = true
 
-// causeSave: how often a turn without an action goes to the state file
-// (falcon status --explain).
-const causeSave = time.Second
+// causeSave: how often a turn that neither acts nor turns the verdict
+// goes to the state file (falcon status --explain), which is written
+// whole each time; a turning verdict goes at most every causeSaveTurn.
+const (
+	causeSave     = 10 * time.Second
+	causeSaveTurn = time.Second
+)
 
 // byCause takes one turn of the engagement loop by cause; false where the
 // causes could not be read, and the caller decides by the A/B test.
@@ -112,19 +118,21 @@ func (m *falconMode) act(h *Host, c *causeLoop, step cause.Step, again *retest, 
 
 // explain says each decision: at Info when it acts or its verdict turns,
 // else at Debug; into the state file (falcon status --explain) at each
-// action and every causeSave.
+// action, at a turning verdict and every causeSave.
 func (m *falconMode) explain(h *Host, c *causeLoop, rec CauseRecord, now time.Time) {
 	s, w := rec.Step, rec.Window
-	say := h.Log().Debug
-	if s.Action != "" || (s.Confirm != nil && s.Confirm.Outcome != cause.Pending) ||
-		s.Verdict.Engage != c.saidEngage || s.Fallback != c.saidFallback {
-		say = h.Log().Info
+	level := slog.LevelDebug
+	turned := s.Verdict.Engage != c.saidEngage || s.Fallback != c.saidFallback
+	if s.Action != "" || (s.Confirm != nil && s.Confirm.Outcome != cause.Pending) || turned {
+		level = slog.LevelInfo
 	}
 	c.saidEngage, c.saidFallback = s.Verdict.Engage, s.Fallback
-	say("decision by cause", "verdict", rec.String(), "phase", s.Phase, "action", s.Action, "bottleneck", s.Verdict.Bottleneck,
-		"app_cpus", w.AppCPUs, "nic_cpus", w.NICCPUs, "targets", s.Verdict.Targets, "delivered", w.Delivered,
-		"sock_drops", w.SockDrops, "unreadable", w.Unreadable)
-	if s.Action == "" && now.Sub(c.saved) < causeSave {
+	if h.Log().Enabled(context.Background(), level) { // rec.String() is not free every turn
+		h.Log().Log(context.Background(), level, "decision by cause", "verdict", rec.String(), "phase", s.Phase, "action", s.Action, "bottleneck", s.Verdict.Bottleneck,
+			"app_cpus", w.AppCPUs, "nic_cpus", w.NICCPUs, "targets", s.Verdict.Targets, "delivered", w.Delivered,
+			"sock_drops", w.SockDrops, "unreadable", w.Unreadable)
+	}
+	if s.Action == "" && now.Sub(c.saved) < causeSave && !(turned && now.Sub(c.saved) >= causeSaveTurn) {
 		return
 	}
 	c.saved = now
