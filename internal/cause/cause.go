@@ -108,17 +108,27 @@ func Decide(w Window, p Params) Verdict {
 	return v
 }
 
-// bottleneck is the busiest CPU with packet work, a NIC CPU first on a tie.
+// bottleneck is where the flows' receive work starts and, with falcon
+// off the path, all of it runs: the busiest NIC CPU with packet work;
+// with none, the busiest CPU with packet work. A sender's CPU may carry
+// softirq time too (a veth's receive, TCP's ACKs) and be busier, but
+// relieving it is not what a stage moved off the NIC's CPU does.
 func bottleneck(w Window) *CPU {
-	var bn *CPU
+	var bn, nic *CPU
 	for i := range w.CPUs {
 		c := &w.CPUs[i]
 		if c.Softirq < minSoftirq && c.Dropped+c.Squeezed == 0 {
 			continue
 		}
-		if bn == nil || c.Busy > bn.Busy || (c.Busy == bn.Busy && slices.Contains(w.NICCPUs, c.ID)) {
+		if bn == nil || c.Busy > bn.Busy {
 			bn = c
 		}
+		if slices.Contains(w.NICCPUs, c.ID) && (nic == nil || c.Busy > nic.Busy) {
+			nic = c
+		}
+	}
+	if nic != nil {
+		return nic
 	}
 	return bn
 }

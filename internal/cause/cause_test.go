@@ -37,6 +37,8 @@ func TestDecide(t *testing.T) {
 			Window{CPUs: cpus([]float64{99, 40, 5, 5}, []float64{90, 5, 0, 0}), AppCPUs: []int{1}, NICCPUs: []int{0}}, []int{0, 1, 3}, true, 0, []int{3}},
 		{"the NIC on two CPUs, both excluded",
 			Window{CPUs: cpus([]float64{99, 90, 5, 5}, []float64{90, 80, 0, 0}), AppCPUs: []int{3}, NICCPUs: []int{0, 1}}, set4, true, 0, []int{2}},
+		{"a busier sender CPU with softirq work is not the bottleneck: the NIC's is",
+			Window{CPUs: cpus([]float64{100, 97, 5, 5}, []float64{30, 90, 0, 0}), AppCPUs: []int{3}, NICCPUs: []int{1}}, set4, true, 1, []int{2}},
 		{"busy without softirq is no bottleneck (a compiler)",
 			Window{CPUs: cpus([]float64{100, 5}, []float64{2, 0})}, set2, false, -1, nil},
 		{"unreadable: no ruling",
