@@ -64,6 +64,13 @@ func (a *Apps) list(nss []string) {
 	}
 	if a.unknown(inodes) {
 		a.owners = scanOwners()
+		for _, ino := range inodes {
+			if _, ok := a.owners[ino]; !ok {
+				// Held by no process (a kernel socket: a VXLAN device's
+				// in a host namespace): known now, not to scan for again.
+				a.owners[ino] = nil
+			}
+		}
 	}
 	for _, ino := range inodes {
 		for _, p := range a.owners[ino] {
