@@ -2,6 +2,7 @@ package cause
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"slices"
@@ -106,5 +107,23 @@ func TestPair(t *testing.T) {
 	}
 	if pair([]byte(snmp), "Tcp:") != nil {
 		t.Error("a section that is not there")
+	}
+}
+
+// The applications holding sockets are found: this process, by its own
+// UDP socket, on the CPUs its threads last ran on.
+func TestAppsFindsOwnSocket(t *testing.T) {
+	c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer c.Close()
+	var a Apps
+	cpus, err := a.CPUs([]string{""})
+	if err != nil || len(cpus) == 0 {
+		t.Fatalf("CPUs %v, %v", cpus, err)
+	}
+	if !slices.Contains(a.pids, os.Getpid()) {
+		t.Errorf("holders %v lack this process %d", a.pids, os.Getpid())
 	}
 }
