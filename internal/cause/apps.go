@@ -19,7 +19,7 @@ import (
 // hold a socket of the containers' namespaces (UDP sockets, and TCP ones
 // established), found by socket inode in /proc/*/fd, each task that ran
 // since the last look (its schedstat run time grew) at the CPU it last ran
-// on (/proc/PID/task/TID/stat field 39). Listing the sockets walks the
+// on (/proc/PID/task/TID/stat field 39), remembered for appMemory. Listing the sockets walks the
 // kernel's socket tables and mapping them to processes every process's
 // descriptors, so both run at most every rescanEvery; each turn reads only
 // the holders' tasks (BenchmarkApps).
@@ -29,7 +29,13 @@ type Apps struct {
 	listed time.Time
 	err    error          // the last listing's
 	ran    map[int]uint64 // TID -> run time ns at the last look
+	seen   map[int]time.Time
 }
+
+// appMemory: a CPU that ran a receiver stays the receiver's this long. A
+// receiver between two reads (or briefly blocked) runs on no CPU, and its
+// CPU must not pass for free then.
+const appMemory = 2 * time.Second
 
 const rescanEvery = 2 * time.Second
 
@@ -44,7 +50,23 @@ func (a *Apps) CPUs(nss []string) ([]int, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
-	return a.ranOn(a.pids), nil
+	now := time.Now()
+	if a.seen == nil {
+		a.seen = map[int]time.Time{}
+	}
+	for _, c := range a.ranOn(a.pids) {
+		a.seen[c] = now
+	}
+	out := []int{}
+	for c, at := range a.seen {
+		if now.Sub(at) <= appMemory {
+			out = append(out, c)
+		} else {
+			delete(a.seen, c)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // list finds the sockets' holders.

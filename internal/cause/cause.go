@@ -85,6 +85,12 @@ func Decide(w Window, p Params) Verdict {
 		return v
 	}
 	v.Readable = true
+	if w.Delivered < minDelivered {
+		// Nothing received to speak of: no flow to relieve (a receiver
+		// that did not run in the window would also pass for idle).
+		v.Why = fmt.Sprintf("%d packets received: no traffic to relieve", w.Delivered)
+		return v
+	}
 	bn := bottleneck(w)
 	if bn == nil {
 		v.Why = "no CPU does packet work (softirq under 10 %)"

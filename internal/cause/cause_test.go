@@ -43,8 +43,13 @@ func TestDecide(t *testing.T) {
 			Window{CPUs: cpus([]float64{100, 5}, []float64{2, 0})}, set2, false, -1, nil},
 		{"unreadable: no ruling",
 			Window{Unreadable: "no visible process holds the containers' sockets"}, set2, false, -1, nil},
+		{"no traffic: a receiver that did not run would pass for idle",
+			Window{CPUs: cpus([]float64{99, 40, 5, 5}, []float64{90, 5, 0, 0}), NICCPUs: []int{0}, Delivered: 50}, set4, false, -1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.w.Delivered == 0 {
+				tc.w.Delivered = 10000
+			}
 			v := Decide(tc.w, Params{Threshold: 85, Set: tc.set})
 			if v.Engage != tc.engage || v.Bottleneck != tc.bn || !slices.Equal(v.Targets, append([]int{}, tc.targets...)) {
 				t.Errorf("got engage %v bottleneck %d targets %v (%s); want %v %d %v", v.Engage, v.Bottleneck, v.Targets, v.Why, tc.engage, tc.bn, tc.targets)

@@ -4,8 +4,10 @@ import "slices"
 
 // Machine is the policy over time: the agent feeds it a window at every
 // turn of its loop and does what it says; a replay test feeds it recorded
-// windows. It begins an engagement only where Decide says so, with a
-// second of stood-down windows to compare against; confirms it (Confirm);
+// windows. It begins an engagement only where Decide has said so for a
+// second without a break (one window's gap, a receiver that did not run
+// in it, made its CPU look free on 2 vCPUs), with a second of stood-down
+// windows to compare against; confirms it (Confirm);
 // and, engaged, stands down once the bottleneck has been relieved of all
 // pressure, or every target lost, for idleMs.
 type Machine struct {
@@ -18,6 +20,9 @@ type Machine struct {
 	bn      int
 	engaged []Window
 	idle    float64
+	// streak: how long (ms) the verdict has said engage, with the same
+	// bottleneck, without a break; a begin needs confirmMin of it.
+	streak float64
 	// relief: the confirmed cost per packet with steering over that
 	// without (Confirmation's Cost / BaseCost).
 	relief float64
@@ -71,7 +76,15 @@ func (m *Machine) Feed(w Window, mayBegin bool) Step {
 	v := Decide(w, m.P)
 	s := Step{Phase: PhaseOff, Verdict: v, Fallback: !v.Readable}
 	m.base = keep(append(m.base, w), baseKeepMs)
-	if v.Engage && mayBegin && usableMs(m.base, v.Bottleneck) >= confirmMin {
+	if v.Engage && v.Bottleneck == m.bn {
+		m.streak += w.Ms
+	} else {
+		m.streak, m.bn = 0, v.Bottleneck
+		if v.Engage {
+			m.streak = w.Ms
+		}
+	}
+	if v.Engage && mayBegin && m.streak >= confirmMin && usableMs(m.base, v.Bottleneck) >= confirmMin {
 		m.phase, m.bn, m.engaged, m.idle = PhaseConfirming, v.Bottleneck, nil, 0
 		s.Phase, s.Action = PhaseConfirming, ActBegin
 	}
@@ -127,7 +140,7 @@ func (m *Machine) holding(w Window) Step {
 
 // Reset: back to stood down with no baseline (the windows before a switch
 // are no baseline for the next).
-func (m *Machine) Reset() { m.phase, m.base, m.engaged, m.idle = PhaseOff, nil, nil, 0 }
+func (m *Machine) Reset() { m.phase, m.base, m.engaged, m.idle, m.streak = PhaseOff, nil, nil, 0, 0 }
 
 func span(ws []Window) (ms float64) {
 	for _, w := range ws {

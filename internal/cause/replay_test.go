@@ -116,8 +116,8 @@ func TestWriteSynthetic(t *testing.T) {
 			60, flat(20000), 15000, 0.5),
 		"dearer-16cpu-synthetic.json": sim("synthetic: as relief, but steering makes each packet 20 % dearer on the NIC CPU",
 			60, flat(20000), 15000, 1.2),
-		"swing-16cpu-synthetic.json": sim("synthetic: offered 10k then 15k packets a window in turns (1.5x) against a capacity of 12k; steering changes nothing",
-			60, func(i int) uint64 { return []uint64{10000, 15000}[i%2] }, 12000, 1.0),
+		"swing-16cpu-synthetic.json": sim("synthetic: offered 14k then 9.3k packets a window (1.5x) in turns of 1.2 s against a capacity of 12k; steering changes nothing",
+			60, func(i int) uint64 { return []uint64{14000, 9300}[(i/8)%2] }, 12000, 1.0),
 	} {
 		b, _ := json.MarshalIndent(tr, "", " ")
 		if err := os.WriteFile(filepath.Join("testdata", file), b, 0o644); err != nil {
