@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/falconnet/falcon/lab/bench"
@@ -23,11 +25,13 @@ func init() {
 }
 
 func runReport(args []string) error {
-	fs := newFlagSet("report", "[--svg OUT.svg] [--html DIR] [--baseline LAYOUT/MODE|auto] FILE...")
+	fs := newFlagSet("report", "[--svg OUT.svg] [--html DIR] [--baseline LAYOUT/MODE|auto] [--traces DIR] FILE...")
 	svg := fs.String("svg", "", "also draw the normalised figures as a bar chart into `OUT.svg`")
 	html := fs.String("html", "", "also write one self-contained page into `DIR`/index.html: per FILE its machine and method, charts "+
 		"(SVG inline; the papers' ratios marked) and tables; nothing loaded from the network; takes several FILEs")
 	baseline := fs.String("baseline", "", "normalise against this instead of what the file records (LAYOUT/MODE or auto)")
+	traces := fs.String("traces", "", "also write each run's decisions by cause (the adaptive policy's inputs and verdicts) into `DIR`, "+
+		"one replayable trace a run (internal/cause's Trace JSON); takes one FILE")
 	// The file may come before or after the flags.
 	var files []string
 	for {
@@ -48,6 +52,8 @@ func runReport(args []string) error {
 		return usagef("want one results file (several with --html), got %d", len(files))
 	case len(files) > 1 && *svg != "":
 		return usagef("--svg draws one file's chart; for several files, --html")
+	case len(files) > 1 && *traces != "":
+		return usagef("--traces writes one file's traces")
 	}
 	if err := checkHTMLDir(*html); err != nil {
 		return err
@@ -66,9 +72,41 @@ func runReport(args []string) error {
 		}
 		sections = append(sections, sec)
 	}
+	if *traces != "" {
+		if err := writeTraces(*traces, files[0]); err != nil {
+			return err
+		}
+	}
 	if *html != "" {
 		return writeReportPage(*html, files, sections)
 	}
+	return nil
+}
+
+// writeTraces writes a results file's decisions by cause, a trace a run.
+func writeTraces(dir, name string) error {
+	f, err := schema.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	ts := bench.CauseTraces(f)
+	if len(ts) == 0 {
+		fmt.Fprintf(os.Stderr, "falcon report: %s recorded no decision by cause\n", name)
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for file, t := range ts {
+		b, err := json.MarshalIndent(t, "", " ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), b, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "falcon report: %d traces of decisions by cause in %s\n", len(ts), dir)
 	return nil
 }
 

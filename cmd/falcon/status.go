@@ -21,10 +21,11 @@ var statusOut io.Writer = os.Stdout
 var errNotReady = errors.New("not ready")
 
 func runStatus(args []string) error {
-	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready]")
+	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready] [--explain]")
 	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	ready := fs.Bool("ready", false, "exit 0 only if an agent runs, is attached and has fresh load data (a readiness probe)")
+	explain := fs.Bool("explain", false, "also say why falcon is on or off the path: the adaptive policy's latest decision by cause, its inputs and verdict, and the latest that acted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +43,9 @@ func runStatus(args []string) error {
 		}
 	} else if !*ready {
 		r.WriteText(statusOut)
+		if *explain {
+			r.WriteExplain(statusOut)
+		}
 	}
 	if !*ready {
 		return nil

@@ -22,6 +22,9 @@ type Activity struct {
 	// too little traffic.
 	Spent                            datapath.Spent
 	Tests, ForSteering, Probes, Thin uint64
+	// Causes: the turns decided by cause (bycause.go); Causes.Last.Seq
+	// is where Agent.CauseTrace continues from.
+	Causes CauseCounts
 }
 
 // sampling is a mode that feeds the datapath with load.
@@ -41,6 +44,7 @@ func (a *Agent) Activity() Activity {
 		}
 		act.Tests, act.ForSteering = m.tested.Load(), m.won.Load()
 		act.Probes, act.Thin = m.probes.Load(), m.thin.Load()
+		act.Causes = m.causes.snapshot()
 	}
 	h := a.host
 	h.mu.Lock()

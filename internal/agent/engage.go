@@ -12,7 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The adaptive policy's engagement test. Moving a stage to another CPU
+// The adaptive policy's engagement test: the A/B test of delivered
+// traffic, for turns where the causes cannot be read (bycause.go decides
+// the others, and a turn it decides never reaches the test below). Moving a stage to another CPU
 // costs a backlog enqueue, an inter-processor interrupt and cold caches;
 // it pays only where the CPU it leaves is the bottleneck and the one it
 // reaches has room, and on some machines (few CPUs, a hypervisor's costly
@@ -62,11 +64,15 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 	var last time.Time
 	sp := spells{busy: time.Now(), roomy: time.Now()}
 	var again retest
+	var byCause causeLoop
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(engageWindow):
+		}
+		if decideByCause && m.byCause(h, &byCause, &again) {
+			continue
 		}
 		someBusy, room := m.busyAndRoom(h)
 		now := time.Now()
@@ -116,13 +122,7 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 		default:
 			again.against(now)
 		}
-		if err := h.update(func(s *State) {
-			if s.Engagement != nil {
-				s.Engagement.Again = again.at
-			}
-		}); err != nil {
-			h.Log().Warn("engagement test: save when it tests again, for status", "err", err)
-		}
+		saveAgain(h, again.at)
 		switch {
 		case !ok:
 		case on && !was:
@@ -133,6 +133,17 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 					"test_again_in", again.wait.String())
 			}
 		}
+	}
+}
+
+// saveAgain records when the engagement test tests again, for status.
+func saveAgain(h *Host, at time.Time) {
+	if err := h.update(func(s *State) {
+		if s.Engagement != nil {
+			s.Engagement.Again = at
+		}
+	}); err != nil {
+		h.Log().Warn("engagement test: save when it tests again, for status", "err", err)
 	}
 }
 

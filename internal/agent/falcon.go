@@ -60,6 +60,10 @@ type falconMode struct {
 	loaded atomic.Pointer[datapath.Datapath]
 	// fast is the cached fast path, with the setting fastpath=true.
 	fast fastPath
+	// causes: the turns decided by cause (causes.go); targets: while
+	// engaged by cause, the only CPUs the datapath may steer to.
+	causes  causeLog
+	targets atomic.Pointer[[]int]
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -185,7 +189,11 @@ func (m *falconMode) startSampler(h *Host) (context.Context, error) {
 	first := make(chan struct{})
 	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, RealTime: true,
 		QuietBelow: quietBelow(h.Opts.Threshold), MaxInterval: maxSampleGap(h.Opts.Interval), Publish: func(smp loadavg.Sample) error {
-			if err := m.dp.SetLoad(smp.PerCPU, smp.Avg, smp.MonotonicNs); err != nil {
+			load := smp.PerCPU
+			if t := m.targets.Load(); t != nil {
+				load = maskLoad(load, *t)
+			}
+			if err := m.dp.SetLoad(load, smp.Avg, smp.MonotonicNs); err != nil {
 				return err
 			}
 			m.last.Store(&smp)

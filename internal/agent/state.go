@@ -58,6 +58,10 @@ type Engagement struct {
 	// Again: after a verdict against steering, when the same busy spell
 	// is tested again (engage.go's retest).
 	Again time.Time `json:"test_again,omitzero"`
+	// Cause: the latest turn decided by cause (bycause.go), its inputs and
+	// verdict; Decisions: the latest that acted or confirmed.
+	Cause     *CauseRecord  `json:"cause,omitempty"`
+	Decisions []CauseRecord `json:"decisions,omitempty"`
 }
 
 // Value is one sysfs or procfs value a mode set. Netns is the device's

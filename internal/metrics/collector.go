@@ -82,6 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			e.emit("falcon_agent_stand_downs_total", float64(sp.StandDowns))
 			e.emit("falcon_agent_engagement_tests_total", float64(act.ForSteering), "steer")
 			e.emit("falcon_agent_engagement_tests_total", float64(act.Tests-act.ForSteering), "off")
+			e.causes(act.Causes)
 		}
 	}
 	r, err := c.snapshot()
@@ -101,6 +102,25 @@ func (c *Collector) snapshot() (*agent.Report, error) {
 		c.at = time.Now()
 	}
 	return c.last, c.err
+}
+
+// causes: the decision by cause's turns, and the latest one's figures.
+func (e emitter) causes(c agent.CauseCounts) {
+	e.emit("falcon_cause_turns_total", float64(c.Engage), "engage")
+	e.emit("falcon_cause_turns_total", float64(c.Inline), "inline")
+	e.emit("falcon_cause_turns_total", float64(c.Unreadable), "unreadable")
+	e.emit("falcon_cause_engagements_total", float64(c.Begun), "begun")
+	e.emit("falcon_cause_engagements_total", float64(c.Pays), "pays")
+	e.emit("falcon_cause_engagements_total", float64(c.Fails), "fails")
+	if c.Last.Seq == 0 {
+		return
+	}
+	v := c.Last.Step.Verdict
+	e.emit("falcon_cause_bottleneck_cpu", float64(v.Bottleneck))
+	e.emit("falcon_cause_target_cpus", float64(len(v.Targets)))
+	if k := c.Last.Step.Confirm; k != nil && k.BaseCost > 0 {
+		e.emit("falcon_cause_cost_ratio", k.Cost/k.BaseCost)
+	}
 }
 
 // emitter writes one scrape's metrics.

@@ -21,7 +21,8 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
-	activity         func() agent.Activity  // the mode's agent, if it has one
+	activity         func() agent.Activity // the mode's agent, if it has one
+	causes           func(uint64) []agent.CauseRecord
 	cost             *stagetrace.CostTracer // with --stage-cost
 	order            *stagetrace.Tracer     // with --order-check, over a TCP run
 }

@@ -33,6 +33,9 @@ type SetUp struct {
 	// Activity, when set, reads what the mode's agent did so far; bench
 	// reads it around every window (Run.Falcon).
 	Activity func() agent.Activity
+	// Causes, when set, returns the agent's turns decided by cause after
+	// a sequence number (agent.CauseTrace), recorded per window.
+	Causes func(seq uint64) []agent.CauseRecord
 }
 
 // LayoutChecker is optionally implemented by a Mode that runs only on some
@@ -137,7 +140,7 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 		return SetUp{}, err
 	}
 	if !agent.BothWays(o) || tb.Layout == "host" {
-		return SetUp{Undo: a.Stop, Activity: a.Activity}, nil
+		return SetUp{Undo: a.Stop, Activity: a.Activity, Causes: a.CauseTrace}, nil
 	}
 	// The fast path's egress half runs on the sending host.
 	so := o
@@ -146,7 +149,7 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 	if err != nil {
 		return SetUp{}, errors.Join(err, a.Stop())
 	}
-	return SetUp{Undo: func() error { return errors.Join(s.Stop(), a.Stop()) }, Activity: a.Activity}, nil
+	return SetUp{Undo: func() error { return errors.Join(s.Stop(), a.Stop()) }, Activity: a.Activity, Causes: a.CauseTrace}, nil
 }
 
 func (m catalogueMode) Unsupported(layout string) string {

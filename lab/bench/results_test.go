@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/schema"
@@ -282,10 +283,13 @@ func TestProgressLines(t *testing.T) {
 // A window's falcon activity is the agent's accumulated state differenced
 // over the window, as shares of it; other modes have none.
 func TestFalconActivity(t *testing.T) {
-	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1}
-	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3}
+	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1,
+		Causes: agent.CauseCounts{Engage: 1, Inline: 10, Begun: 1}}
+	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3,
+		Causes: agent.CauseCounts{Engage: 4, Inline: 30, Unreadable: 2, Begun: 2, Pays: 1}}
 	got := falconActivity(before, after)
-	want := &schema.FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2)}
+	want := &schema.FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2),
+		Causes: &schema.CauseActivity{Engage: 3, Inline: 20, Unreadable: 2, Begun: 1, Pays: 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
@@ -335,5 +339,22 @@ func TestVirtualization(t *testing.T) {
 		if got := virtualization(c.vm, c.container, c.missing, c.flags); got != c.want {
 			t.Errorf("virtualization(%q, %q, %v, …) = %q, want %q", c.vm, c.container, c.missing, got, c.want)
 		}
+	}
+}
+
+// A run's decisions by cause become one replayable trace.
+func TestCauseTraces(t *testing.T) {
+	w := cause.Window{Ms: 150, Delivered: 10}
+	act := &schema.FalconActivity{Causes: &schema.CauseActivity{Params: cause.Params{Threshold: 85, Set: []int{0, 1}},
+		Trace: []agent.CauseRecord{{Seq: 1, Window: w}, {Seq: 2, Window: w}}}}
+	f := &schema.File{Results: []schema.Result{{Layout: "docker", Mode: "falcon:policy=paper", Workload: "udp-stress", Size: 16,
+		Runs: []schema.Run{{}, {Falcon: act}}}}}
+	got := CauseTraces(f)
+	tr, ok := got["docker-falcon_policy_paper-udp-stress-16-run2.json"]
+	if len(got) != 1 || !ok || len(tr.Windows) != 2 || tr.Params.Threshold != 85 {
+		t.Fatalf("traces: %+v", got)
+	}
+	if s := tr.Replay(0); len(s) != 2 {
+		t.Errorf("replayed %d turns", len(s))
 	}
 }

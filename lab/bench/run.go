@@ -323,7 +323,7 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
 	cs := g.plans[plan].Cases[it.res]
 	res := &g.results[g.offsets[plan]+it.res]
-	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, activity: su.Activity,
+	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, activity: su.Activity, causes: su.Causes,
 		cost: g.cost}
 	if res.Endpoints == nil {
 		res.Endpoints = e.describe()

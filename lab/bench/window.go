@@ -157,6 +157,9 @@ func (e *env) windowRun(before, after sample) schema.Run {
 	}
 	run.BPF = bpfCosts(before.bpf, after.bpf)
 	run.Falcon = falconActivity(before.falcon, after.falcon)
+	if run.Falcon != nil && e.causes != nil {
+		run.Falcon.Causes.Trace = causesWithin(e.causes(before.falcon.Causes.Last.Seq), after.falcon.Causes.Last.Seq)
+	}
 	if e.cost != nil {
 		run.Stages = stageCosts(e.tb, after.cost.Sub(before.cost))
 	}

@@ -20,7 +20,12 @@
 # p4-policy (kernel sender, 64 B and 1400 B, 5 rounds with stage costs:
 # falcon's adaptive policy against the paper's, which never stands down),
 # p5-tools (sockperf UDP stress 16 B and iperf3 TCP, the same modes) and
-# p6-flows (8 UDP flows and ping-pong, the same modes).
+# p6-flows (8 UDP flows and ping-pong, the same modes). The adaptive
+# policy decides by cause (docs/policy.md); each part's results.json
+# records every turn's inputs and verdict per window (falcon.causes), and
+# the part's folder gets them as replayable traces too (traces/, one a run:
+# falcon report --traces), so that the decisions on this machine can be
+# replayed offline against the decision code.
 set -u
 bundle=$1
 out=$2
@@ -69,6 +74,8 @@ part() {
 	(cd "$out" && timeout -k 25 -s TERM "$want" "$b/run.sh" --out "$name" "$@") >"$out/$name.console" 2>&1
 	echo "== $name: exit $? after $((SECONDS - start)) s"
 	tail -5 "$out/$name.console"
+	[ ! -s "$out/$name/results.json" ] ||
+		"$b/falcon" report --traces "$out/$name/traces" "$out/$name/results.json" >/dev/null 2>>"$out/$name.console"
 	[ ! -d "$out/$name" ] || { tar czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "${out:?}/$name"; }
 }
 

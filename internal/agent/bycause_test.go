@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/falconnet/falcon/internal/cause"
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/lab/seqcheck"
+	"github.com/falconnet/falcon/lab/workload"
+)
+
+// TestNothingFreeNoTest: on 2 CPUs with the senders on CPU 0 (where the
+// NIC's stage runs) and the receivers on the other, no CPU is free of the
+// bottleneck, the applications and the NIC: the decision by cause reads
+// every cause, begins no engagement and stands falcon down, where the A/B
+// test switched the path to measure.
+func TestNothingFreeNoTest(t *testing.T) {
+	needTestbed(t)
+	if runtime.NumCPU() != 2 {
+		t.Skip("needs exactly 2 CPUs: with more, the receivers may run where a CPU is free")
+	}
+	if err := workload.CheckTools("taskset"); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tb := ibed(t, "cause", "docker", 2)
+	warm(t, tb)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	o.CPUs = []int{0, 1}
+	a, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m := a.mode.(*falconMode)
+	sendCtx, stopSending := context.WithTimeout(ctx, 4*time.Second)
+	defer stopSending()
+	streamPairs(ctx, sendCtx, t, tb, 41350, seqcheck.SendOptions{Flows: 4, PktsPerFlow: 1 << 28, Size: 64}, 0)
+	c := a.Activity().Causes
+	t.Logf("turns: engage %d, inline %d, unreadable %d; begun %d; latest: %s", c.Engage, c.Inline, c.Unreadable, c.Begun, c.Last)
+	if p := m.probes.Load(); p != 0 || c.Begun != 0 {
+		t.Errorf("%d engagement tests begun (%d by cause), want none", p, c.Begun)
+	}
+	if c.Unreadable != 0 || c.Inline == 0 {
+		t.Errorf("%d turns could not read the causes, %d read them", c.Unreadable, c.Inline)
+	}
+	if !m.dp.Config().StoodDown {
+		t.Error("falcon still on the path")
+	}
+	if path := os.Getenv("FALCON_CAUSE_TRACE"); path != "" {
+		// A recording for internal/cause's replay test.
+		tr := cause.Trace{About: "recorded on 2 vCPUs by TestNothingFreeNoTest: 4 UDP flows of 64 B at full rate, senders on CPU 0",
+			Params: c.Params}
+		for _, r := range a.CauseTrace(0) {
+			tr.Windows = append(tr.Windows, r.Window)
+		}
+		b, _ := json.MarshalIndent(tr, "", " ")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCauseSwitches: an engagement by cause comes back on the path,
+// engaged, with the datapath's load masked to the targets; a failed
+// confirmation stands down, unmasked, and backs off.
+func TestCauseSwitches(t *testing.T) {
+	needRoot(t)
+	tb := bed(t, "docker", 2)
+	o := testOptions(t, tb.Hosts[1].Netns)
+	// The paper policy runs no engagement loop: the test drives it.
+	o.CPUs, o.Policy = []int{0, 1}, datapath.PolicyPaper
+	a, err := Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	m, h := a.mode.(*falconMode), a.Host()
+	if !m.standDown(h, "test") {
+		t.Fatal("did not stand down with no traffic to drain")
+	}
+	var c causeLoop
+	var again retest
+	now := time.Now()
+	m.act(h, &c, cause.Step{Phase: cause.PhaseConfirming, Action: cause.ActBegin, Verdict: cause.Verdict{Targets: []int{1}}}, &again, now)
+	cfg := m.dp.Config()
+	if cfg.StoodDown || !cfg.Engaged || m.probes.Load() != 1 {
+		t.Fatalf("begun: stood down %v, engaged %v, tests begun %d", cfg.StoodDown, cfg.Engaged, m.probes.Load())
+	}
+	if tg := m.targets.Load(); tg == nil || !slices.Equal(*tg, []int{1}) {
+		t.Errorf("targets %v", tg)
+	}
+	fails := &cause.Confirmation{Outcome: cause.Fails, Why: "test"}
+	m.act(h, &c, cause.Step{Phase: cause.PhaseOff, Action: cause.ActStandDown, Confirm: fails}, &again, now)
+	if !m.dp.Config().StoodDown || m.targets.Load() != nil || m.tested.Load() != 1 || again.due(now.Add(engagePeriod-time.Second)) {
+		t.Errorf("failed: stood down %v, targets %v, verdicts %d, again at %s", m.dp.Config().StoodDown, m.targets.Load(), m.tested.Load(), again.at.Sub(now))
+	}
+}

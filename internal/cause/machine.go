@@ -1,0 +1,167 @@
+package cause
+
+import "slices"
+
+// Machine is the policy over time: the agent feeds it a window at every
+// turn of its loop and does what it says; a replay test feeds it recorded
+// windows. It begins an engagement only where Decide has said so for a
+// second without a break (one window's gap, a receiver that did not run
+// in it, made its CPU look free on 2 vCPUs), with a second of stood-down
+// windows to compare against; confirms it (Confirm);
+// and, engaged, stands down once the bottleneck has been relieved of all
+// pressure, or every target lost, for idleMs.
+type Machine struct {
+	P Params
+	// state: phase, the stood-down windows kept as the baseline, the
+	// engagement's bottleneck and windows, and how long it has had
+	// nothing to do.
+	phase   string
+	base    []Window
+	bn      int
+	engaged []Window
+	idle    float64
+	// streak: how long (ms) the verdict has said engage, with the same
+	// bottleneck, without a break; a begin needs confirmMin of it.
+	streak float64
+	// relief: the confirmed cost per packet with steering over that
+	// without (Confirmation's Cost / BaseCost).
+	relief float64
+}
+
+// Phases and actions.
+const (
+	PhaseOff        = "off" // stood down (or inline): nothing moved
+	PhaseConfirming = "confirming"
+	PhaseEngaged    = "engaged"
+
+	ActBegin     = "engage"     // come back on the path and steer to Targets
+	ActStandDown = "stand_down" // off the path, every flow inline
+)
+
+const (
+	baseKeepMs = 1500.0
+	idleMs     = 1000.0
+)
+
+// Step is one turn: the window's verdict, the confirmation while one
+// runs, and what to do.
+type Step struct {
+	Phase   string        `json:"phase"` // after the step
+	Verdict Verdict       `json:"verdict"`
+	Confirm *Confirmation `json:"confirm,omitempty"`
+	Action  string        `json:"action,omitempty"`
+	// Fallback: the causes could not be read; the caller decides by the
+	// A/B test instead.
+	Fallback bool `json:"fallback,omitempty"`
+}
+
+// Phase is the machine's phase.
+func (m *Machine) Phase() string {
+	if m.phase == "" {
+		return PhaseOff
+	}
+	return m.phase
+}
+
+// Feed takes one window; mayBegin says whether the caller's back-off
+// allows a new engagement now. The caller reports a switch it could not
+// make with Reset.
+func (m *Machine) Feed(w Window, mayBegin bool) Step {
+	switch m.Phase() {
+	case PhaseConfirming:
+		return m.confirming(w)
+	case PhaseEngaged:
+		return m.holding(w)
+	}
+	v := Decide(w, m.P)
+	s := Step{Phase: PhaseOff, Verdict: v, Fallback: !v.Readable}
+	m.base = keep(append(m.base, w), baseKeepMs)
+	if v.Engage && v.Bottleneck == m.bn {
+		m.streak += w.Ms
+	} else {
+		m.streak, m.bn = 0, v.Bottleneck
+		if v.Engage {
+			m.streak = w.Ms
+		}
+	}
+	if v.Engage && mayBegin && m.streak >= confirmMin && usableMs(m.base, v.Bottleneck) >= confirmMin {
+		m.phase, m.bn, m.engaged, m.idle = PhaseConfirming, v.Bottleneck, nil, 0
+		s.Phase, s.Action = PhaseConfirming, ActBegin
+	}
+	return s
+}
+
+func (m *Machine) confirming(w Window) Step {
+	v := Decide(w, m.P)
+	s := Step{Phase: PhaseConfirming, Verdict: v}
+	if len(m.engaged) == 0 {
+		// The switch's own window: neither state's.
+		m.engaged = append(m.engaged, Window{})
+		return s
+	}
+	m.engaged = append(m.engaged, w)
+	c := Confirm(m.bn, m.P.Threshold, m.base, m.engaged[1:])
+	s.Confirm = &c
+	switch c.Outcome {
+	case Pays:
+		m.phase, s.Phase = PhaseEngaged, PhaseEngaged
+		m.relief = min(max(c.Cost/c.BaseCost, 0.1), 1)
+	case Fails:
+		m.Reset()
+		s.Phase, s.Action = PhaseOff, ActStandDown
+	}
+	return s
+}
+
+// holding: engaged, stand down after idleMs with no target, or with the
+// bottleneck neither dropping nor pressed: relieving it is the point, so
+// it counts as pressed while its busy time without steering (its busy
+// time over the confirmed relief) would reach the threshold.
+func (m *Machine) holding(w Window) Step {
+	w.CPUs = slices.Clone(w.CPUs)
+	for i := range w.CPUs {
+		if w.CPUs[i].ID == m.bn {
+			w.CPUs[i].Busy = min(100, w.CPUs[i].Busy/m.relief)
+		}
+	}
+	v := Decide(w, m.P)
+	s := Step{Phase: PhaseEngaged, Verdict: v}
+	if v.Readable && v.Engage {
+		m.idle = 0
+		return s
+	}
+	m.idle += w.Ms
+	if m.idle >= idleMs {
+		m.Reset()
+		s.Phase, s.Action = PhaseOff, ActStandDown
+	}
+	return s
+}
+
+// Reset: back to stood down with no baseline (the windows before a switch
+// are no baseline for the next).
+func (m *Machine) Reset() { m.phase, m.base, m.engaged, m.idle, m.streak = PhaseOff, nil, nil, 0, 0 }
+
+func span(ws []Window) (ms float64) {
+	for _, w := range ws {
+		ms += w.Ms
+	}
+	return ms
+}
+
+func usableMs(ws []Window, bn int) (ms float64) {
+	for _, w := range ws {
+		if _, ok := judge(w, bn); ok {
+			ms += w.Ms
+		}
+	}
+	return ms
+}
+
+// keep drops the oldest windows beyond limit ms.
+func keep(ws []Window, limit float64) []Window {
+	for len(ws) > 1 && span(ws[1:]) >= limit {
+		ws = ws[1:]
+	}
+	return ws
+}

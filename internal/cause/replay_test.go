@@ -1,0 +1,127 @@
+package cause
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "write the synthetic traces in testdata")
+
+// expect is what a trace's replay must do; by file name prefix.
+type expect struct {
+	engagements, standDowns int
+	engagedAtEnd            bool
+}
+
+var expects = map[string]expect{
+	"relief-":  {1, 0, true},  // saturated NIC CPU, idle CPUs free: engage and stay
+	"dearer-":  {1, 1, false}, // steering raises the cost per packet: stand down
+	"swing-":   {1, 1, false}, // the offered load swings 1.5x, nothing gained: stand down
+	"2cpu-vm-": {0, 0, false}, // recorded on 2 vCPUs: never engage
+}
+
+func TestReplay(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.json")
+	if len(files) < 4 {
+		t.Fatalf("%d traces in testdata", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			tr, err := ReadTrace(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want expect
+			found := false
+			for p, e := range expects {
+				if strings.HasPrefix(filepath.Base(f), p) {
+					want, found = e, true
+				}
+			}
+			if !found {
+				t.Fatalf("no expectation for %s", f)
+			}
+			var got expect
+			steps := tr.Replay(10 * time.Second)
+			for _, s := range steps {
+				switch s.Action {
+				case ActBegin:
+					got.engagements++
+				case ActStandDown:
+					got.standDowns++
+				}
+			}
+			got.engagedAtEnd = len(steps) > 0 && steps[len(steps)-1].Phase == PhaseEngaged
+			if got != want {
+				t.Errorf("replay: %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// sim is a synthetic machine of 16 CPUs, NIC on CPU 2 and the receiver on
+// CPU 5; offered(i) is window i's offered packets, engaged(n) what CPU
+// 2's 15 ticks deliver with steering (n: packets without).
+func sim(name string, windows int, offered func(i int) uint64, capacity uint64, engagedCost float64) Trace {
+	tr := Trace{About: name, Params: Params{Threshold: 85, Set: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}}
+	m := Machine{P: tr.Params}
+	var now, next float64
+	wait := 10000.0
+	for i := range windows {
+		on := m.Phase() != PhaseOff
+		cost := 15 / float64(capacity) // ticks per packet: capacity fills the 15 ticks
+		if on {
+			cost *= engagedCost
+		}
+		n := min(offered(i), uint64(15/cost))
+		ticks := float64(n) * cost
+		w := Window{Ms: 150, Delivered: n, AppCPUs: []int{5}, NICCPUs: []int{2}, Engaged: on}
+		for c := range 16 {
+			busy := 3.0
+			switch {
+			case c == 2:
+				busy = 100 * ticks / 15
+			case c == 5:
+				busy = 60
+			case on && c >= 8:
+				busy = 40
+			}
+			cpu := CPU{ID: c, Busy: round(busy), BusyTicks: uint64(busy * 15 / 100), Softirq: 2}
+			if c == 2 {
+				cpu.Softirq, cpu.BusyTicks = round(0.9*busy), uint64(ticks+0.5)
+			}
+			w.CPUs = append(w.CPUs, cpu)
+		}
+		tr.Windows = append(tr.Windows, w)
+		now += w.Ms
+		if m.Feed(w, now >= next).Action == ActStandDown {
+			next, wait = now+wait, 2*wait
+		}
+	}
+	return tr
+}
+
+func TestWriteSynthetic(t *testing.T) {
+	if !*update {
+		t.Skip("-update writes the synthetic traces")
+	}
+	flat := func(n uint64) func(int) uint64 { return func(int) uint64 { return n } }
+	for file, tr := range map[string]Trace{
+		"relief-16cpu-synthetic.json": sim("synthetic: NIC CPU 2 saturated at 15k packets a window, 20k offered; steering halves its cost per packet",
+			60, flat(20000), 15000, 0.5),
+		"dearer-16cpu-synthetic.json": sim("synthetic: as relief, but steering makes each packet 20 % dearer on the NIC CPU",
+			60, flat(20000), 15000, 1.2),
+		"swing-16cpu-synthetic.json": sim("synthetic: offered 14k then 9.3k packets a window (1.5x) in turns of 1.2 s against a capacity of 12k; steering changes nothing",
+			60, func(i int) uint64 { return []uint64{14000, 9300}[(i/8)%2] }, 12000, 1.0),
+	} {
+		b, _ := json.MarshalIndent(tr, "", " ")
+		if err := os.WriteFile(filepath.Join("testdata", file), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
