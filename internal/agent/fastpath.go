@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,20 +115,11 @@ func ipv4Underlay(nic discover.Device) error {
 func vxlanPorts(ov *discover.Overlay) []int {
 	var ports []int
 	for _, vx := range ov.Role(discover.RoleOverlay) {
-		if vx.VXLAN != nil && !containsInt(ports, vx.VXLAN.Port) && len(ports) < datapath.MaxPorts {
+		if vx.VXLAN != nil && !slices.Contains(ports, vx.VXLAN.Port) && len(ports) < datapath.MaxPorts {
 			ports = append(ports, vx.VXLAN.Port)
 		}
 	}
 	return ports
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // start loads the programs, attaches them and begins watching for changes.
