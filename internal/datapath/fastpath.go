@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -279,31 +278,5 @@ func (f *FastPath) Close() error {
 // cleanupFast removes what a killed agent's fast path left at h: cls_bpf
 // filters (tcx links die with the agent's file descriptors).
 func cleanupFast(h Hook) error {
-	l, err := hookLink(h)
-	if l == nil {
-		return err
-	}
-	var errs []error
-	removed := false
-	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-		fs, err := netlink.FilterList(l, parent)
-		if err != nil {
-			if !gone(err) {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		for _, fl := range fs {
-			if bf, ok := fl.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, fastPrefix) {
-				if err := netlink.FilterDel(bf); err != nil && !gone(err) {
-					errs = append(errs, err)
-				}
-				removed = true
-			}
-		}
-	}
-	if removed {
-		errs = append(errs, deleteClsactIfEmpty(h.Ifindex))
-	}
-	return errors.Join(errs...)
+	return deleteFilters(h, fastPrefix, netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS)
 }

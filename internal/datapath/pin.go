@@ -198,13 +198,23 @@ func hookLink(h Hook) (netlink.Link, error) {
 }
 
 func cleanupHook(h Hook) error {
+	if l, err := hookLink(h); l == nil {
+		return err
+	}
+	return errors.Join(deleteFilters(h, progName, filterParent(h.Egress)), detachTCXLinks(h, nil))
+}
+
+// deleteFilters removes the cls_bpf filters named with prefix at h's
+// device under parents, and the clsact qdisc if that leaves it empty; a
+// device gone (or reused) is nothing to clean.
+func deleteFilters(h Hook, prefix string, parents ...uint32) error {
 	l, err := hookLink(h)
 	if l == nil {
 		return err
 	}
 	var errs []error
 	removed := false
-	for _, parent := range []uint32{filterParent(h.Egress)} {
+	for _, parent := range parents {
 		fs, err := netlink.FilterList(l, parent)
 		if err != nil {
 			if !gone(err) {
@@ -213,7 +223,7 @@ func cleanupHook(h Hook) error {
 			continue
 		}
 		for _, f := range fs {
-			if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, progName) {
+			if bf, ok := f.(*netlink.BpfFilter); ok && strings.HasPrefix(bf.Name, prefix) {
 				if err := netlink.FilterDel(bf); err != nil && !gone(err) {
 					errs = append(errs, err)
 				}
@@ -224,7 +234,6 @@ func cleanupHook(h Hook) error {
 	if removed {
 		errs = append(errs, deleteClsactIfEmpty(h.Ifindex))
 	}
-	errs = append(errs, detachTCXLinks(h, nil))
 	return errors.Join(errs...)
 }
 
