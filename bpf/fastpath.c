@@ -89,102 +89,7 @@ static __always_inline struct fp_config *config(__u64 now)
 	return c && c->on && now < c->alive_until_ns ? c : 0;
 }
 
-/* The ordering guard: may the flow take the fast path now? Only when none
- * of its packets is still on the slow path (or the last went there so long
- * ago that it has been delivered or dropped). */
-static __always_inline int guard_open(void *pend, struct fp_key *k, __u64 now)
-{
-	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
-
-	if (!p || !p->inflight)
-		return 1;
-	if (now - p->last_ns > GUARD_NS) {
-		p->inflight = 0;
-		return 1;
-	}
-	return 0;
-}
-
-/* Hands a packet of the flow to the slow path: counts it in flight and
- * notes what it looked like, so the end of the slow path can tell what
- * the overlay changed. */
-static __always_inline void to_slow(void *pend, struct inner *in, struct fp_pending *init, __u32 gen, __u64 now)
-{
-	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
-
-	if (!p) {
-		init->inflight = 1;
-		init->last_ns = now;
-		init->gen = gen;
-		init->tos = in->tos;
-		init->ttl = in->ttl;
-		if (!bpf_map_update_elem(pend, &in->k, init, BPF_NOEXIST))
-			return;
-		p = bpf_map_lookup_elem(pend, &in->k);
-		if (!p)
-			return;
-	}
-	if (p->tos != in->tos || p->ttl != in->ttl)
-		p->varies = 1;
-	/* gen is the generation every packet now in flight was handed over
-	 * under; one handed over under another makes it 0 (never current)
-	 * until the flow's slow packets have drained. */
-	if (!p->inflight)
-		p->gen = gen;
-	else if (p->gen != gen)
-		p->gen = 0;
-	__sync_fetch_and_add(&p->inflight, 1);
-	p->last_ns = now;
-}
-
-/* One of the flow's slow packets is past every queue: the guard counts it
- * off. */
-static __always_inline void arrived(void *pend, struct fp_key *k)
-{
-	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
-
-	/* Nothing in flight: the packet did not come the slow way (a fast
-	 * packet), or came after the guard gave up on it. */
-	if (p && p->inflight)
-		__sync_fetch_and_add(&p->inflight, -1);
-}
-
-/* Slow packets that reached a container's end on this CPU and may still be
- * on their way up its stack: a fast packet taking the short way on another
- * CPU could overtake them at the socket. They count as arrived when the
- * NAPI poll that delivered them returns (the stack is done with every skb
- * it handed up) or, a list being at most net.core.gro_normal_batch (8)
- * long, when FP_RING more have come after them. */
-#define FP_RING 16
-
-struct fp_ring {
-	struct fp_key k[FP_RING];
-	__u32 head, n;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct fp_ring);
-} fp_arrivals SEC(".maps");
-
-static __always_inline void note_arrival(struct fp_key *k)
-{
-	__u32 zero = 0;
-	struct fp_ring *r = bpf_map_lookup_elem(&fp_arrivals, &zero);
-	__u32 i;
-
-	if (!r)
-		return;
-	i = r->head & (FP_RING - 1);
-	if (r->n >= FP_RING)
-		arrived(&fp_pend_in, &r->k[i]);
-	else
-		r->n++;
-	r->k[i] = *k;
-	r->head++;
-}
+#include "fastpath_guard.h"
 
 /* napi_poll(napi, work, budget) fires once the poll has returned. */
 SEC("tp_btf/napi_poll")
@@ -271,7 +176,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
 		 * GSO type as the VXLAN device does on decapsulation. */
 		count(FP_NOT_ELIGIBLE);
-	} else if (!guard_open(&fp_pend_in, &in.k, now)) {
+	} else if (!guard_open(&fp_pend_in, FP_DIR_IN, &in.k, now)) {
 		count(FP_GUARD_WAIT);
 	} else {
 		__u8 eth[14];
@@ -297,7 +202,7 @@ slow:
 	init.outer_daddr = o.daddr;
 	init.vni = o.vni;
 	init.port = o.port;
-	to_slow(&fp_pend_in, &in, &init, c->gen, now);
+	to_slow(&fp_pend_in, FP_DIR_IN, &in, &init, c->gen, now);
 	return PASS;
 }
 
@@ -309,7 +214,9 @@ int fpath_pod_in(struct __sk_buff *skb)
 	struct inner in;
 	__be16 proto;
 
-	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+	if (!c || !slow_recent(FP_DIR_IN, now))
+		return PASS;
+	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
 		return PASS;
 	if (!inner_ip4(skb, ETH_HLEN, &in)) {
 		struct fp_pending *p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
@@ -331,7 +238,9 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	__be16 proto;
 	__u8 dec = 0;
 
-	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+	if (!c || !slow_recent(FP_DIR_IN, now))
+		return PASS;
+	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
 		return PASS;
 	if (inner_ip4(skb, ETH_HLEN, &in))
 		return PASS;
@@ -419,7 +328,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05)
 			bpf_map_delete_elem(&fp_eg, &in.k);
-	} else if (!guard_open(&fp_pend_eg, &in.k, now)) {
+	} else if (!guard_open(&fp_pend_eg, FP_DIR_EG, &in.k, now)) {
 		count(FP_GUARD_WAIT);
 	} else if (!skb->gso_size && too_big(skb, e->nic)) {
 		/* The slow path would fragment the outer packet (or refuse it). */
@@ -441,7 +350,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		return bpf_redirect(nic, 0);
 	}
 	init.ifindex = skb->ifindex;
-	to_slow(&fp_pend_eg, &in, &init, c->gen, now);
+	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c->gen, now);
 	return PASS;
 }
 
@@ -457,7 +366,7 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	__u8 dec = 0;
 	int learn;
 
-	if (!c || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
+	if (!c || !slow_recent(FP_DIR_EG, now) || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
 		return PASS;
 	/* Nothing in flight: a fast packet, or one the guard gave up on. */
 	p = bpf_map_lookup_elem(&fp_pend_eg, &in.k);

@@ -97,6 +97,7 @@ const (
 	fastpathMapFpIn         = "fp_in"
 	fastpathMapFpPendEg     = "fp_pend_eg"
 	fastpathMapFpPendIn     = "fp_pend_in"
+	fastpathMapFpSlowAt     = "fp_slow_at"
 	fastpathMapFpStats      = "fp_stats"
 	fastpathProgFpathNicEg  = "fpath_nic_eg"
 	fastpathProgFpathNicIn  = "fpath_nic_in"
@@ -166,6 +167,7 @@ type fastpathMapSpecs struct {
 	FpIn       *ebpf.MapSpec `ebpf:"fp_in"`
 	FpPendEg   *ebpf.MapSpec `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.MapSpec `ebpf:"fp_pend_in"`
+	FpSlowAt   *ebpf.MapSpec `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.MapSpec `ebpf:"fp_stats"`
 }
 
@@ -201,6 +203,7 @@ type fastpathMaps struct {
 	FpIn       *ebpf.Map `ebpf:"fp_in"`
 	FpPendEg   *ebpf.Map `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.Map `ebpf:"fp_pend_in"`
+	FpSlowAt   *ebpf.Map `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.Map `ebpf:"fp_stats"`
 }
 
@@ -212,6 +215,7 @@ func (m *fastpathMaps) Close() error {
 		m.FpIn,
 		m.FpPendEg,
 		m.FpPendIn,
+		m.FpSlowAt,
 		m.FpStats,
 	)
 }

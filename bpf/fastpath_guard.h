@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/* The fast path's ordering guard (docs/ordering-guard.md, docs/fastpath.md):
+ * a flow takes the fast path only while none of its packets is still on
+ * the slow path. Included by fastpath.c after its maps. */
+#ifndef FALCON_FASTPATH_GUARD_H
+#define FALCON_FASTPATH_GUARD_H
+
+/* When a packet of any flow last went to the slow path, per direction
+ * (FP_DIR_IN, FP_DIR_EG). GUARD_NS later none of them can be in flight, so
+ * with every flow cached (the steady state of a busy host) the guard and
+ * the programs where the slow path ends have nothing to look up: per packet
+ * that saves four hash lookups and two parses. A plain store: CPUs racing
+ * may leave a time some microseconds older than the newest, far inside
+ * GUARD_NS's margin, the same race each flow's last_ns has. */
+enum { FP_DIR_IN, FP_DIR_EG, FP_DIRS };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_DIRS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fp_slow_at SEC(".maps");
+
+static __always_inline void slow_now(__u32 dir, __u64 now)
+{
+	__u64 *at = bpf_map_lookup_elem(&fp_slow_at, &dir);
+
+	if (at)
+		*at = now;
+}
+
+/* Can a packet of direction dir still be on the slow path? */
+static __always_inline int slow_recent(__u32 dir, __u64 now)
+{
+	__u64 *at = bpf_map_lookup_elem(&fp_slow_at, &dir);
+
+	return !at || now - *at <= GUARD_NS;
+}
+
+/* The ordering guard: may the flow take the fast path now? Only when none
+ * of its packets is still on the slow path (or the last went there so long
+ * ago that it has been delivered or dropped). */
+static __always_inline int guard_open(void *pend, __u32 dir, struct fp_key *k, __u64 now)
+{
+	struct fp_pending *p;
+
+	if (!slow_recent(dir, now))
+		return 1;
+	p = bpf_map_lookup_elem(pend, k);
+
+	if (!p || !p->inflight)
+		return 1;
+	if (now - p->last_ns > GUARD_NS) {
+		p->inflight = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* Hands a packet of the flow to the slow path: counts it in flight and
+ * notes what it looked like, so the end of the slow path can tell what
+ * the overlay changed. */
+static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *init, __u32 gen, __u64 now)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
+
+	slow_now(dir, now);
+	if (p && p->inflight && now - p->last_ns > GUARD_NS)
+		p->inflight = 0; /* delivered or dropped long ago, as guard_open rules */
+	if (!p) {
+		init->inflight = 1;
+		init->last_ns = now;
+		init->gen = gen;
+		init->tos = in->tos;
+		init->ttl = in->ttl;
+		if (!bpf_map_update_elem(pend, &in->k, init, BPF_NOEXIST))
+			return;
+		p = bpf_map_lookup_elem(pend, &in->k);
+		if (!p)
+			return;
+	}
+	if (p->tos != in->tos || p->ttl != in->ttl)
+		p->varies = 1;
+	/* gen is the generation every packet now in flight was handed over
+	 * under; one handed over under another makes it 0 (never current)
+	 * until the flow's slow packets have drained. */
+	if (!p->inflight)
+		p->gen = gen;
+	else if (p->gen != gen)
+		p->gen = 0;
+	__sync_fetch_and_add(&p->inflight, 1);
+	p->last_ns = now;
+}
+
+/* One of the flow's slow packets is past every queue: the guard counts it
+ * off. */
+static __always_inline void arrived(void *pend, struct fp_key *k)
+{
+	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
+
+	/* Nothing in flight: the packet did not come the slow way (a fast
+	 * packet), or came after the guard gave up on it. */
+	if (p && p->inflight)
+		__sync_fetch_and_add(&p->inflight, -1);
+}
+
+/* Slow packets that reached a container's end on this CPU and may still be
+ * on their way up its stack: a fast packet taking the short way on another
+ * CPU could overtake them at the socket. They count as arrived when the
+ * NAPI poll that delivered them returns (the stack is done with every skb
+ * it handed up) or, a list being at most net.core.gro_normal_batch (8)
+ * long, when FP_RING more have come after them. */
+#define FP_RING 16
+
+struct fp_ring {
+	struct fp_key k[FP_RING];
+	__u32 head, n;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_ring);
+} fp_arrivals SEC(".maps");
+
+static __always_inline void note_arrival(struct fp_key *k)
+{
+	__u32 zero = 0;
+	struct fp_ring *r = bpf_map_lookup_elem(&fp_arrivals, &zero);
+	__u32 i;
+
+	if (!r)
+		return;
+	i = r->head & (FP_RING - 1);
+	if (r->n >= FP_RING)
+		arrived(&fp_pend_in, &r->k[i]);
+	else
+		r->n++;
+	r->k[i] = *k;
+	r->head++;
+}
+
+#endif
