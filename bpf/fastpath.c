@@ -154,10 +154,14 @@ int fpath_nic_in(struct __sk_buff *skb)
 	struct fp_ingress *e;
 	struct outer o;
 	struct inner in;
+	int r;
 
 	if (!c || vxlan_outer(skb, c, &o))
 		return PASS;
-	if (inner_ip4(skb, INNER_IP, &in)) {
+	r = inner_ip4(skb, INNER_IP, &in);
+	if (r == NOT_IP4)
+		return PASS;
+	if (r) {
 		count(FP_NOT_ELIGIBLE);
 		return PASS;
 	}
@@ -212,11 +216,8 @@ int fpath_pod_in(struct __sk_buff *skb)
 	__u64 now = bpf_ktime_get_ns();
 	struct fp_config *c = config(now);
 	struct inner in;
-	__be16 proto;
 
 	if (!c || !slow_recent(FP_DIR_IN, now))
-		return PASS;
-	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
 		return PASS;
 	if (!inner_ip4(skb, ETH_HLEN, &in)) {
 		struct fp_pending *p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
@@ -235,12 +236,9 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	struct fp_ingress e = {};
 	struct fp_pending *p;
 	struct inner in;
-	__be16 proto;
 	__u8 dec = 0;
 
 	if (!c || !slow_recent(FP_DIR_IN, now))
-		return PASS;
-	if (bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
 		return PASS;
 	if (inner_ip4(skb, ETH_HLEN, &in))
 		return PASS;
@@ -309,11 +307,14 @@ int fpath_veth_in(struct __sk_buff *skb)
 	struct fp_pending init = {};
 	struct fp_egress *e;
 	struct inner in;
-	__be16 proto;
+	int r;
 
-	if (!c || bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) || proto != bpf_htons(ETH_P_IP))
+	if (!c)
 		return PASS;
-	if (inner_ip4(skb, ETH_HLEN, &in)) {
+	r = inner_ip4(skb, ETH_HLEN, &in);
+	if (r == NOT_IP4)
+		return PASS;
+	if (r) {
 		count(FP_NOT_ELIGIBLE);
 		return PASS;
 	}
