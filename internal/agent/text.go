@@ -294,6 +294,10 @@ func writeEngagement(w io.Writer, e *Engagement) {
 	if e == nil {
 		return
 	}
+	if e.Tests == 0 || e.Last.IsZero() {
+		fmt.Fprintf(w, "  engaging   no verdict yet\n")
+		return
+	}
 	verdict := "off the path"
 	if e.Steer {
 		verdict = "steering"
