@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ type fastPath struct {
 	mu     sync.Mutex
 	fp     *datapath.FastPath
 	hooks  map[string]datapath.Hook
+	far    []string // unreachable's, at the last sync
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
 	// invalidations: caches dropped since start (by announcements and
@@ -54,9 +56,11 @@ type fastPath struct {
 // FastReport is the fast path's part of falcon status.
 type FastReport struct {
 	datapath.FastStats
-	Invalidations uint64    `json:"invalidations"`
-	Hooks         []string  `json:"hooks"`
-	Updated       time.Time `json:"updated"`
+	Invalidations uint64   `json:"invalidations"`
+	Hooks         []string `json:"hooks"`
+	// Unreachable: containers' host-side veths left to the slow path, why.
+	Unreachable []string  `json:"unreachable,omitempty"`
+	Updated     time.Time `json:"updated"`
 }
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
@@ -80,12 +84,42 @@ func checkFastPath(h *Host, ov *discover.Overlay) error {
 			return err
 		}
 	}
+	if err := reachable(h, ov); err != nil {
+		return err
+	}
 	reason, err := unsafeRules(h.Opts.Netns)
 	if err != nil {
 		return err
 	}
 	if reason != "" {
 		return fmt.Errorf("the fast path would skip what the host's netfilter decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
+	}
+	return nil
+}
+
+// unreachable lists the containers' host-side veths the fast path cannot
+// hand packets to, with why: bpf_redirect_peer crosses from a veth in the
+// program's own namespace to its peer, and the NIC's program runs in the
+// host namespace. Docker's swarm keeps them in its overlay's namespace.
+func unreachable(h *Host, ov *discover.Overlay) []string {
+	var out []string
+	for _, d := range ov.Role(discover.RoleHostVeth) {
+		if d.Netns != h.Opts.Netns {
+			out = append(out, fmt.Sprintf("%s in %s: not in the NIC's namespace, where bpf_redirect_peer must start", d.Name, netns.Label(d.Netns)))
+		}
+	}
+	return out
+}
+
+// reachable refuses an overlay none of whose containers the fast path can
+// reach (some unreachable among others are left to the slow path and named
+// in status).
+func reachable(h *Host, ov *discover.Overlay) error {
+	veths := ov.Role(discover.RoleHostVeth)
+	far := unreachable(h, ov)
+	if len(veths) > 0 && len(far) == len(veths) {
+		return fmt.Errorf("the fast path cannot reach any container of %s: their host-side veths are not in the NIC's namespace (%s), and bpf_redirect_peer crosses only from a veth in the program's own namespace",
+			netns.Label(h.Opts.Netns), strings.Join(far, "; "))
 	}
 	return nil
 }
@@ -209,6 +243,7 @@ func (f *fastPath) report() (*FastReport, error) {
 	for _, hk := range f.hooks {
 		r.Hooks = append(r.Hooks, fmt.Sprintf("%s (%s)", hk.Name, hk.Role))
 	}
+	r.Unreachable = f.far
 	f.mu.Unlock()
 	return r, nil
 }
@@ -219,6 +254,7 @@ func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	want := map[string]datapath.Hook{}
+	f.far = unreachable(h, ov)
 	for _, d := range ov.Devices {
 		role := datapath.HookRole("")
 		switch {

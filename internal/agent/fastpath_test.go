@@ -99,9 +99,15 @@ func fastDatagrams(t *testing.T) int {
 // issue's evidence).
 func TestFastPathLayouts(t *testing.T) {
 	needFastPath(t)
-	cases := []struct{ layout, mode string }{
-		{"docker", "fastpath"}, {"calico", "fastpath"}, {"flannel", "fastpath"},
-		{"docker", "falcon+fastpath:policy=paper"},
+	// flannel-daemon builds what flannel does by other hands (flanneld with
+	// etcd): a fifth of the datagrams shows the fast path learns there too.
+	// (Docker's swarm is refused: TestFastPathBadInput.)
+	cases := []struct {
+		layout, mode string
+		share        int
+	}{
+		{"docker", "fastpath", 1}, {"calico", "fastpath", 1}, {"flannel", "fastpath", 1},
+		{"docker", "falcon+fastpath:policy=paper", 1}, {"flannel-daemon", "fastpath", 5},
 	}
 	for i, c := range cases {
 		t.Run(c.layout+"/"+strings.SplitN(c.mode, ":", 2)[0], func(t *testing.T) {
@@ -112,7 +118,7 @@ func TestFastPathLayouts(t *testing.T) {
 			as := fastAgents(ctx, t, tb, c.mode)
 			flush, stopFlush := context.WithCancel(ctx)
 			done := announce(flush, tb.Hosts[1].Netns, 100*time.Millisecond)
-			n := fastDatagrams(t)
+			n := fastDatagrams(t) / c.share
 			runs := sendPairs(ctx, t, tb, 7301, seqcheck.SendOptions{Flows: 4, PktsPerFlow: n / 4, Size: 64})
 			stopFlush()
 			flushes := <-done
@@ -265,6 +271,9 @@ func TestFastPathBadInput(t *testing.T) {
 		{"docker-ipv6", "", "IPv4 underlay"},
 		{"host", "", "VXLAN"},
 		{"docker", "nft add table inet fpt; nft add chain inet fpt fw '{ type filter hook forward priority 0; }'; nft add rule inet fpt fw limit rate 10/second accept", "verdict can change"},
+		// Its containers' host-side veths live in the overlay's own
+		// namespace, out of bpf_redirect_peer's reach from the NIC's.
+		{"docker-swarm", "", "cannot reach any container"},
 	}
 	for i, c := range cases {
 		t.Run(c.layout, func(t *testing.T) {

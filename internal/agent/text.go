@@ -271,6 +271,9 @@ func writeFast(w io.Writer, f *FastReport) {
 	if len(why) > 0 {
 		fmt.Fprintf(w, "  left to the slow path: %s\n", strings.Join(why, ", "))
 	}
+	for _, u := range f.Unreachable {
+		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
+	}
 }
 
 // writeStages shows each hook: where its stage ran and where it sent the next.
