@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testName names everything the load tests create: the containerd
+// namespace, the containers, the cgroups.
+const testName = "falcon-image-test"
+
+// builtImage builds falcon, stamped with a test version, and its image
+// as make image does. The tool packages come from the repository's cache,
+// so a second run downloads nothing.
+func builtImage(t *testing.T) (tarPath, version string) {
+	t.Helper()
+	for _, c := range []string{"apt-get", "dpkg-deb"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s is missing: the image's nft comes from Debian's packages", c)
+		}
+	}
+	dir := t.TempDir()
+	version = "imagetest"
+	bin := filepath.Join(dir, "falcon")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version, "-o", bin, "../../cmd/falcon")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build falcon: %v\n%s", err, out)
+	}
+	tarPath = filepath.Join(dir, "falcon-image.tar")
+	if err := run(bin, "localhost/falcon", "latest", tarPath, "../../.cache/image-debs", "nftables:/usr/sbin/nft", "1700000000"); err != nil {
+		t.Fatal(err)
+	}
+	return tarPath, version
+}
+
+func needRoot(t *testing.T, tools ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a container runtime")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: starts a containerd or dockerd of its own")
+	}
+	for _, c := range tools {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s is missing (Debian: apt-get install -y containerd docker.io)", c)
+		}
+	}
+}
+
+// daemon starts a daemon under dir and stops it when the test ends.
+func daemon(t *testing.T, dir string, wait func() error, argv ...string) {
+	t.Helper()
+	log, err := os.Create(filepath.Join(dir, filepath.Base(argv[0])+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		log.Close()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := wait()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("%s exited: %s", argv[0], b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("%s does not answer: %v\n%s", argv[0], err, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runOut runs a command with a deadline and returns its output.
+func runOut(t *testing.T, env []string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// removeCgroup removes cgroup name and those below it from every
+// hierarchy, as the runtimes leave their parents behind.
+func removeCgroup(t *testing.T, name string) {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, r := range append(roots, "/sys/fs/cgroup") {
+		var dirs []string
+		filepath.WalkDir(filepath.Join(r, name), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil {
+				t.Errorf("cgroup left behind: %v", err)
+			}
+		}
+	}
+}
+
+// scratchDir is a directory for a daemon's state, removed with whatever
+// the daemon left mounted in it.
+func scratchDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", testName+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removeCgroup(t, testName)
+		if err := os.RemoveAll(dir); err != nil {
+			// A mount left by a killed daemon: detach it, then retry.
+			exec.Command("sh", "-c", "grep -o ' "+dir+"[^ ]*' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l").Run()
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("state left behind: %v", err)
+			}
+		}
+	})
+	return dir
+}
+
+// A containerd of the test's own imports the tarball with ctr, and runs
+// falcon and nft from it.
+func TestContainerdImportsAndRuns(t *testing.T) {
+	needRoot(t, "containerd", "ctr", "runc", "containerd-shim-runc-v2")
+	tarPath, version := builtImage(t)
+	dir := scratchDir(t)
+	sock := filepath.Join(dir, "containerd.sock")
+	// No CRI: this containerd serves ctr alone.
+	conf := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(conf, []byte("version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctr := []string{"ctr", "-a", sock, "-n", testName}
+	daemon(t, dir, func() error { return exec.Command("ctr", "-a", sock, "version").Run() },
+		"containerd", "--config", conf, "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"), "--address", sock)
+	out := runOut(t, nil, append(ctr, "images", "import", tarPath)...)
+	t.Logf("ctr images import:\n%s", out)
+	list := runOut(t, nil, append(ctr, "images", "list", "-q")...)
+	for _, tag := range []string{"localhost/falcon:" + version, "localhost/falcon:latest"} {
+		if !strings.Contains(list, tag+"\n") {
+			t.Errorf("ctr images list has no %s:\n%s", tag, list)
+		}
+	}
+	ref := "localhost/falcon:" + version
+	for i, c := range []struct{ argv, want string }{
+		{"/usr/local/bin/falcon version", "falcon " + version},
+		{"/usr/sbin/nft --version", "nftables v"},
+	} {
+		id := testName + "-" + string(rune('a'+i))
+		args := append(append(ctr, "run", "--rm", "--cgroup", "/"+testName+"/"+id, ref, id), strings.Fields(c.argv)...)
+		if out := runOut(t, nil, args...); !strings.Contains(out, c.want) {
+			t.Errorf("%s in the image printed %q, want %q", c.argv, out, c.want)
+		}
+	}
+}
+
+// A dockerd of the test's own, set up as the docker-swarm layout runs its
+// daemons but in the host's namespace with no network of its own (no
+// bridge, no iptables, no forwarding change), loads the tarball and runs
+// falcon from it.
+func TestDockerLoadsAndRuns(t *testing.T) {
+	needRoot(t, "dockerd", "docker", "containerd", "runc")
+	tarPath, version := builtImage(t)
+	dir := scratchDir(t)
+	sock := filepath.Join(dir, "docker.sock")
+	conf, _ := json.Marshal(map[string]any{
+		"data-root": filepath.Join(dir, "data"), "exec-root": filepath.Join(dir, "exec"),
+		"pidfile": filepath.Join(dir, "docker.pid"), "hosts": []string{"unix://" + sock},
+		"cgroup-parent": "/" + testName, "bridge": "none",
+		"iptables": false, "ip6tables": false, "ip-forward": false,
+	})
+	cf := filepath.Join(dir, "daemon.json")
+	if err := os.WriteFile(cf, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"DOCKER_HOST=unix://" + sock, "DOCKER_CONFIG=" + filepath.Join(dir, "cli")}
+	daemon(t, dir, func() error {
+		cmd := exec.Command("docker", "version")
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.Run()
+	}, "dockerd", "--config-file", cf)
+	out := runOut(t, env, "docker", "load", "-i", tarPath)
+	if !strings.Contains(out, "localhost/falcon:"+version) {
+		t.Errorf("docker load did not tag localhost/falcon:%s:\n%s", version, out)
+	}
+	got := runOut(t, env, "docker", "run", "--rm", "--network", "none", "localhost/falcon:latest", "version")
+	if !strings.Contains(got, "falcon "+version) {
+		t.Errorf("docker run falcon version printed %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docker.pid")); errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dockerd wrote no pid file under %s: it may use the system's paths", dir)
+	}
+}
