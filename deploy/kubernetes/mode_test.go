@@ -1,8 +1,10 @@
 package kubernetes
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -102,4 +104,72 @@ func TestAgentImage(t *testing.T) {
 	if c.ImagePullPolicy != "IfNotPresent" {
 		t.Errorf("imagePullPolicy %q: an imported image would be pulled from a registry", c.ImagePullPolicy)
 	}
+}
+
+// renderArgs are the agent's arguments on node as the kubelet renders
+// them: $(VAR) from the env, the env from the ConfigMap and the downward
+// API.
+func renderArgs(t *testing.T, objs map[string]object, node string) []string {
+	t.Helper()
+	_, c := agentPod(t, objs)
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+		switch {
+		case e.ValueFrom == nil:
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			env[e.Name] = objs["ConfigMap"].Data[e.ValueFrom.ConfigMapKeyRef.Key]
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
+			env[e.Name] = node
+		}
+	}
+	var args []string
+	for _, a := range c.Args {
+		args = append(args, varRef.ReplaceAllStringFunc(a, func(ref string) string { return env[ref[2:len(ref)-1]] }))
+	}
+	return args
+}
+
+// Every mode of the catalogue, set for one node in the shipped ConfigMap,
+// runs there as `falcon agent --mode NAME` would: the ConfigMap's other
+// keys must not undo what the mode fixes (falcon+split's split, mflow's
+// policy, rps+'s container-level).
+func TestEveryModeRunsAsNamed(t *testing.T) {
+	objs := objects(t)
+	cm := objs["ConfigMap"]
+	for _, name := range agent.ModeNames() {
+		dir := t.TempDir()
+		for k, v := range map[string]string{agent.ModeKey: cm.Data[agent.ModeKey], agent.NodeModeKey("node-1"): name} {
+			if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var args []string
+		for _, a := range renderArgs(t, objs, "node-1")[1:] {
+			if v, ok := strings.CutPrefix(a, "--mode-config="); ok && v != "" {
+				a = "--mode-config=" + dir
+			}
+			args = append(args, a)
+		}
+		got := parseAgent(t, agent.AddAgentFlags, args)
+		want := parseAgent(t, agent.AddFlags, []string{"--mode=" + name,
+			"--metrics-addr=" + cm.Data["metrics-addr"], "--log-format=" + cm.Data["log-format"]})
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("mode %s on its node runs with\n%+v\nwant\n%+v", name, got, want)
+		}
+	}
+}
+
+func parseAgent(t *testing.T, add func(*flag.FlagSet) *agent.Flags, args []string) agent.Options {
+	t.Helper()
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	f := add(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	o, err := f.Options()
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return o
 }
