@@ -136,6 +136,27 @@ func removeCgroup(t *testing.T, name string) {
 	}
 }
 
+// leaveNoTrace removes, when the test ends, those of paths that did not
+// exist before it: what the daemons make outside their own directories
+// whatever their configuration (containerd's shim sockets under
+// /run/containerd/s, dockerd's /run/docker/plugins). Only files and empty
+// directories go, so another runtime's state stays.
+func leaveNoTrace(t *testing.T, paths ...string) {
+	var absent []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			absent = append(absent, p)
+		}
+	}
+	t.Cleanup(func() {
+		for i := len(absent) - 1; i >= 0; i-- {
+			if err := os.Remove(absent[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("left behind: %v", err)
+			}
+		}
+	})
+}
+
 // scratchDir is a directory for a daemon's state, removed with whatever
 // the daemon left mounted in it.
 func scratchDir(t *testing.T) string {
@@ -161,6 +182,7 @@ func scratchDir(t *testing.T) string {
 func TestContainerdImportsAndRuns(t *testing.T) {
 	needRoot(t, "containerd", "ctr", "runc", "containerd-shim-runc-v2")
 	tarPath, version := builtImage(t)
+	leaveNoTrace(t, "/run/containerd", "/run/containerd/s")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "containerd.sock")
 	// No CRI: this containerd serves ctr alone.
@@ -185,7 +207,9 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 		{"/usr/sbin/nft --version", "nftables v"},
 	} {
 		id := testName + "-" + string(rune('a'+i))
-		args := append(append(ctr, "run", "--rm", "--cgroup", "/"+testName+"/"+id, ref, id), strings.Fields(c.argv)...)
+		// ctr's FIFOs and runc's state go under dir too, not /run/containerd.
+		args := append(append(ctr, "run", "--rm", "--cgroup", "/"+testName+"/"+id, "--fifo-dir", filepath.Join(dir, "fifo"),
+			"--runc-root", filepath.Join(dir, "runc"), ref, id), strings.Fields(c.argv)...)
 		if out := runOut(t, nil, args...); !strings.Contains(out, c.want) {
 			t.Errorf("%s in the image printed %q, want %q", c.argv, out, c.want)
 		}
@@ -199,12 +223,14 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 func TestDockerLoadsAndRuns(t *testing.T) {
 	needRoot(t, "dockerd", "docker", "containerd", "runc")
 	tarPath, version := builtImage(t)
+	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "docker.sock")
 	conf, _ := json.Marshal(map[string]any{
 		"data-root": filepath.Join(dir, "data"), "exec-root": filepath.Join(dir, "exec"),
 		"pidfile": filepath.Join(dir, "docker.pid"), "hosts": []string{"unix://" + sock},
-		"cgroup-parent": "/" + testName, "bridge": "none",
+		"deprecated-key-path": filepath.Join(dir, "key.json"), // else /etc/docker/key.json
+		"cgroup-parent":       "/" + testName, "bridge": "none",
 		"iptables": false, "ip6tables": false, "ip-forward": false,
 	})
 	cf := filepath.Join(dir, "daemon.json")
