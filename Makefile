@@ -1,12 +1,24 @@
-# falcon: make build | test | lint | demo | bundle | generate
+# falcon: make build | image | test | lint | demo | bundle | generate
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build test test-setup unit lint demo bundle generate vet fmt clean test-kernels test-guest fuzz
+.PHONY: build image test test-setup unit lint demo bundle generate vet fmt clean test-kernels test-guest fuzz
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
+
+# The node agent's image (deploy/kubernetes), built with no container daemon
+# and no registry (scripts/image): build/falcon-image.tar, tagged
+# $(IMAGE):$(VERSION) and $(IMAGE):latest, for ctr images import, docker load
+# or podman load; docs/operations.md says how to push it. nft and its
+# libraries come from Debian's packages (cached in .cache/image-debs). The
+# commit's time stamps it, so the same commit gives the same digest.
+IMAGE ?= localhost/falcon
+image: build
+	@case "$(VERSION)" in dev|"") echo "image: no commit to tag it with (VERSION=$(VERSION))"; exit 1;; esac
+	$(GO) run ./scripts/image -falcon bin/falcon -repo $(IMAGE) -out build/falcon-image.tar \
+		-epoch $$(git log -1 --format=%ct)
 
 # Integration tests need root (namespaces, BPF); they run one package at a
 # time so their traffic and CPU load do not disturb each other.
@@ -84,4 +96,4 @@ generate:
 	$(GO) generate ./...
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist build

@@ -21,7 +21,7 @@ func runAgent(args []string) error {
 	// without a reader instead, and cleans up when it is stopped.
 	signal.Ignore(syscall.SIGPIPE)
 	fs := newFlagSet("agent", agentSynopsis)
-	f := agent.AddFlags(fs)
+	f := agent.AddAgentFlags(fs)
 	readyFD := fs.Int("ready-fd", -1, "internal: file descriptor on which to report readiness (used by falcon enable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

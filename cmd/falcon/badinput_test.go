@@ -39,6 +39,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	defer busy.Close()
 	inUse := busy.Addr().String()
+	// The DaemonSet's ConfigMap volume with an unknown mode for node w2.
+	modeDir := t.TempDir()
+	for k, v := range map[string]string{"mode": "falcon", "mode.w2": "turbo"} {
+		if err := os.WriteFile(filepath.Join(modeDir, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := systemState(t, tb.Namespaces())
 	if _, ok := before[h2+":/sys/class/net/"+tb.Hosts[1].Overlay+"/queues/rx-0/rps_cpus"]; !ok {
 		t.Fatalf("the snapshot misses %s's RPS values: %v", tb.Hosts[1].Overlay, before)
@@ -62,6 +69,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{[]string{"agent", "--netns", h2, "--metrics-addr", inUse}, 1, "the port is in use"},
 		{[]string{"enable", "--netns", h2, "--metrics-addr", inUse}, 1, "the port is in use"},
 		{[]string{"agent", "--netns", h2, "--log-format", "xml"}, 2, `"xml": want text or json`},
+		{[]string{"agent", "--netns", h2, "--mode-config", modeDir, "--node-name", "w2"}, 2, "node w2: ConfigMap key mode.w2: unknown mode"},
 		{[]string{"disable", "--netns", "fct-no-such-netns"}, 1, `network namespace "fct-no-such-netns" not found`},
 		{[]string{"status", "--netns", "fct-no-such-netns"}, 1, `network namespace "fct-no-such-netns" not found`},
 		{[]string{"status", "--netns", "fct-no-such-netns", "--json"}, 1, `network namespace "fct-no-such-netns" not found`},

@@ -41,17 +41,8 @@ func loopback(host string) bool {
 // the agent's one listener is --metrics-addr ("" = none).
 func listeners(t *testing.T, objs map[string]object) []string {
 	t.Helper()
-	_, c := agentPod(t, objs)
-	env := map[string]string{}
-	for _, e := range c.Env {
-		env[e.Name] = e.Value
-		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-			env[e.Name] = objs["ConfigMap"].Data[e.ValueFrom.ConfigMapKeyRef.Key]
-		}
-	}
 	var addrs []string
-	for _, a := range c.Args {
-		a = varRef.ReplaceAllStringFunc(a, func(ref string) string { return env[ref[2:len(ref)-1]] })
+	for _, a := range renderArgs(t, objs, "node-1") {
 		if v, ok := strings.CutPrefix(a, "--metrics-addr="); ok && v != "" {
 			addrs = append(addrs, v)
 		}

@@ -316,6 +316,8 @@ func checkSettings(o *Options) error {
 // default: the Kubernetes DaemonSet passes every ConfigMap key, set or not.
 type Flags struct {
 	netns, mode string
+	modeDir     string // agent's --mode-config (nodemode.go)
+	node        string // agent's --node-name
 	values      map[string]*string
 	given       []string // setting flags in the order given
 }
@@ -369,7 +371,12 @@ func (v flagValue) IsBoolFlag() bool { return v.boolean }
 func (f *Flags) Options() (Options, error) {
 	o := DefaultOptions()
 	o.Netns = f.netns
-	if f.mode != "" {
+	switch {
+	case f.modeDir != "":
+		if err := f.nodeMode(&o); err != nil {
+			return o, err
+		}
+	case f.mode != "":
 		if err := ParseMode(f.mode, &o); err != nil {
 			return o, err
 		}

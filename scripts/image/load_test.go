@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testName names everything the load tests create: the containerd
+// namespace, the containers, the cgroups.
+const testName = "falcon-image-test"
+
+// builtImage builds falcon, stamped with a test version, and its image
+// as make image does. The tool packages come from the repository's cache,
+// so a second run downloads nothing.
+func builtImage(t *testing.T) (tarPath, version string) {
+	t.Helper()
+	for _, c := range []string{"apt-get", "dpkg-deb"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s is missing: the image's nft comes from Debian's packages", c)
+		}
+	}
+	dir := t.TempDir()
+	version = "imagetest"
+	bin := filepath.Join(dir, "falcon")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+version, "-o", bin, "../../cmd/falcon")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build falcon: %v\n%s", err, out)
+	}
+	tarPath = filepath.Join(dir, "falcon-image.tar")
+	if err := run(bin, "localhost/falcon", "latest", tarPath, "../../.cache/image-debs", "nftables:/usr/sbin/nft", "1700000000"); err != nil {
+		t.Fatal(err)
+	}
+	return tarPath, version
+}
+
+func needRoot(t *testing.T, tools ...string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a container runtime")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: starts a containerd or dockerd of its own")
+	}
+	for _, c := range tools {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s is missing (Debian: apt-get install -y containerd docker.io)", c)
+		}
+	}
+}
+
+// daemon starts a daemon under dir and stops it when the test ends.
+func daemon(t *testing.T, dir string, wait func() error, argv ...string) {
+	t.Helper()
+	log, err := os.Create(filepath.Join(dir, filepath.Base(argv[0])+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		log.Close()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := wait()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("%s exited: %s", argv[0], b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(log.Name())
+			t.Fatalf("%s does not answer: %v\n%s", argv[0], err, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runOut runs a command with a deadline and returns its output.
+func runOut(t *testing.T, env []string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// removeCgroup removes cgroup name and those below it from every
+// hierarchy, as the runtimes leave their parents behind.
+func removeCgroup(t *testing.T, name string) {
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, r := range append(roots, "/sys/fs/cgroup") {
+		var dirs []string
+		filepath.WalkDir(filepath.Join(r, name), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil {
+				t.Errorf("cgroup left behind: %v", err)
+			}
+		}
+	}
+}
+
+// leaveNoTrace removes, when the test ends, those of paths that did not
+// exist before it: what the daemons make outside their own directories
+// whatever their configuration (containerd's shim sockets under
+// /run/containerd/s, dockerd's /run/docker/plugins). Only files and empty
+// directories go, so another runtime's state stays.
+func leaveNoTrace(t *testing.T, paths ...string) {
+	var absent []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			absent = append(absent, p)
+		}
+	}
+	t.Cleanup(func() {
+		for i := len(absent) - 1; i >= 0; i-- {
+			if err := os.Remove(absent[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("left behind: %v", err)
+			}
+		}
+	})
+}
+
+// scratchDir is a directory for a daemon's state, removed with whatever
+// the daemon left mounted in it.
+func scratchDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", testName+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		removeCgroup(t, testName)
+		if err := os.RemoveAll(dir); err != nil {
+			// A mount left by a killed daemon: detach it, then retry.
+			exec.Command("sh", "-c", "grep -o ' "+dir+"[^ ]*' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l").Run()
+			if err := os.RemoveAll(dir); err != nil {
+				t.Errorf("state left behind: %v", err)
+			}
+		}
+	})
+	return dir
+}
+
+// A containerd of the test's own imports the tarball with ctr, and runs
+// falcon and nft from it.
+func TestContainerdImportsAndRuns(t *testing.T) {
+	needRoot(t, "containerd", "ctr", "runc", "containerd-shim-runc-v2")
+	tarPath, version := builtImage(t)
+	leaveNoTrace(t, "/run/containerd", "/run/containerd/s")
+	dir := scratchDir(t)
+	sock := filepath.Join(dir, "containerd.sock")
+	// No CRI: this containerd serves ctr alone.
+	conf := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(conf, []byte("version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctr := []string{"ctr", "-a", sock, "-n", testName}
+	daemon(t, dir, func() error { return exec.Command("ctr", "-a", sock, "version").Run() },
+		"containerd", "--config", conf, "--root", filepath.Join(dir, "root"), "--state", filepath.Join(dir, "state"), "--address", sock)
+	out := runOut(t, nil, append(ctr, "images", "import", tarPath)...)
+	t.Logf("ctr images import:\n%s", out)
+	list := runOut(t, nil, append(ctr, "images", "list", "-q")...)
+	for _, tag := range []string{"localhost/falcon:" + version, "localhost/falcon:latest"} {
+		if !strings.Contains(list, tag+"\n") {
+			t.Errorf("ctr images list has no %s:\n%s", tag, list)
+		}
+	}
+	ref := "localhost/falcon:" + version
+	for i, c := range []struct{ argv, want string }{
+		{"/usr/local/bin/falcon version", "falcon " + version},
+		{"/usr/sbin/nft --version", "nftables v"},
+	} {
+		out, code := ctrRun(t, ctr, dir, ref, string(rune('a'+i)), nil, strings.Fields(c.argv)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%s in the image: exit %d, %q, want %q", c.argv, code, out, c.want)
+		}
+	}
+	// The agent as the DaemonSet runs it, given an unknown mode for its
+	// node: it stops with a usage error before it touches anything (it
+	// holds no capability here to touch anything with).
+	modes := filepath.Join(dir, "modes")
+	if err := os.MkdirAll(modes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(modes, "mode.node-1"), []byte("turbo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := ctrRun(t, ctr, dir, ref, "agent", []string{"--mount", "type=bind,src=" + modes + ",dst=/etc/falcon/config,options=rbind:ro"},
+		binPath, "agent", "--mode-config=/etc/falcon/config", "--node-name=node-1")
+	if code != 2 || !strings.Contains(out, "node node-1: ConfigMap key mode.node-1: unknown mode") {
+		t.Errorf("the image's agent with an unknown mode: exit %d, %q; want exit 2 naming the node and the key", code, out)
+	}
+}
+
+// ctrRun runs argv in a container of image ref and returns its output and
+// exit status. ctr's FIFOs and runc's state go under dir, not
+// /run/containerd. A run that printed nothing is run again: ctr run
+// sometimes loses all output of a task that exits at once (seen here once
+// in a few runs of nft --version, on a loaded machine).
+func ctrRun(t *testing.T, ctr []string, dir, ref, name string, opts []string, argv ...string) (string, int) {
+	t.Helper()
+	id := testName + "-" + name
+	args := append(append(ctr[1:], "run", "--rm", "--cgroup", "/"+testName+"/"+id, "--fifo-dir", filepath.Join(dir, "fifo"),
+		"--runc-root", filepath.Join(dir, "runc")), opts...)
+	args = append(append(args, ref, id), argv...)
+	for try := 1; ; try++ {
+		out, err := exec.Command(ctr[0], args...).CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			code = ee.ExitCode()
+		case err != nil:
+			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if len(out) > 0 || try == 3 {
+			return string(out), code
+		}
+		t.Logf("ctr run %s printed nothing (exit %d); again", strings.Join(argv, " "), code)
+	}
+}
+
+// A dockerd of the test's own, set up as the docker-swarm layout runs its
+// daemons but in the host's namespace with no network of its own (no
+// bridge, no iptables, no forwarding change), loads the tarball and runs
+// falcon from it.
+func TestDockerLoadsAndRuns(t *testing.T) {
+	needRoot(t, "dockerd", "docker", "containerd", "runc")
+	tarPath, version := builtImage(t)
+	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json")
+	dir := scratchDir(t)
+	sock := filepath.Join(dir, "docker.sock")
+	conf, _ := json.Marshal(map[string]any{
+		"data-root": filepath.Join(dir, "data"), "exec-root": filepath.Join(dir, "exec"),
+		"pidfile": filepath.Join(dir, "docker.pid"), "hosts": []string{"unix://" + sock},
+		"deprecated-key-path": filepath.Join(dir, "key.json"), // else /etc/docker/key.json
+		"cgroup-parent":       "/" + testName, "bridge": "none",
+		"iptables": false, "ip6tables": false, "ip-forward": false,
+	})
+	cf := filepath.Join(dir, "daemon.json")
+	if err := os.WriteFile(cf, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"DOCKER_HOST=unix://" + sock, "DOCKER_CONFIG=" + filepath.Join(dir, "cli")}
+	daemon(t, dir, func() error {
+		cmd := exec.Command("docker", "version")
+		cmd.Env = append(os.Environ(), env...)
+		return cmd.Run()
+	}, "dockerd", "--config-file", cf)
+	out := runOut(t, env, "docker", "load", "-i", tarPath)
+	if !strings.Contains(out, "localhost/falcon:"+version) {
+		t.Errorf("docker load did not tag localhost/falcon:%s:\n%s", version, out)
+	}
+	got := runOut(t, env, "docker", "run", "--rm", "--network", "none", "localhost/falcon:latest", "version")
+	if !strings.Contains(got, "falcon "+version) {
+		t.Errorf("docker run falcon version printed %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "docker.pid")); errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dockerd wrote no pid file under %s: it may use the system's paths", dir)
+	}
+}
