@@ -229,31 +229,31 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 }
 
 // ctrRun runs argv in a container of image ref and returns its output and
-// exit status. ctr's FIFOs and runc's state go under dir, not
-// /run/containerd. A run that printed nothing is run again: ctr run
-// sometimes loses all output of a task that exits at once (seen here once
-// in a few runs of nft --version, on a loaded machine).
+// exit status. The shim writes the task's output to a file (--log-uri):
+// through ctr's FIFOs, the output of a task that exits at once can be gone
+// before ctr attaches to them (seen in a few runs of nft --version on a
+// loaded machine). runc's state goes under dir, not /run/containerd.
 func ctrRun(t *testing.T, ctr []string, dir, ref, name string, opts []string, argv ...string) (string, int) {
 	t.Helper()
 	id := testName + "-" + name
-	args := append(append(ctr[1:], "run", "--rm", "--cgroup", "/"+testName+"/"+id, "--fifo-dir", filepath.Join(dir, "fifo"),
+	logFile := filepath.Join(dir, id+".log")
+	args := append(append(ctr[1:], "run", "--rm", "--cgroup", "/"+testName+"/"+id, "--log-uri", "file://"+logFile,
 		"--runc-root", filepath.Join(dir, "runc")), opts...)
 	args = append(append(args, ref, id), argv...)
-	for try := 1; ; try++ {
-		out, err := exec.Command(ctr[0], args...).CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			code = ee.ExitCode()
-		case err != nil:
-			t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		if len(out) > 0 || try == 3 {
-			return string(out), code
-		}
-		t.Logf("ctr run %s printed nothing (exit %d); again", strings.Join(argv, " "), code)
+	msg, err := exec.Command(ctr[0], args...).CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("ctr %s: %v\n%s", strings.Join(args, " "), err, msg)
 	}
+	out, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatalf("ctr run %s (exit %d, %s): %v", strings.Join(argv, " "), code, msg, err)
+	}
+	return string(msg) + string(out), code
 }
 
 // A dockerd of the test's own, set up as the docker-swarm layout runs its
