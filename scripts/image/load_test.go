@@ -202,18 +202,29 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 		}
 	}
 	ref := "localhost/falcon:" + version
-	for i, c := range []struct{ argv, want string }{
-		{"/usr/local/bin/falcon version", "falcon " + version},
-		{"/usr/sbin/nft --version", "nftables v"},
-	} {
-		out, code := ctrRun(t, ctr, dir, ref, string(rune('a'+i)), nil, strings.Fields(c.argv)...)
-		if code != 0 || !strings.Contains(out, c.want) {
-			t.Errorf("%s in the image: exit %d, %q, want %q", c.argv, code, out, c.want)
+	// Each runs and exits 0 (what they print is TestDockerLoadsAndRuns's
+	// to read: ctrRun says why).
+	for i, argv := range []string{"/usr/local/bin/falcon version", "/usr/sbin/nft --version"} {
+		out, code := ctrRun(t, ctr, dir, ref, string(rune('a'+i)), nil, strings.Fields(argv)...)
+		if code != 0 {
+			t.Errorf("%s in the image: exit %d, %q", argv, code, out)
 		}
 	}
 	// The agent as the DaemonSet runs it, given an unknown mode for its
 	// node: it stops with a usage error before it touches anything (it
 	// holds no capability here to touch anything with).
+	modes := unknownMode(t, dir)
+	_, code := ctrRun(t, ctr, dir, ref, "agent", []string{"--mount", "type=bind,src=" + modes + ",dst=/etc/falcon/config,options=rbind:ro"},
+		binPath, "agent", "--mode-config=/etc/falcon/config", "--node-name=node-1")
+	if code != 2 {
+		t.Errorf("the image's agent with an unknown mode: exit %d, want 2", code)
+	}
+}
+
+// unknownMode writes a ConfigMap volume under dir that gives node-1 a mode
+// falcon does not have.
+func unknownMode(t *testing.T, dir string) string {
+	t.Helper()
 	modes := filepath.Join(dir, "modes")
 	if err := os.MkdirAll(modes, 0o755); err != nil {
 		t.Fatal(err)
@@ -221,18 +232,23 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(modes, "mode.node-1"), []byte("turbo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code := ctrRun(t, ctr, dir, ref, "agent", []string{"--mount", "type=bind,src=" + modes + ",dst=/etc/falcon/config,options=rbind:ro"},
-		binPath, "agent", "--mode-config=/etc/falcon/config", "--node-name=node-1")
+	return modes
+}
+
+// wantUnknownMode checks the agent's refusal of unknownMode's mode.
+func wantUnknownMode(t *testing.T, out string, code int) {
+	t.Helper()
 	if code != 2 || !strings.Contains(out, "node node-1: ConfigMap key mode.node-1: unknown mode") {
 		t.Errorf("the image's agent with an unknown mode: exit %d, %q; want exit 2 naming the node and the key", code, out)
 	}
 }
 
 // ctrRun runs argv in a container of image ref and returns its output and
-// exit status. The shim writes the task's output to a file (--log-uri):
-// through ctr's FIFOs, the output of a task that exits at once can be gone
-// before ctr attaches to them (seen in a few runs of nft --version on a
-// loaded machine). runc's state goes under dir, not /run/containerd.
+// exit status; runc's state goes under dir, not /run/containerd. The shim
+// writes the task's output to a file (--log-uri). ctr deletes the task as
+// soon as it exits, and its output can be lost with it, through FIFOs or a
+// log file alike (a few runs in ten of a task that exits at once, on a
+// loaded machine): callers check its exit status, docker run the output.
 func ctrRun(t *testing.T, ctr []string, dir, ref, name string, opts []string, argv ...string) (string, int) {
 	t.Helper()
 	id := testName + "-" + name
@@ -288,9 +304,22 @@ func TestDockerLoadsAndRuns(t *testing.T) {
 		t.Errorf("docker load did not tag localhost/falcon:%s:\n%s", version, out)
 	}
 	got := runOut(t, env, "docker", "run", "--rm", "--network", "none", "localhost/falcon:latest", "version")
+	if nft := runOut(t, env, "docker", "run", "--rm", "--network", "none", "--entrypoint", "/usr/sbin/nft", "localhost/falcon:latest", "--version"); !strings.Contains(nft, "nftables v") {
+		t.Errorf("docker run nft --version printed %q", nft)
+	}
 	if !strings.Contains(got, "falcon "+version) {
 		t.Errorf("docker run falcon version printed %q", got)
 	}
+	// docker run attaches before the task starts: every byte arrives.
+	agent := exec.Command("docker", "run", "--rm", "--network", "none", "-v", unknownMode(t, dir)+":/etc/falcon/config:ro",
+		"localhost/falcon:latest", "agent", "--mode-config=/etc/falcon/config", "--node-name=node-1")
+	agent.Env = append(os.Environ(), env...)
+	msg, err := agent.CombinedOutput()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	}
+	wantUnknownMode(t, string(msg), code)
 	if _, err := os.Stat(filepath.Join(dir, "docker.pid")); errors.Is(err, os.ErrNotExist) {
 		t.Errorf("dockerd wrote no pid file under %s: it may use the system's paths", dir)
 	}
