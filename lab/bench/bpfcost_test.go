@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -30,7 +31,9 @@ func TestBPFCostsOverWindow(t *testing.T) {
 		Runs: []schema.Run{{PPS: 1, WindowS: 1, BPF: got}}}
 	r.Summarize()
 	var b strings.Builder
-	writeBPFCosts(&b, &schema.File{Results: []schema.Result{r}})
+	if err := render.WriteTable(&b, &schema.File{Results: []schema.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "| falcon_steer | 250") || !strings.Contains(b.String(), "| falcon_split | 200") {
 		t.Errorf("cost table lacks the programs:\n%s", b.String())
 	}

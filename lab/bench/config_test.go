@@ -13,22 +13,23 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 func TestParseSize(t *testing.T) {
 	for in, want := range map[string]int{"16": 16, "1400": 1400, "4K": 4096, "4k": 4096, "4KiB": 4096,
 		"64K": 65536, "65507": 65507, "128K": 128 << 10, "1M": 1 << 20, " 16 ": 16} {
-		if got, err := ParseSize(in); err != nil || got != want {
+		if got, err := workload.ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K", "17592186044417M"} {
-		if got, err := ParseSize(in); err == nil {
+		if got, err := workload.ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
 		}
 	}
 	for n, want := range map[int]string{16: "16 B", 1400: "1400 B", 4096: "4 KiB", 65507: "65507 B", 1 << 20: "1 MiB"} {
-		if got := FormatSize(n); got != want {
+		if got := workload.FormatSize(n); got != want {
 			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
 		}
 	}
@@ -77,7 +78,7 @@ func TestResolveDefaults(t *testing.T) {
 	}
 	want := schema.Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
 		Sizes: []int{16, 1400}, Duration: schema.Duration(10 * time.Second), Warmup: schema.Duration(500 * time.Millisecond), Runs: 5,
-		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: SenderTools, Containers: 1, Baseline: "auto"}
+		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: schema.SenderTools, Containers: 1, Baseline: "auto"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
 	}
@@ -147,7 +148,7 @@ func TestResolveWeb(t *testing.T) {
 	if got := strings.Join(cases, ", "); got != want || plan[0].Containers != 1 {
 		t.Errorf("cases %s\nwant %s", got, want)
 	}
-	if !strings.Contains(PresetHelp(), "FALCON Fig. 17") || !strings.Contains(WorkloadHelp(), "CloudSuite") {
+	if !strings.Contains(PresetHelp(), "FALCON Fig. 17") || !strings.Contains(workload.Help(), "CloudSuite") {
 		t.Error("the help does not say what web stands for")
 	}
 	if _, err := resolve(t, []int{0, 1}, "--ipv6", "--workloads", "web:16K", "--flows", "200"); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/lab/papers"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
@@ -388,7 +389,7 @@ func TestPaperAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := WriteTable(&out, back); err != nil {
+	if err := render.WriteTable(&out, back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Config.Preset != "k8s3" || !strings.Contains(out.String(), "not run: K8s RPS/RFS Fig. 3 is the study's setup drawn as a diagram") {

@@ -12,6 +12,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // Flags holds the raw command-line values; Resolve turns them into a
@@ -52,9 +53,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
 	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
 		"unless a mode names its own (auto: the mode's default, all online CPUs)")
-	fs.StringVar(&f.sender, "sender", SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
+	fs.StringVar(&f.sender, "sender", schema.SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
-		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+")")
+		"as a remote host would send it; UDP workloads up to "+workload.FormatSize(MaxKernelSize)+")")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load and latency-load-tcp")
 	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
 		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
@@ -175,6 +176,10 @@ func PresetNames() []string {
 	return n
 }
 
+// PresetSummary is a preset's one line, "" for no preset (the report's
+// subtitle of a file that ran it).
+func PresetSummary(name string) string { return presets[name].summary }
+
 // PresetHelp describes the presets for the usage text.
 func PresetHelp() string {
 	var b strings.Builder
@@ -267,13 +272,15 @@ func (f *Flags) resolveMatrix(c *schema.Config) error {
 		if _, err := LookupMode(m); err != nil {
 			return err
 		}
-		c.Modes = appendUnique(c.Modes, m)
+		if !slices.Contains(c.Modes, m) {
+			c.Modes = append(c.Modes, m)
+		}
 	}
 	if len(c.Modes) == 0 {
 		return configErrorf("--modes: none given")
 	}
-	if c.Sender = f.sender; c.Sender != SenderTools && c.Sender != SenderKernel {
-		return configErrorf("--sender %q: want %s or %s", f.sender, SenderTools, SenderKernel)
+	if c.Sender = f.sender; c.Sender != schema.SenderTools && c.Sender != schema.SenderKernel {
+		return configErrorf("--sender %q: want %s or %s", f.sender, schema.SenderTools, schema.SenderKernel)
 	}
 	c.Workloads = splitList(f.workloads)
 	if len(c.Workloads) == 0 {
@@ -295,7 +302,7 @@ func (f *Flags) resolveMatrix(c *schema.Config) error {
 // length, count, clients and rate.
 func checkRunShape(c *schema.Config) error {
 	if c.OrderCheck {
-		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return tcpWorkload(n) }); {
+		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return workload.IsTCP(n) }); {
 		case c.IPv6:
 			return configErrorf("--order-check numbers TCP segments by their IPv4 ID: not with --ipv6")
 		case !tcp:
@@ -387,7 +394,9 @@ func names(what, list string, known []string) ([]string, error) {
 		if !contains(known, n) {
 			return nil, configErrorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
 		}
-		out = appendUnique(out, n)
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
 	if len(out) == 0 {
 		return nil, configErrorf("--%ss: none given", what)

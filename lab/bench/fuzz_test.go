@@ -14,7 +14,9 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // FuzzParseSize: a size is bytes in range or an error; FormatSize writes it
@@ -24,11 +26,11 @@ func FuzzParseSize(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseSize(s)
+		n, err := workload.ParseSize(s)
 		if err != nil {
 			return
 		}
-		if n < MinSize || n > MaxSize {
+		if n < workload.MinSize || n > workload.MaxSize {
 			t.Fatalf("ParseSize(%q) = %d, out of range", s, n)
 		}
 		// No unit makes a size smaller than its number.
@@ -39,8 +41,8 @@ func FuzzParseSize(f *testing.F) {
 		if num, ok := new(big.Int).SetString(digits, 10); ok && num.Cmp(big.NewInt(int64(n))) > 0 {
 			t.Fatalf("ParseSize(%q) = %d, less than the number written", s, n)
 		}
-		if back, err := ParseSize(FormatSize(n)); back != n || err != nil {
-			t.Fatalf("ParseSize(%q) = %d; FormatSize %q reads back as %d, %v", s, n, FormatSize(n), back, err)
+		if back, err := workload.ParseSize(workload.FormatSize(n)); back != n || err != nil {
+			t.Fatalf("ParseSize(%q) = %d; FormatSize %q reads back as %d, %v", s, n, workload.FormatSize(n), back, err)
 		}
 	})
 }
@@ -104,7 +106,7 @@ func joinInts(v []int) string {
 // --baseline does); written back as WriteFile writes it, it reads back to
 // the same bytes.
 func FuzzDecode(f *testing.F) {
-	b, err := os.ReadFile(recorded)
+	b, err := os.ReadFile("../render/testdata/results.json")
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -130,10 +132,10 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if err := WriteTable(io.Discard, rf); err != nil {
+		if err := render.WriteTable(io.Discard, rf); err != nil {
 			t.Fatalf("table: %v", err)
 		}
-		if err := WriteSVG(io.Discard, rf); err != nil {
+		if err := render.WriteSVG(io.Discard, rf); err != nil {
 			t.Fatalf("svg: %v", err)
 		}
 		out, err := json.MarshalIndent(rf, "", "  ")
@@ -149,8 +151,8 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("written, read and written again it differs (%v):\n%s\nvs\n%s", err, out, out2)
 		}
 		schema.Normalize(rf.Results, "auto")
-		WriteTable(io.Discard, rf)
+		render.WriteTable(io.Discard, rf)
 		schema.Normalize(rf.Results, "docker/falcon")
-		WriteSVG(io.Discard, rf)
+		render.WriteSVG(io.Discard, rf)
 	})
 }

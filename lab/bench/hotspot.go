@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/stats"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -86,13 +85,13 @@ func (e *env) hotspot(ctx context.Context) (schema.Run, error) {
 	if err != nil {
 		return schema.Run{}, err
 	}
-	bits, _ := r.at(e.cs.Size)
+	bits, _ := r.At(e.cs.Size)
 	light := strconv.FormatFloat(math.Round(bits), 'f', 0, 64)
 	var t traffic
 	for i := 0; i < e.cs.Flows; i++ {
 		srv, cl := e.servers[i%len(e.servers)], e.clients[i%len(e.clients)]
 		port, i := e.port(5201, i), i
-		t.rx, t.tx = appendUnique(t.rx, srv.Netns), appendUnique(t.tx, cl.Netns)
+		t.between(srv.Netns, cl.Netns)
 		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
 			return workload.StartIperf3IntervalServer(ctx, srv.Netns, port, e.receiverCPU(i), hotspotInterval)
 		})
@@ -254,54 +253,3 @@ func hotspotSeries(clients []hotspotClient, t0 time.Time, warmup time.Duration, 
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
-
-// writeHotspot lists each hotspot case's rates before and after flow 0
-// turned heavy, UDP's in datagrams/s and TCP's in Gbit/s, a table each;
-// the series are in the results file.
-func writeHotspot(b *strings.Builder, f *schema.File) {
-	var udp, tcp []string
-	for _, r := range f.Results {
-		if !hotspotWorkload(r.Workload) || len(r.Runs) == 0 {
-			continue
-		}
-		s := r.Summary
-		var at []float64
-		for _, run := range r.Runs {
-			if h := run.Hotspot; h != nil {
-				at = append(at, h.HeavyAtS-h.WindowStartS)
-			}
-		}
-		light := "—"
-		if o := r.Offered; o != nil {
-			light = o.Spec
-			if r.Workload == "hotspot-tcp" && o.Spec != formatRate(o.BitsPerSecond) {
-				light += " = " + formatRate(o.BitsPerSecond) // a packet rate, in full segments
-			}
-		}
-		switchAt := pm(stats.Summarize(at), 2, " s")
-		if r.Workload == "hotspot" {
-			arrow := func(before, after string) string { return pmSI(s[before]) + " → " + pmSI(s[after]) }
-			udp = append(udp, fmt.Sprintf("| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, FormatSize(r.Size), r.Flows, light,
-				switchAt, arrow("hotspot_heavy_before_pps", "hotspot_heavy_after_pps"),
-				arrow("hotspot_light_before_pps", "hotspot_light_after_pps"), pmSI(s["hotspot_after_pps"])))
-			continue
-		}
-		gbps := func(k string) string { return pm(s[k], sigDecimals(s[k].Mean, 3), "") }
-		arrow := func(before, after string) string { return gbps(before) + " → " + gbps(after) }
-		tcp = append(tcp, fmt.Sprintf("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, FormatSize(r.Size), r.Flows, light,
-			switchAt, arrow("hotspot_heavy_before_gbps", "hotspot_heavy_after_gbps"),
-			arrow("hotspot_light_before_gbps", "hotspot_light_after_gbps"), gbps("hotspot_after_gbps"),
-			pm(s["out_of_order"], 0, ""), pm(s["retransmits"], 0, "")))
-	}
-	writeSection(b, udp, "Hotspot (FALCON Fig. 16): flow 0 light, then flat out on the same 5-tuple from the switch on; "+
-		"datagrams/s the receiver got, mean over the window's intervals before and after the switch (each flow's series, "+
-		"every 0.1 s, is in the results file):",
-		"| layout | mode | size | flows | light rate | switch (into the window) | heavy flow before → after, datagrams/s | light flows before → after, datagrams/s | all flows after, datagrams/s |\n"+
-			"|---|---|---:|---:|---|---:|---:|---:|---:|")
-	writeSection(b, tcp, "Hotspot over TCP (FALCON Fig. 16, TCP panel): flow 0 light, then flat out on the same 5-tuple from the switch on; "+
-		"Gbit/s the receiver got, mean over the window's intervals before and after the switch (each flow's series, every 0.1 s, "+
-		"is in the results file); a light rate in packets/s counts full 1448 B segments; out of order: the segments the receiver "+
-		"queued out of order over the window (TcpExt TCPOFOQueue), retransmits: the senders' (iperf3's count, over the clients' whole runs):",
-		"| layout | mode | write size | flows | light rate | switch (into the window) | heavy flow before → after, Gbit/s | light flows before → after, Gbit/s | all flows after, Gbit/s | out of order segments | retransmits |\n"+
-			"|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
-}

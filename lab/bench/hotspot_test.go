@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -124,7 +125,9 @@ func TestHotspotSeriesTCP(t *testing.T) {
 		res[i].Summarize()
 	}
 	var b strings.Builder
-	writeHotspot(&b, &schema.File{Results: res})
+	if err := render.WriteTable(&b, &schema.File{Results: res}); err != nil {
+		t.Fatal(err)
+	}
 	out := b.String()
 	for _, want := range []string{"Hotspot (FALCON Fig. 16)", "heavy flow before → after, datagrams/s", "Hotspot over TCP",
 		"heavy flow before → after, Gbit/s", "| docker | vanilla | 128 KiB | 2 | 20Kpps = 231.68M | 1.50 s | 0.2", "| 3 | 7 |\n",
@@ -151,7 +154,7 @@ func TestHotspotTiming(t *testing.T) {
 			t.Errorf("warm-up %s, window %s: light for %s, want %s", c.warmup, c.duration, got, c.want)
 		}
 	}
-	if !strings.Contains(WorkloadHelp(), "same 5-tuple") {
+	if !strings.Contains(workload.Help(), "same 5-tuple") {
 		t.Error("hotspot's help does not say how the flow turns heavy")
 	}
 }

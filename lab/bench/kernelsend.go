@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -12,28 +13,20 @@ import (
 	"github.com/falconnet/falcon/lab/xdpsend"
 )
 
-// Senders: the tools' own clients (iperf3, sockperf), or falcon's kernel
-// sender, which costs the receiving machine about what a remote host
-// would (lab/xdpsend).
-const (
-	SenderTools  = "tools"
-	SenderKernel = "kernel"
-)
-
 // MaxKernelSize is the largest datagram the kernel sender sends: one frame
 // per datagram, so it must fit the overlay's MTU without fragments.
 const MaxKernelSize = testbed.OverlayMTU - 20 - 8
 
 // kernelSends checks that the kernel sender can drive workload w at sizes.
-func kernelSends(w workloadKind, sizes []int) error {
-	if !w.kernel {
+func kernelSends(w workload.Kind, sizes []int) error {
+	if !w.Kernel {
 		var ok []string
-		for _, k := range workloadKinds {
-			if k.kernel {
-				ok = append(ok, k.name)
+		for _, k := range workload.All() {
+			if k.Kernel {
+				ok = append(ok, k.Name)
 			}
 		}
-		return fmt.Errorf("--sender kernel drives %s only, not %s", strings.Join(ok, ", "), w.name)
+		return fmt.Errorf("--sender kernel drives %s only, not %s", strings.Join(ok, ", "), w.Name)
 	}
 	for _, n := range sizes {
 		if n > MaxKernelSize {
@@ -71,7 +64,9 @@ func (e *env) kernelUDP(ctx context.Context) (schema.Run, error) {
 	var t traffic
 	for i, srv := range dst {
 		port, i := e.port(11111, i), i
-		t.rx = appendUnique(t.rx, srv.Netns)
+		if !slices.Contains(t.rx, srv.Netns) {
+			t.rx = append(t.rx, srv.Netns)
+		}
 		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
 			return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(i), false)
 		})

@@ -15,7 +15,7 @@ func TestBenchKernelSender(t *testing.T) {
 	online, name := integration(t, "k")
 	f := benchRun(t, online, name, "--layouts", "docker", "--modes", "vanilla,falcon", "--sender", "kernel",
 		"--workloads", "udp-stress:64,multi-flow:64", "--flows", "2", "--containers", "2", "--runs", "1", "--duration", "1s")
-	if len(f.Results) != 4 || f.Config.Sender != SenderKernel {
+	if len(f.Results) != 4 || f.Config.Sender != schema.SenderKernel {
 		t.Fatalf("%d results, sender %q", len(f.Results), f.Config.Sender)
 	}
 	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,17 @@ type traffic struct {
 	sent func() (int64, error)
 }
 
+// between counts a server's namespace with the receiving and a client's
+// with the sending applications', each once.
+func (t *traffic) between(rx, tx string) {
+	if !slices.Contains(t.rx, rx) {
+		t.rx = append(t.rx, rx)
+	}
+	if !slices.Contains(t.tx, tx) {
+		t.tx = append(t.tx, tx)
+	}
+}
+
 // Ports move with the run number so a run never meets the previous run's
 // sockets (TIME_WAIT, a server slow to die).
 func (e *env) port(base, flow int) int { return base + (e.run-1)*100 + flow }
@@ -63,16 +75,16 @@ const tailPerClient = 100 * time.Millisecond
 // same round robin as the workloads below.
 func (e *env) describe() []string {
 	n, srv := 1, func(int) int { return 0 }
-	switch w, _ := lookupWorkload(e.cs.Workload); {
+	switch w, _ := workload.Lookup(e.cs.Workload); {
 	case e.cs.Workload == "udp-stress":
 		n = e.cfg.Clients
 	case e.cs.Workload == "memcached", e.cs.Workload == "web":
 		n = 1 // its --flows are the threads of one memcaslap, or wrk's connections
-	case w.flows:
+	case w.Flows:
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
 	var out []string
-	if e.cfg.Sender == SenderKernel {
+	if e.cfg.Sender == schema.SenderKernel {
 		h := e.tb.Hosts[0]
 		if e.cs.Workload == "udp-stress" {
 			n, srv = 1, func(int) int { return 0 }
@@ -105,10 +117,10 @@ func (e *env) measure(ctx context.Context) (schema.Run, error) {
 }
 
 func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
-	if e.cfg.Sender == SenderKernel {
+	if e.cfg.Sender == schema.SenderKernel {
 		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
 	}
-	if e.cfg.OrderCheck && tcpWorkload(e.cs.Workload) {
+	if e.cfg.OrderCheck && workload.IsTCP(e.cs.Workload) {
 		var err error
 		if e.order, err = e.orderCheck(); err != nil {
 			return schema.Run{}, err
@@ -119,7 +131,7 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 		}()
 	}
 	run, err := e.drive(ctx)
-	if err == nil && tcpWorkload(e.cs.Workload) {
+	if err == nil && workload.IsTCP(e.cs.Workload) {
 		run.Reordering = tcpReorder(run.Counters, e.order != nil)
 	}
 	return run, err
@@ -129,7 +141,9 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 func (e *env) orderCheck() (*stagetrace.Tracer, error) {
 	o := stagetrace.Options{Proto: 6}
 	for _, s := range e.servers {
-		o.Netns = appendUnique(o.Netns, s.Netns)
+		if !slices.Contains(o.Netns, s.Netns) {
+			o.Netns = append(o.Netns, s.Netns)
+		}
 		o.Seq = append(o.Seq, stagetrace.Device{Netns: s.Netns, Name: s.Dev})
 	}
 	tr, err := stagetrace.Start(o)
@@ -137,15 +151,6 @@ func (e *env) orderCheck() (*stagetrace.Tracer, error) {
 		return nil, fmt.Errorf("--order-check: %w", err)
 	}
 	return tr, nil
-}
-
-// tcpWorkload says whether a workload's traffic is TCP.
-func tcpWorkload(name string) bool {
-	switch name {
-	case "tcp", "multi-flow-tcp", "latency-tcp", "latency-load-tcp", "memcached", "web", "rates-tcp", "overload-latency-tcp", "hotspot-tcp":
-		return true
-	}
-	return false
 }
 
 // drive runs the workload's driver.
@@ -183,7 +188,9 @@ func (e *env) udpStress(ctx context.Context) (schema.Run, error) {
 	})
 	for i := 0; i < e.cfg.Clients; i++ {
 		cl := e.clients[i%len(e.clients)]
-		t.tx = appendUnique(t.tx, cl.Netns)
+		if !slices.Contains(t.tx, cl.Netns) {
+			t.tx = append(t.tx, cl.Netns)
+		}
 		opts := workload.SockperfOpts{Mode: "throughput", Netns: cl.Netns, Addr: srv.Addr, Port: port,
 			Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.senderCPU(i)}
 		t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
@@ -216,7 +223,7 @@ func (e *env) iperf3(ctx context.Context) (schema.Run, error) {
 	for i := 0; i < e.cs.Flows; i++ {
 		srv, cl := e.servers[i%len(e.servers)], e.clients[i%len(e.clients)]
 		port, i := e.port(5201, i), i
-		t.rx, t.tx = appendUnique(t.rx, srv.Netns), appendUnique(t.tx, cl.Netns)
+		t.between(srv.Netns, cl.Netns)
 		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
 			return workload.StartIperf3Server(ctx, srv.Netns, port, e.receiverCPU(i))
 		})
@@ -283,7 +290,7 @@ func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int3
 // trips for ping-pong).
 func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
-	tcp := tcpWorkload(e.cs.Workload)
+	tcp := workload.IsTCP(e.cs.Workload)
 	port := e.port(11211, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
 	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
@@ -291,7 +298,7 @@ func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	})
 	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
 		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
-	if atRate(e.cs.Workload) {
+	if workload.AtRate(e.cs.Workload) {
 		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
 	}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })
@@ -310,10 +317,6 @@ func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	return run, nil
 }
 
-// memcachedConns is the connections of one memcached client: FALCON's
-// Fig. 18 ran up to 10 clients over 100 connections.
-const memcachedConns = 10
-
 // memcached: memcaslap in the first client container, --flows clients (its
 // threads) of memcachedConns connections each, against memcached in the
 // first server container (4 worker threads, as the paper's and memcached's
@@ -330,7 +333,7 @@ func (e *env) memcached(ctx context.Context) (schema.Run, error) {
 	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
 		return workload.StartMemcachedServer(ctx, srv.Netns, srv.Addr, port, e.cfg.ReceiverCPUs, 4)
 	})
-	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: memcachedConns * e.cs.Flows,
+	opts := workload.MemcaslapOpts{Netns: cl.Netns, Addr: srv.Addr, Port: port, Concurrency: workload.MemcachedConns * e.cs.Flows,
 		Threads: e.cs.Flows, Size: e.cs.Size, Duration: e.clientTime(), CPUs: e.cfg.SenderCPUs}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunMemcaslap(ctx, opts) })
 	run, results, err := e.window(ctx, t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/falconnet/falcon/internal/procfs"
@@ -43,11 +42,8 @@ import (
 // sockperf's own send rate and its latency percentiles are kept
 // (Run.Overload): latency against rate up to the knee, for free.
 const (
-	overloadStep       = time.Second
-	overloadMaxLossPct = 0.1
-	overloadPrecision  = 0.05
-	overloadClimb      = 0.1 // the first climb above a rate that passed, as its share
-	overloadMaxSteps   = 10  // bisection steps, after the flat-out one
+	overloadClimb    = 0.1 // the first climb above a rate that passed, as its share
+	overloadMaxSteps = 10  // bisection steps, after the flat-out one
 	// A step whose sender reached less than this share of its target
 	// measured a lower rate than it names: the sender is the limit there.
 	overloadSenderShort = 0.95
@@ -98,7 +94,7 @@ func (e *env) overloadLatency(ctx context.Context) (schema.Run, error) {
 func (e *env) overloadSearch(ctx context.Context, srvNS, addr, clNS string, port int, tcp bool) (schema.OverloadSearch, error) {
 	server, err := workload.StartSockperfServer(ctx, srvNS, addr, port, e.receiverCPU(0), tcp)
 	if err != nil {
-		return schema.OverloadSearch{StepS: overloadStep.Seconds()}, err
+		return schema.OverloadSearch{StepS: schema.OverloadStepTime.Seconds()}, err
 	}
 	defer server.Stop()
 	s, err := searchRate(func(target float64) (schema.OverloadStep, error) {
@@ -113,7 +109,7 @@ func (e *env) overloadSearch(ctx context.Context, srvNS, addr, clNS string, port
 // searchRate is the search itself: step runs one step at a target rate
 // (0: flat out).
 func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool) (schema.OverloadSearch, error) {
-	s := schema.OverloadSearch{MaxLossPct: overloadMaxLossPct, StepS: overloadStep.Seconds()}
+	s := schema.OverloadSearch{MaxLossPct: schema.OverloadMaxLossPct, StepS: schema.OverloadStepTime.Seconds()}
 	run := func(target float64) (schema.OverloadStep, error) {
 		st, err := step(target)
 		if err == nil {
@@ -125,7 +121,7 @@ func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool
 	if err != nil {
 		return s, err
 	}
-	if flat.SentPPS < minRatePPS {
+	if flat.SentPPS < workload.MinRatePPS {
 		return s, fmt.Errorf("flat out sockperf sent %.0f messages/s (%d datagrams or segments in the step), too few to search under", flat.SentPPS, flat.Sent)
 	}
 	if flat.Pass && !tcp {
@@ -143,7 +139,7 @@ func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool
 		target *= float64(flat.Received) / float64(flat.Sent)
 	}
 	climb, failed := overloadClimb*target, false
-	for i := 0; i < overloadMaxSteps && target >= minRatePPS; i++ {
+	for i := 0; i < overloadMaxSteps && target >= workload.MinRatePPS; i++ {
 		st, err := run(target)
 		if err != nil {
 			return s, err
@@ -170,7 +166,7 @@ func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool
 			hi = target
 		}
 		failed = failed || !st.Pass
-		if s.SenderLimited || hi-lo <= overloadPrecision*hi {
+		if s.SenderLimited || hi-lo <= schema.OverloadPrecision*hi {
 			break
 		}
 		if failed {
@@ -181,7 +177,7 @@ func searchRate(step func(target float64) (schema.OverloadStep, error), tcp bool
 	}
 	if lo <= 0 {
 		return s, fmt.Errorf("no rate passed (more than %g %% lost or retransmitted, or the sender short of it) down to %.0f/s (steps: %s)",
-			overloadMaxLossPct, lowestTarget(s.Steps), stepsLine(s.Steps))
+			schema.OverloadMaxLossPct, lowestTarget(s.Steps), stepsLine(s.Steps))
 	}
 	s.RatePPS = lo
 	return s, nil
@@ -218,7 +214,7 @@ func stepsLine(steps []schema.OverloadStep) string {
 func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port int, target float64, tcp bool) (schema.OverloadStep, error) {
 	t := traffic{rx: []string{srvNS}, tx: []string{clNS}}
 	opts := workload.SockperfOpts{Mode: "under-load", Netns: clNS, Addr: addr, Port: port, Size: e.cs.Size,
-		Duration: overloadStep, MPS: int(math.Round(target)), TCP: tcp, CPUs: e.senderCPU(0)}
+		Duration: schema.OverloadStepTime, MPS: int(math.Round(target)), TCP: tcp, CPUs: e.senderCPU(0)}
 	if target == 0 {
 		opts.Mode = "throughput"
 	}
@@ -251,45 +247,13 @@ func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port i
 	}
 	if tcp {
 		st.LossPct = lossPct(st.Sent, st.Sent-st.Retransmitted)
-		st.Pass = st.LossPct <= overloadMaxLossPct && (target == 0 || st.SentPPS >= overloadSenderShort*target)
+		st.Pass = st.LossPct <= schema.OverloadMaxLossPct && (target == 0 || st.SentPPS >= overloadSenderShort*target)
 	} else {
 		st.LossPct = lossPct(st.Sent, st.Received)
-		st.Pass = st.LossPct <= overloadMaxLossPct
+		st.Pass = st.LossPct <= schema.OverloadMaxLossPct
 	}
 	if opts.Mode == "under-load" {
 		st.P50Us, st.P99Us = r.P50Us, r.P99Us
 	}
 	return st, nil
-}
-
-// writeOverload lists what the overload search found and the latency
-// there.
-func writeOverload(b *strings.Builder, f *schema.File) {
-	var rows []string
-	for _, r := range f.Results {
-		if !strings.HasPrefix(r.Workload, "overload-latency") || len(r.Runs) == 0 {
-			continue
-		}
-		s := r.Summary
-		limited := 0
-		for _, run := range r.Runs {
-			if run.Overload != nil && run.Overload.SenderLimited {
-				limited++
-			}
-		}
-		note := "—"
-		if limited > 0 {
-			note = fmt.Sprintf("sender-limited in %d of %d runs", limited, len(r.Runs))
-		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
-			FormatSize(r.Size), pmSI(s["overload_rate_pps"]), pm(s["overload_steps"], 1, ""), pm(s["lat_p50_us"], 1, ""),
-			pm(s["lat_p99_us"], 1, ""), pm(s["loss_pct"], 2, ""), note))
-	}
-	writeSection(b, rows, fmt.Sprintf("Latency when overloaded (FALCON Fig. 12 c, d): the highest rate without drops (no more than %g %% "+
-		"of the datagrams lost, or of TCP's segments retransmitted, in a sockperf step of %s: one flat out, then from the rate the receiver "+
-		"took of it up while steps pass and by bisection from the first that fails, to within %g %%; no higher than the sender made flat out), "+
-		"then sockperf under-load there for the window; latency one-way (half the round trip); every step is in the results file:",
-		overloadMaxLossPct, overloadStep, 100*overloadPrecision),
-		"| layout | mode | workload | size | rate found (messages/s) | steps | p50 µs | p99 µs | loss % in the window | |\n"+
-			"|---|---|---|---:|---:|---:|---:|---:|---:|---|")
 }

@@ -99,7 +99,7 @@ func scaleKernelPreset(online []int) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	m["sender"] = SenderKernel
+	m["sender"] = schema.SenderKernel
 	m["workloads"] = "udp-stress,multi-flow:64"
 	m["sizes"] = "16,64,256,1K,1400"
 	return m, nil

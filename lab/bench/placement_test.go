@@ -17,6 +17,7 @@ import (
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 func seqCPUs(n int) []int {
@@ -84,7 +85,7 @@ func TestScalePreset(t *testing.T) {
 		t.Errorf("placement: nic %v sender %v receiver %v falcon %v clients %d", c.NICCPU, c.SenderCPUs, c.ReceiverCPUs, c.FalconCPUs, c.Clients)
 	}
 	if !reflect.DeepEqual(c.Modes, []string{"vanilla", "rps", "rfs", "falcon", "falcon+split"}) ||
-		!reflect.DeepEqual(c.Flows, []int{1, 2, 4, 8, 16}) || len(c.Sizes) != 8 || c.Sizes[7] != MaxUDPSize {
+		!reflect.DeepEqual(c.Flows, []int{1, 2, 4, 8, 16}) || len(c.Sizes) != 8 || c.Sizes[7] != workload.MaxUDPSize {
 		t.Errorf("matrix: %+v", c)
 	}
 	plan, skipped, err := Plan(c)

@@ -32,7 +32,7 @@ func ProbeNeeds(c schema.Config) benchprobe.BenchNeeds {
 		}
 	}
 	n.ThreadedNAPI = c.NICCPU != nil
-	n.KernelSender = c.Sender == SenderKernel
+	n.KernelSender = c.Sender == schema.SenderKernel
 	// The testbed's (ip, bridge, ethtool), the pinning wrapper's, then the
 	// workloads' own.
 	n.Tools = append([]string{"ip", "bridge", "ethtool", "taskset"}, tools(c)...)

@@ -7,36 +7,37 @@ import (
 
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 func TestParseRate(t *testing.T) {
-	for in, want := range map[string]Rate{"100M": {Bits: 100e6}, "1G": {Bits: 1e9}, "1.5G": {Bits: 1.5e9}, "800k": {Bits: 800e3},
+	for in, want := range map[string]workload.Rate{"100M": {Bits: 100e6}, "1G": {Bits: 1e9}, "1.5G": {Bits: 1.5e9}, "800k": {Bits: 800e3},
 		"2000000": {Bits: 2e6}, " 2 G ": {Bits: 2e9}, "400Kpps": {PPS: 400e3}, "400kPPS": {PPS: 400e3}, "1Mpps": {PPS: 1e6}, "250pps": {PPS: 250}} {
-		got, err := ParseRate(in)
+		got, err := workload.ParseRate(in)
 		if err != nil || got != want {
 			t.Errorf("ParseRate(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
-		back, err := ParseRate(got.String())
+		back, err := workload.ParseRate(got.String())
 		if err != nil || back != got {
 			t.Errorf("ParseRate(%q) = %+v writes as %q, which reads as %+v, %v", in, got, got.String(), back, err)
 		}
 	}
-	for n, want := range map[Rate]string{{Bits: 1e9}: "1G", {Bits: 1.5e9}: "1.5G", {Bits: 1500}: "1.5K", {Bits: 1234567}: "1234.567K",
+	for n, want := range map[workload.Rate]string{{Bits: 1e9}: "1G", {Bits: 1.5e9}: "1.5G", {Bits: 1500}: "1.5K", {Bits: 1234567}: "1234.567K",
 		{PPS: 400e3}: "400Kpps", {PPS: 250}: "250pps"} {
 		if got := n.String(); got != want {
 			t.Errorf("%+v.String() = %q, want %q", n, got, want)
 		}
 	}
 	for _, in := range []string{"", "0", "M", "pps", "-1M", "1e9", "NaN", "Inf", "0x10", "1T", "1 Gbit/s", "1Gbps", "1.5.0M", "200G", "100pps", "1G pps x"} {
-		if got, err := ParseRate(in); err == nil {
+		if got, err := workload.ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) = %+v, want an error", in, got)
 		}
 	}
 	// A packet rate is the bit rate of its datagrams.
-	if bits, pps := (Rate{PPS: 400e3}).at(16); bits != 400e3*16*8 || pps != 400e3 {
+	if bits, pps := (workload.Rate{PPS: 400e3}).At(16); bits != 400e3*16*8 || pps != 400e3 {
 		t.Errorf("400Kpps at 16 B: %g bit/s, %g/s", bits, pps)
 	}
-	if bits, pps := (Rate{Bits: 1e9}).at(1250); bits != 1e9 || pps != 1e5 {
+	if bits, pps := (workload.Rate{Bits: 1e9}).At(1250); bits != 1e9 || pps != 1e5 {
 		t.Errorf("1G at 1250 B: %g bit/s, %g/s", bits, pps)
 	}
 }
@@ -104,14 +105,14 @@ func TestResolveRates(t *testing.T) {
 	if o := tcp.Offered; o == nil || o.Spec != "20Kpps" || o.BitsPerSecond != 231.68e6 || o.PacketsPerSecond != 231.68e6/(128<<10*8) {
 		t.Errorf("hotspot-tcp offered %+v", o)
 	}
-	if r, err := hotspotRate("200M", true); err != nil || r != (Rate{Bits: 200e6}) {
+	if r, err := hotspotRate("200M", true); err != nil || r != (workload.Rate{Bits: 200e6}) {
 		t.Errorf("a bit rate for TCP: %+v, %v", r, err)
 	}
-	if !tcpWorkload("hotspot-tcp") || tcpWorkload("hotspot") || headline("hotspot-tcp") != "gbps" {
+	if !workload.IsTCP("hotspot-tcp") || workload.IsTCP("hotspot") || workload.JudgedBy("hotspot-tcp") != "gbps" {
 		t.Error("hotspot-tcp is not judged as TCP, in Gbit/s")
 	}
-	if !strings.Contains(WorkloadHelp(), "FALCON Fig. 19") || !strings.Contains(WorkloadHelp(), "FALCON Fig. 16") ||
-		!strings.Contains(WorkloadHelp(), "FALCON Fig. 12 c") {
+	if !strings.Contains(workload.Help(), "FALCON Fig. 19") || !strings.Contains(workload.Help(), "FALCON Fig. 16") ||
+		!strings.Contains(workload.Help(), "FALCON Fig. 12 c") {
 		t.Error("the workloads' help does not name their figures")
 	}
 	if got := tools(schema.Config{Workloads: []string{"rates", "hotspot", "overload-latency"}}); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
@@ -138,7 +139,7 @@ func TestNormalizeByRate(t *testing.T) {
 			t.Errorf("%s at %s: cpu_total_busy × baseline %g, want %g", results[i].Mode, results[i].Offered.Spec, got, want)
 		}
 	}
-	if h := headline("rates"); h != "cpu_total_busy" {
+	if h := workload.JudgedBy("rates"); h != "cpu_total_busy" {
 		t.Errorf("rates judged by %s", h)
 	}
 	m := schema.Metrics(run(60))
@@ -164,7 +165,7 @@ func receiver(capacity, sender, flooded float64) func(float64) (schema.OverloadS
 		}
 		st.Sent, st.Received = int64(st.SentPPS), int64(recv)
 		st.LossPct = lossPct(st.Sent, st.Received)
-		st.Pass = st.LossPct <= overloadMaxLossPct
+		st.Pass = st.LossPct <= schema.OverloadMaxLossPct
 		return st, nil
 	}
 }
@@ -177,9 +178,9 @@ func TestSearchRate(t *testing.T) {
 		senderLimited             bool
 		maxSteps                  int
 	}{
-		{"receiver the limit", 300e3, 1e6, 0, 300e3 * (1 - overloadPrecision), 300e3, false, 4},
+		{"receiver the limit", 300e3, 1e6, 0, 300e3 * (1 - schema.OverloadPrecision), 300e3, false, 4},
 		{"sender the limit", 2e6, 1e6, 0, 1e6, 1e6, true, 1},
-		{"receiver collapses when flooded", 300e3, 1e6, 150e3, 300e3 * (1 - overloadPrecision), 300e3, false, overloadMaxSteps + 1},
+		{"receiver collapses when flooded", 300e3, 1e6, 150e3, 300e3 * (1 - schema.OverloadPrecision), 300e3, false, overloadMaxSteps + 1},
 	} {
 		s, err := searchRate(receiver(c.capacity, c.sender, c.flooded), false)
 		if err != nil {
@@ -190,7 +191,7 @@ func TestSearchRate(t *testing.T) {
 			t.Errorf("%s: found %.0f/s (sender-limited %v) in %d steps; want %.0f..%.0f, sender-limited %v, at most %d steps: %s",
 				c.name, s.RatePPS, s.SenderLimited, len(s.Steps), c.lo, c.hi, c.senderLimited, c.maxSteps, stepsLine(s.Steps))
 		}
-		if s.Steps[0].Mode != "throughput" || s.MaxLossPct != overloadMaxLossPct {
+		if s.Steps[0].Mode != "throughput" || s.MaxLossPct != schema.OverloadMaxLossPct {
 			t.Errorf("%s: first step %+v", c.name, s.Steps[0])
 		}
 	}

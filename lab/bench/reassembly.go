@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,12 +71,18 @@ func awaitReassembly(ctx context.Context, tb *testbed.Testbed) (time.Duration, e
 func testbedNamespaces(tb *testbed.Testbed) []string {
 	var nss []string
 	for _, h := range tb.Hosts {
-		nss = appendUnique(nss, h.Netns)
+		if !slices.Contains(nss, h.Netns) {
+			nss = append(nss, h.Netns)
+		}
 		if h.Sandbox != "" {
-			nss = appendUnique(nss, h.Sandbox)
+			if !slices.Contains(nss, h.Sandbox) {
+				nss = append(nss, h.Sandbox)
+			}
 		}
 		for _, c := range h.Containers {
-			nss = appendUnique(nss, c.Netns)
+			if !slices.Contains(nss, c.Netns) {
+				nss = append(nss, c.Netns)
+			}
 		}
 	}
 	return nss

@@ -2,9 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"encoding/xml"
-	"flag"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,38 +14,13 @@ import (
 	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// testdata/results.json was recorded with
-//
-//	falcon bench --layouts host,docker --workloads udp-stress:16,tcp:64K,latency:16 --runs 2 --duration 1s
-//
-// on the 2-CPU development machine.
-const recorded = "testdata/results.json"
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what was rendered (go test -update rewrites it):\n%s", path, got)
-	}
-}
-
 func TestRecordedFileShape(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
+	f, err := schema.ReadFile("../render/testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +40,12 @@ func TestRecordedFileShape(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
+	f, err := schema.ReadFile("../render/testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var table1 bytes.Buffer
-	if err := WriteTable(&table1, f); err != nil {
+	if err := render.WriteTable(&table1, f); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
@@ -85,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var table2 bytes.Buffer
-	if err := WriteTable(&table2, g); err != nil {
+	if err := render.WriteTable(&table2, g); err != nil {
 		t.Fatal(err)
 	}
 	if table1.String() != table2.String() {
@@ -129,57 +101,6 @@ func TestReadFileRejects(t *testing.T) {
 	if _, err := schema.ReadFile(filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("missing file: no error")
 	}
-}
-
-func TestTableGolden(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := WriteTable(&b, f); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(b.String(), "\n")
-	if len(lines) < 8 || !strings.HasPrefix(lines[0], "| layout | mode | workload |") {
-		t.Fatalf("not a table:\n%s", b.String())
-	}
-	for _, l := range lines[2:8] {
-		if strings.Count(l, "|") != strings.Count(lines[0], "|") {
-			t.Errorf("row has a different column count than the header: %q", l)
-		}
-	}
-	golden(t, "results.md", b.Bytes())
-}
-
-func TestSVGGolden(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := WriteSVG(&b, f); err != nil {
-		t.Fatal(err)
-	}
-	// Well-formed XML with one bar per normalised result.
-	d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
-	bars := 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
-			bars++
-		}
-	}
-	if bars != len(f.Results) {
-		t.Errorf("%d bars, want %d", bars, len(f.Results))
-	}
-	golden(t, "results.svg", b.Bytes())
 }
 
 func TestSummarizeAndNormalize(t *testing.T) {
@@ -299,7 +220,9 @@ func TestFalconActivity(t *testing.T) {
 	r := schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []schema.Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
 	r.Summarize()
 	var b strings.Builder
-	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
+	if err := render.WriteTable(&b, &schema.File{Results: []schema.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 1 | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
 		t.Fatalf("table:\n%s", b.String())
 	}
@@ -310,7 +233,9 @@ func TestFalconActivity(t *testing.T) {
 	r = schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []schema.Run{{PPS: 1, Falcon: &old}}}
 	r.Summarize()
 	b.Reset()
-	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
+	if err := render.WriteTable(&b, &schema.File{Results: []schema.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
 	if !strings.Contains(b.String(), "| 5.0 | – | 1.0 | – |") {
 		t.Fatalf("table of an older file:\n%s", b.String())
 	}

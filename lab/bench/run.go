@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -257,7 +257,7 @@ func (g *groupRun) newResults() {
 			switch {
 			case cs.Workload == "udp-stress":
 				res.Clients = g.cfg.Clients
-			case atRate(cs.Workload):
+			case workload.AtRate(cs.Workload):
 				res.Rate = g.cfg.Rate
 			}
 			describeCase(&res, cs, g.cfg)
@@ -348,7 +348,7 @@ func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
 	}
 	rec.Round = it.run
 	res.Runs = append(res.Runs, rec)
-	g.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, g.cfg.Runs, runLine(rec)))
+	g.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, g.cfg.Runs, render.RunLine(rec)))
 	return true
 }
 
@@ -357,24 +357,4 @@ func failedRuns(n int, what string) error {
 		return nil
 	}
 	return fmt.Errorf("%d run(s) on %s failed (see the results)", n, what)
-}
-
-// runLine is one run in a few words, for logs.
-func runLine(r schema.Run) string {
-	s := fmt.Sprintf("%s pps, %.3f Gbit/s, loss %.2f%%", pmSI(statsOf(r.PPS)), r.Gbps, r.LossPct)
-	if r.Latency != nil {
-		s += fmt.Sprintf(", p50 %.1f µs, p99 %.1f µs", r.Latency.P50Us, r.Latency.P99Us)
-	}
-	var soft []string
-	for _, c := range sortedCPUs(r.CPU) {
-		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
-	}
-	s += ", softirq % " + strings.Join(soft, "/")
-	if r.ReassemblyWaitS > 0 {
-		s += fmt.Sprintf(" (began after %.1f s: fragments of datagrams earlier runs lost had to expire)", r.ReassemblyWaitS)
-	}
-	if r.SetupRetries > 0 {
-		s += fmt.Sprintf(" (%d UDP client(s) started again: the datagram setting up the stream was lost)", r.SetupRetries)
-	}
-	return s
 }

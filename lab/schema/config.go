@@ -93,3 +93,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return err
 }
+
+// Senders: the tools' own clients (iperf3, sockperf), or falcon's kernel
+// sender, which costs the receiving machine about what a remote host
+// would (lab/xdpsend).
+const (
+	SenderTools  = "tools"
+	SenderKernel = "kernel"
+)

@@ -1,8 +1,9 @@
-package bench
+package render
 
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // sweep is the results of one workload that vary over one dimension with
@@ -33,7 +35,7 @@ var sweepDims = []struct {
 	format func(int) string
 }{
 	{"flows", func(r schema.Result) int { return r.Flows }, strconv.Itoa},
-	{"size", func(r schema.Result) int { return r.Size }, FormatSize},
+	{"size", func(r schema.Result) int { return r.Size }, workload.FormatSize},
 	{"rate", func(r schema.Result) int { return r.Rate }, func(n int) string { return siShort(float64(n)) + "/s" }},
 }
 
@@ -42,7 +44,9 @@ func sweepsOf(f *schema.File) []sweep {
 	var workloads []string
 	byWorkload := map[string][]int{}
 	for i, r := range f.Results {
-		workloads = appendUnique(workloads, r.Workload)
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
+		}
 		byWorkload[r.Workload] = append(byWorkload[r.Workload], i)
 	}
 	var out []sweep
@@ -51,7 +55,9 @@ func sweepsOf(f *schema.File) []sweep {
 		distinct := func(of func(schema.Result) int) []int {
 			var v []int
 			for _, i := range idx {
-				v = appendUnique(v, of(f.Results[i]))
+				if !slices.Contains(v, of(f.Results[i])) {
+					v = append(v, of(f.Results[i]))
+				}
 			}
 			sort.Ints(v)
 			return v
@@ -148,7 +154,9 @@ func settingSweep(f *schema.File, idx []int) (string, []int) {
 	values := map[string][]int{}
 	for _, i := range idx {
 		for k, v := range numericSettings(f.Results[i].Mode) {
-			values[k] = appendUnique(values[k], v)
+			if !slices.Contains(values[k], v) {
+				values[k] = append(values[k], v)
+			}
 		}
 	}
 	var keys []string
@@ -211,7 +219,7 @@ func sweepCharts(f *schema.File) []report.Chart {
 // sweepChartsOf draws one sweep twice: its headline relative to the
 // baseline, and as measured.
 func sweepChartsOf(f *schema.File, sw sweep) []report.Chart {
-	h := headline(sw.workload)
+	h := workload.JudgedBy(sw.workload)
 	ratio, abs, xi := sweepFrames(f, sw, h)
 	metrics := []string{h}
 	if h == "lat_p99_us" {
@@ -283,7 +291,9 @@ type sweepSeries struct {
 // the swept setting (x < 0) is a line across abs.
 func (ss *sweepSeries) add(r schema.Result, name string, x int, abs *lineChart) {
 	h := ss.headline
-	ss.names = appendUnique(ss.names, name)
+	if !slices.Contains(ss.names, name) {
+		ss.names = append(ss.names, name)
+	}
 	if x < 0 {
 		if v, ok := r.Summary[h]; ok && v.N > 0 {
 			_, hi := v.Interval()

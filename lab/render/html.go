@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // The report as one self-contained HTML page (falcon report --html): a
@@ -41,8 +42,9 @@ func init() {
 	RegisterChartKind(ChartKind{"cpu", cpuCharts})
 }
 
-// FileSection is the section of the results file read from source.
-func FileSection(source string, f *schema.File) (report.HTMLSection, error) {
+// FileSection is the section of the results file read from source;
+// presetSummary, when the file ran a preset, is its one line (bench.PresetSummary).
+func FileSection(source string, f *schema.File, presetSummary string) (report.HTMLSection, error) {
 	var body strings.Builder
 	if err := WriteTable(&body, f); err != nil {
 		return report.HTMLSection{}, err
@@ -50,7 +52,7 @@ func FileSection(source string, f *schema.File) (report.HTMLSection, error) {
 	s := report.HTMLSection{Title: filepath.Base(source), Source: source, Facts: fileFacts(f), Body: body.String()}
 	if p := f.Config.Preset; p != "" {
 		s.Title = "preset " + p + ": " + s.Title
-		s.Subtitle = presets[p].summary
+		s.Subtitle = presetSummary
 	}
 	switch {
 	case f.Interrupted:
@@ -107,7 +109,7 @@ func fileFacts(f *schema.File) []report.Fact {
 		stat = "mean ± 95 % CI (Student t) over the runs; ratios: geometric mean of each run over the baseline's run of the same round, 95 % interval (Student t on the logarithms)"
 	}
 	sender := "the tools' clients"
-	if c.Sender == SenderKernel {
+	if c.Sender == schema.SenderKernel {
 		sender = "falcon's kernel sender (XDP, live frames)"
 	}
 	order := "each layout × mode on a fresh testbed, its runs one after another"
@@ -135,7 +137,7 @@ func fileFacts(f *schema.File) []report.Fact {
 func headlineMarks(r schema.Result) []paperMark {
 	var out []paperMark
 	for _, pc := range paperClaims(r) {
-		if pc.metric != headline(r.Workload) || pc.Value.Unit != "×" {
+		if pc.metric != workload.JudgedBy(r.Workload) || pc.Value.Unit != "×" {
 			continue
 		}
 		out = append(out, paperMark{lo: pc.Value.Value, hi: pc.Value.Max, label: claimText(pc.Claim)})

@@ -1,14 +1,16 @@
-package bench
+package render
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // barCharts is WriteSVG's bar chart of the results no sweep draws, with
@@ -47,7 +49,9 @@ func latencyCharts(f *schema.File) []report.Chart {
 	var workloads []string
 	for i, r := range f.Results {
 		if x, ok := r.Summary["lat_p99_us"]; ok && x.N > 0 && !in[i] {
-			workloads = appendUnique(workloads, r.Workload)
+			if !slices.Contains(workloads, r.Workload) {
+				workloads = append(workloads, r.Workload)
+			}
 		}
 	}
 	var out []report.Chart
@@ -62,7 +66,9 @@ func latencyCharts(f *schema.File) []report.Chart {
 		for _, d := range sweepDims {
 			var v []int
 			for _, r := range rs {
-				v = appendUnique(v, d.of(r))
+				if !slices.Contains(v, d.of(r)) {
+					v = append(v, d.of(r))
+				}
 			}
 			vary[d.name] = len(v) > 1
 		}
@@ -90,7 +96,9 @@ func latencyCharts(f *schema.File) []report.Chart {
 					c.groups = append(c.groups, g)
 				}
 				cfg := r.Layout + "/" + r.Mode
-				c.configs = appendUnique(c.configs, cfg)
+				if !slices.Contains(c.configs, cfg) {
+					c.configs = append(c.configs, cfg)
+				}
 				g.bars = append(g.bars, bar{config: cfg, value: x})
 			}
 		}
@@ -131,7 +139,9 @@ func cpuCharts(f *schema.File) []report.Chart {
 	}
 	var workloads []string
 	for _, r := range f.Results {
-		workloads = appendUnique(workloads, r.Workload)
+		if !slices.Contains(workloads, r.Workload) {
+			workloads = append(workloads, r.Workload)
+		}
 	}
 	var out []report.Chart
 	for _, w := range workloads {
@@ -140,7 +150,7 @@ func cpuCharts(f *schema.File) []report.Chart {
 			if r.Workload != w || len(r.Runs) == 0 {
 				continue
 			}
-			sub := FormatSize(r.Size)
+			sub := workload.FormatSize(r.Size)
 			if r.Flows > 1 {
 				sub += fmt.Sprintf(" ×%d", r.Flows)
 			}

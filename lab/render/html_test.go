@@ -1,4 +1,4 @@
-package bench
+package render
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // pageCheck is what a parse of a page found.
@@ -144,7 +145,7 @@ func TestHTMLPage(t *testing.T) {
 			t.Logf("%s: not a results file: %v", path, err)
 			continue
 		}
-		s, err := FileSection(path, f)
+		s, err := FileSection(path, f, "")
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -236,7 +237,7 @@ func TestHTMLChartKinds(t *testing.T) {
 	}
 	schema.Normalize(results, "docker/vanilla")
 	batch := &schema.File{Config: schema.Config{Duration: schema.Duration(2e9), Runs: 2}, Results: results}
-	s, err := FileSection("batch.json", batch)
+	s, err := FileSection("batch.json", batch, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestHTMLChartKinds(t *testing.T) {
 	// the overlay's UDP rate at 64 KB as 0.47 × host.
 	results = nil
 	for _, layout := range []string{"host", "docker"} {
-		for _, size := range []int{16, 1400, MaxUDPSize} {
+		for _, size := range []int{16, 1400, workload.MaxUDPSize} {
 			pps := 1e5 * float64(len(layout))
 			r := schema.Result{Layout: layout, Mode: "vanilla", Workload: "udp", Size: size, Flows: 1}
 			for i := 0; i < 3; i++ {
@@ -272,7 +273,7 @@ func TestHTMLChartKinds(t *testing.T) {
 	}
 	schema.Normalize(results, "auto")
 	sizes := &schema.File{Config: schema.Config{Duration: schema.Duration(2e9), Runs: 3}, Results: results}
-	s, err = FileSection("sizes.json", sizes)
+	s, err = FileSection("sizes.json", sizes, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestHTMLChartKinds(t *testing.T) {
 			two = append(two, r)
 		}
 	}
-	s, _ = FileSection("two.json", &schema.File{Config: sizes.Config, Results: two})
+	s, _ = FileSection("two.json", &schema.File{Config: sizes.Config, Results: two}, "")
 	if len(s.Charts) != 1 || s.Charts[0].Kind != "bars" || !strings.Contains(s.Charts[0].SVG, "0.47 × host") {
 		t.Errorf("two sizes' charts: %+v", s.Charts)
 	}

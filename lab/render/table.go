@@ -1,9 +1,11 @@
-package bench
+package render
 
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,25 +13,8 @@ import (
 	"github.com/falconnet/falcon/lab/papers"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
+	"github.com/falconnet/falcon/lab/workload"
 )
-
-// headline is the metric a workload is judged by, and so the one the
-// "vs baseline" column and the chart show: packets/s for UDP, the bit rate
-// for TCP (as the Kubernetes RPS/RFS study normalises; TCP segments/s
-// depend on how much GRO merged), p99 latency for the latency workloads;
-// memcached is judged by its operations/s.
-func headline(workload string) string {
-	w, _ := lookupWorkload(workload)
-	switch {
-	case w.headline != "":
-		return w.headline
-	case w.latency:
-		return "lat_p99_us"
-	case w.maxSize == MaxSize: // TCP throughput
-		return "gbps"
-	}
-	return "pps"
-}
 
 // headlineNote marks a figure that is not packets/s.
 var headlineNote = map[string]string{"pps": "", "gbps": " (Gbit/s)", "lat_p99_us": " (p99)", "cpu_total_busy": " (total CPU)"}
@@ -54,7 +39,7 @@ func WriteTable(w io.Writer, f *schema.File) error {
 	}
 	for _, r := range f.Results {
 		for _, e := range r.Errors {
-			fmt.Fprintf(&b, "\nFailed: %s/%s %s %s: %s\n", r.Layout, r.Mode, r.Workload, FormatSize(r.Size), e)
+			fmt.Fprintf(&b, "\nFailed: %s/%s %s %s: %s\n", r.Layout, r.Mode, r.Workload, workload.FormatSize(r.Size), e)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -86,15 +71,15 @@ func writeCases(b *strings.Builder, f *schema.File) {
 			p99 = pm(x, 1, "")
 		}
 		norm, base := "—", "—"
-		if x, ok := r.Normalized[headline(r.Workload)]; ok {
-			norm, base = pm(x, 2, "")+headlineNote[headline(r.Workload)], r.Baseline
+		if x, ok := r.Normalized[workload.JudgedBy(r.Workload)]; ok {
+			norm, base = pm(x, 2, "")+headlineNote[workload.JudgedBy(r.Workload)], r.Baseline
 		}
 		pps, gbps, loss := "—", "—", "—"
 		if len(r.Runs) > 0 {
 			pps, gbps, loss = pmSI(s["pps"]), pm(s["gbps"], sigDecimals(s["gbps"].Mean, 3), ""), pm(s["loss_pct"], 2, "")
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, workloadLabel(r), FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base,
+			r.Layout, r.Mode, workloadLabel(r), workload.FormatSize(r.Size), flows, pps, gbps, loss, p99, norm, base,
 			perCPU(r, cpus, "soft"), perCPU(r, cpus, "idle"))
 	}
 }
@@ -126,7 +111,7 @@ func writeMethod(b *strings.Builder, f *schema.File) {
 		"messages sent (latency workloads), operations (memcached) or requests (web); Gbit/s: payload; loss: UDP datagrams sent but not received, TCP retransmitted segments, " +
 		"latency messages unanswered, web requests failed; p99: sockperf's one-way latency, memcached's operation round trip (interpolated in memcaslap's " +
 		"power-of-two buckets) or web's request round trip (wrk's); vs baseline: divided by the baseline's packets/s (UDP, memcached, web), Gbit/s (TCP) or p99 latency (below 1 is faster).\n")
-	if c.Sender == SenderKernel {
+	if c.Sender == schema.SenderKernel {
 		b.WriteString("Sender: falcon's kernel sender (--sender kernel): the overlay's own frames, learned once, sent flat out by XDP " +
 			"in live-frame mode from the sending host's wire on the sender CPU; loss against the frames " +
 			"sent in the window.\n")
@@ -226,7 +211,7 @@ func writeBPFCosts(b *strings.Builder, f *schema.File) {
 				perPkt = pm(v, 0, "")
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s |\n",
-				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), prog, pm(r.Summary[k], 0, ""), perPkt))
+				r.Layout, r.Mode, r.Workload, workload.FormatSize(r.Size), prog, pm(r.Summary[k], 0, ""), perPkt))
 		}
 	}
 	writeSection(b, rows, "BPF program cost (kernel BPF statistics over the window: run time / run count, and run time / packets the applications got):",
@@ -241,7 +226,7 @@ func writeTCPReordering(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
 		s := r.Summary
-		if !tcpWorkload(r.Workload) || len(r.Runs) == 0 {
+		if !workload.IsTCP(r.Workload) || len(r.Runs) == 0 {
 			continue
 		}
 		count := func(k string) string {
@@ -281,7 +266,7 @@ func writeTCPReordering(b *strings.Builder, f *schema.File) {
 			exact = fmt.Sprintf("%d of %d", n, of)
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, exact, pair(ofo, retrans), pct, count("tcp_ofo_merge"),
+			r.Layout, r.Mode, r.Workload, workload.FormatSize(r.Size), r.Flows, exact, pair(ofo, retrans), pct, count("tcp_ofo_merge"),
 			pair(count("tcp_sack_reorder"), count("tcp_ts_reorder")), pair(count("tcp_dsack_recv"), count("tcp_dsack_ofo_recv")),
 			count("tcp_spurious_rtos"), count("tcp_lost_retrans")))
 	}
@@ -320,7 +305,7 @@ func writeFalconActivity(b *strings.Builder, f *schema.File) {
 			begun, thin = pm(x, 1, ""), pm(r.Summary["falcon_tests_thin"], 1, "")
 		}
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, r.Workload,
-			FormatSize(r.Size), r.Flows, pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
+			workload.FormatSize(r.Size), r.Flows, pm(on, 0, ""), pm(r.Summary["falcon_engaged_pct"], 0, ""),
 			pm(r.Summary["falcon_switches"], 1, ""), begun, pm(r.Summary["falcon_tests"], 1, ""), thin))
 	}
 	writeSection(b, rows, "Falcon during the windows (% of each window on the path and engaged; switches on or off the path; engagement tests begun, "+
@@ -335,7 +320,7 @@ func writePaperClaims(b *strings.Builder, f *schema.File) {
 	for _, r := range f.Results {
 		for _, pc := range paperClaims(r) {
 			rows = append(rows, fmt.Sprintf("- %s/%s %s %s, %d flow(s): measured %s × %s (%s); %s — “%s”\n",
-				r.Layout, r.Mode, r.Workload, FormatSize(r.Size), r.Flows, pm(pc.measured, 2, ""), r.Baseline, metricNames[pc.metric], claimText(pc.Claim), pc.Figure.Quote))
+				r.Layout, r.Mode, r.Workload, workload.FormatSize(r.Size), r.Flows, pm(pc.measured, 2, ""), r.Baseline, metricNames[pc.metric], claimText(pc.Claim), pc.Figure.Quote))
 		}
 	}
 	if len(rows) > 0 {
@@ -402,4 +387,24 @@ func claimText(cl papers.Claim) string {
 		val = v.Bound + " " + val
 	}
 	return fmt.Sprintf("%s: %s × %s", name, val, v.RelativeTo)
+}
+
+// RunLine is one run in a few words, for the progress and logs.
+func RunLine(r schema.Run) string {
+	s := fmt.Sprintf("%s pps, %.3f Gbit/s, loss %.2f%%", pmSI(stats.Summary{Mean: r.PPS, N: 1}), r.Gbps, r.LossPct)
+	if r.Latency != nil {
+		s += fmt.Sprintf(", p50 %.1f µs, p99 %.1f µs", r.Latency.P50Us, r.Latency.P99Us)
+	}
+	var soft []string
+	for _, c := range slices.Sorted(maps.Keys(r.CPU)) {
+		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
+	}
+	s += ", softirq % " + strings.Join(soft, "/")
+	if r.ReassemblyWaitS > 0 {
+		s += fmt.Sprintf(" (began after %.1f s: fragments of datagrams earlier runs lost had to expire)", r.ReassemblyWaitS)
+	}
+	if r.SetupRetries > 0 {
+		s += fmt.Sprintf(" (%d UDP client(s) started again: the datagram setting up the stream was lost)", r.SetupRetries)
+	}
+	return s
 }

@@ -1,15 +1,17 @@
-package bench
+package render
 
 import (
 	"fmt"
 	"html"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // palette is colour-blind safe (Okabe–Ito).
@@ -36,18 +38,18 @@ func headlineBars(f *schema.File, results []schema.Result, marks bool) barChart 
 	byLabel := map[string]*barGroup{}
 	var configs []string
 	for _, r := range results {
-		x, ok := r.Normalized[headline(r.Workload)]
+		x, ok := r.Normalized[workload.JudgedBy(r.Workload)]
 		if !ok {
 			continue
 		}
-		sub := FormatSize(r.Size)
+		sub := workload.FormatSize(r.Size)
 		if r.Flows > 1 {
 			sub += fmt.Sprintf(" ×%d", r.Flows)
 		}
-		if rateWorkload(r.Workload) && r.Offered != nil {
+		if workload.IsRates(r.Workload) && r.Offered != nil {
 			sub += " at " + r.Offered.Spec
 		}
-		sub += headlineNote[headline(r.Workload)]
+		sub += headlineNote[workload.JudgedBy(r.Workload)]
 		key := r.Workload + " " + sub
 		g := byLabel[key]
 		if g == nil {
@@ -56,7 +58,9 @@ func headlineBars(f *schema.File, results []schema.Result, marks bool) barChart 
 			groups = append(groups, g)
 		}
 		cfg := r.Layout + "/" + r.Mode
-		configs = appendUnique(configs, cfg)
+		if !slices.Contains(configs, cfg) {
+			configs = append(configs, cfg)
+		}
 		b := bar{config: cfg, value: x}
 		if marks {
 			b.marks = headlineMarks(r)
@@ -99,17 +103,17 @@ func batchSweep(f *schema.File) []int {
 	batches := make([]int, len(f.Results))
 	sizes := map[int]bool{}
 	for i, r := range f.Results {
-		if !tcpWorkload(r.Workload) {
+		if !workload.IsTCP(r.Workload) {
 			return nil
 		}
-		m, err := agentMode(r.Mode)
+		m, err := schema.ParseMode(r.Mode)
 		switch {
 		case err != nil:
 			return nil
-		case m.vanilla:
-		case m.o.Batch > 0:
-			batches[i] = m.o.Batch
-			sizes[m.o.Batch] = true
+		case m.Vanilla:
+		case m.Opts.Batch > 0:
+			batches[i] = m.Opts.Batch
+			sizes[m.Opts.Batch] = true
 		default:
 			return nil
 		}
@@ -154,7 +158,7 @@ func writeBatchSVG(w io.Writer, f *schema.File, batches []int) error {
 		if !ok {
 			continue
 		}
-		name := fmt.Sprintf("%s %s %s", r.Layout, r.Workload, FormatSize(r.Size))
+		name := fmt.Sprintf("%s %s %s", r.Layout, r.Workload, workload.FormatSize(r.Size))
 		if r.Flows > 1 {
 			name += fmt.Sprintf(" ×%d", r.Flows)
 		}
@@ -170,7 +174,9 @@ func writeBatchSVG(w io.Writer, f *schema.File, batches []int) error {
 			order = append(order, sr)
 		}
 		sr.points[batches[i]], sr.gbps[batches[i]] = x, r.Summary["gbps"].Mean
-		xs = appendUnique(xs, batches[i])
+		if !slices.Contains(xs, batches[i]) {
+			xs = append(xs, batches[i])
+		}
 	}
 	sort.Ints(xs)
 
