@@ -205,11 +205,11 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		}
 	}()
 	g.tb = tb
-	if err := keepSenderHostOnSenderCPUs(tb, r.cfg.SenderCPUs); err != nil {
+	if err := tb.KeepSenderHostOn(r.cfg.SenderCPUs); err != nil {
 		return g.fail(fmt.Errorf("sender host RPS: %w", err))
 	}
 	if r.cfg.NICCPU != nil {
-		if g.pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
+		if g.pin, err = tb.PinNIC(*r.cfg.NICCPU); err != nil {
 			return g.fail(fmt.Errorf("--nic-cpu: %w", err))
 		}
 	}
@@ -242,7 +242,7 @@ type groupRun struct {
 	tb       *testbed.Testbed
 	clients  []testbed.Endpoint
 	servers  []testbed.Endpoint
-	pin      *nicPin
+	pin      *testbed.NICPin
 	failed   int // runs that failed or were skipped
 }
 
@@ -332,7 +332,7 @@ func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
 	var rec schema.Run
 	var err error
 	if g.pin != nil {
-		err = g.pin.ensure()
+		err = g.pin.Ensure()
 	}
 	if err == nil {
 		rec, err = e.measure(ctx)
