@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -94,12 +95,12 @@ func TestResolveLabelledModes(t *testing.T) {
 	if want := []string{"vanilla", "vanilla@aa", "falcon:threshold=90@b"}; !reflect.DeepEqual(c.Modes, want) {
 		t.Fatalf("modes %q, want %q", c.Modes, want)
 	}
-	m, err := LookupMode("falcon:threshold=90@b")
+	m, err := modes.Lookup("falcon:threshold=90@b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm := m.(catalogueMode); cm.Name() != "falcon:threshold=90@b" || cm.o.Threshold != 90 || cm.o.Mode != agent.ModeFalcon {
-		t.Errorf("labelled mode %+v", cm)
+	if pm, err := schema.ParseMode(m.Name()); err != nil || m.Name() != "falcon:threshold=90@b" || pm.Opts.Threshold != 90 || pm.Opts.Mode != agent.ModeFalcon {
+		t.Errorf("labelled mode %s: %+v, %v", m.Name(), pm, err)
 	}
 	plan, _, err := Plan(c)
 	if err != nil || len(plan) != 3 {
@@ -242,14 +243,14 @@ type benchtestMode struct{ setups, undos int }
 
 func (m *benchtestMode) Name() string { return "benchtest" }
 
-func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (SetUp, error) {
+func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (modes.SetUp, error) {
 	m.setups++
-	return SetUp{Undo: func() error { m.undos++; return nil }}, nil
+	return modes.SetUp{Undo: func() error { m.undos++; return nil }}, nil
 }
 
 var testMode = &benchtestMode{}
 
-func init() { RegisterMode(testMode) }
+func init() { modes.Register(testMode) }
 
 func TestPlan(t *testing.T) {
 	c, err := resolve(t, []int{0, 1}, "--layouts", "host,docker", "--modes", "vanilla,benchtest",
@@ -290,13 +291,4 @@ func TestPlan(t *testing.T) {
 	if got := tools(c); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
 		t.Errorf("tools = %v", got)
 	}
-}
-
-func TestRegisterModeRefusesDuplicates(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("registering vanilla twice did not panic")
-		}
-	}()
-	RegisterMode(catalogueMode{spec: "vanilla"})
 }

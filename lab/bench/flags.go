@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -39,7 +40,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.layouts, "layouts", "host,docker", "testbed layouts: "+strings.Join(Layouts, ", "))
 	fs.StringVar(&f.modes, "modes", "vanilla", "datapath modes, each NAME[:KEY=VALUE,…] with the settings of 'falcon enable' as keys "+
-		"(e.g. vanilla,falcon:threshold=90,falcon+split; modes: "+strings.Join(ModeNames(), ", ")+")")
+		"(e.g. vanilla,falcon:threshold=90,falcon+split; modes: "+strings.Join(modes.Names(), ", ")+")")
 	fs.StringVar(&f.workloads, "workloads", "udp-stress,tcp:128K", "workloads (listed below); \"name:SIZE\" runs that workload at SIZE only, not at --sizes")
 	fs.StringVar(&f.sizes, "sizes", "16,1400", "message sizes, 16 B .. 64K (e.g. 16,1400,4K,64K; UDP and sockperf stop at 65507, TCP at 1M)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measurement window of each run")
@@ -269,8 +270,8 @@ func (f *Flags) resolveMatrix(c *schema.Config) error {
 		return err
 	}
 	for _, m := range schema.SplitModes(f.modes) {
-		if _, err := LookupMode(m); err != nil {
-			return err
+		if _, err := modes.Lookup(m); err != nil {
+			return &ConfigError{Msg: err.Error()}
 		}
 		if !slices.Contains(c.Modes, m) {
 			c.Modes = append(c.Modes, m)
@@ -405,7 +406,7 @@ func names(what, list string, known []string) ([]string, error) {
 }
 
 func knownMode(spec string) bool {
-	_, err := LookupMode(spec)
+	_, err := modes.Lookup(spec)
 	return err == nil
 }
 

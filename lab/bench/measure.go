@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -22,8 +22,7 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
-	activity         func() agent.Activity // the mode's agent, if it has one
-	causes           func(uint64) []agent.CauseRecord
+	mode             modes.SetUp            // the mode in force, read around every window
 	cost             *stagetrace.CostTracer // with --stage-cost
 	order            *stagetrace.Tracer     // with --order-check, over a TCP run
 }

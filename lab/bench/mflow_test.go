@@ -45,9 +45,9 @@ func TestMflowPresets(t *testing.T) {
 		t.Errorf("mflow7 cases %q", cases)
 	}
 	for i, n := range []int{0, 16, 32, 64, 128, 256, 512, 1024} {
-		m, err := agentMode(c.Modes[i])
-		if err != nil || m.o.Batch != n || (n > 0 && (m.o.Elephant != 0 || !m.o.Split)) {
-			t.Errorf("mode %s: %+v, %v", c.Modes[i], m.o, err)
+		m, err := schema.ParseMode(c.Modes[i])
+		if err != nil || m.Opts.Batch != n || (n > 0 && (m.Opts.Elephant != 0 || !m.Opts.Split)) {
+			t.Errorf("mode %s: %+v, %v", c.Modes[i], m.Opts, err)
 		}
 	}
 
@@ -68,8 +68,8 @@ func TestMflowPresets(t *testing.T) {
 		plan[4].Mode != "mflow:allow-reorder=true,elephant=0" {
 		t.Errorf("mflow8 plan: %d testbeds, skipped %q", len(plan), skipped)
 	}
-	if m, err := agentMode("mflow:allow-reorder=true,elephant=0"); err != nil || !m.o.AllowReorder || m.o.Batch != 256 {
-		t.Errorf("mflow8's mflow: %+v, %v", m.o, err)
+	if m, err := schema.ParseMode("mflow:allow-reorder=true,elephant=0"); err != nil || !m.Opts.AllowReorder || m.Opts.Batch != 256 {
+		t.Errorf("mflow8's mflow: %+v, %v", m.Opts, err)
 	}
 
 	// The cut-down equivalent: flags given win over the preset's.

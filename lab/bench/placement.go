@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/schema"
 )
@@ -96,30 +95,6 @@ func scaleKernelPreset(online []int) (map[string]string, error) {
 	m["workloads"] = "udp-stress,multi-flow:64"
 	m["sizes"] = "16,64,256,1K,1400"
 	return m, nil
-}
-
-// withFalconCPUs gives a catalogue mode the bench's Falcon set wherever its
-// spec left the CPUs open: falcon's CPU set (and so its split's), and the
-// CPUs rps writes to rps_cpus (the study's default is every CPU, the
-// senders' included, which here are another machine). RFS steers to the
-// applications' CPUs and takes no set. A mode's own setting wins:
-// "falcon:cpus=4-5" keeps 4-5.
-func withFalconCPUs(m Mode, cpus []int) Mode {
-	cm, ok := m.(catalogueMode)
-	if !ok || cpus == nil {
-		return m
-	}
-	switch cm.o.Mode {
-	case agent.ModeFalcon:
-		if cm.o.CPUs == nil {
-			cm.o.CPUs = slices.Clone(cpus)
-		}
-	case agent.ModeRPS:
-		if cm.o.RPSCPUs == nil {
-			cm.o.RPSCPUs = slices.Clone(cpus)
-		}
-	}
-	return cm
 }
 
 // calibratePreset is falcon sim's calibration (lab/sim, Calibrate): a

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -140,44 +139,6 @@ func TestPlacementFlagsRejected(t *testing.T) {
 	// The NIC CPU may be in the Falcon set: falcon chooses by load.
 	if c, err := resolve(t, on8, "--sender-cpus", "0", "--receiver-cpus", "1", "--nic-cpu", "2", "--falcon-cpus", "2-7"); err != nil || *c.NICCPU != 2 {
 		t.Errorf("NIC inside the Falcon set: %v", err)
-	}
-}
-
-// TestWithFalconCPUs: the bench's Falcon set reaches falcon's CPU set and
-// rps's rps_cpus unless the mode's spec names its own; rfs and vanilla
-// take none, and without a set nothing changes.
-func TestWithFalconCPUs(t *testing.T) {
-	set := []int{6, 7}
-	opts := func(spec string, cpus []int) agent.Options {
-		m, err := LookupMode(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return withFalconCPUs(m, cpus).(catalogueMode).o
-	}
-	if o := opts("falcon", set); !reflect.DeepEqual(o.CPUs, set) {
-		t.Errorf("falcon: cpus %v", o.CPUs)
-	}
-	if o := opts("falcon+split", set); !reflect.DeepEqual(o.CPUs, set) || !o.Split {
-		t.Errorf("falcon+split: cpus %v split %v", o.CPUs, o.Split)
-	}
-	if o := opts("falcon:cpus=4-5", set); !reflect.DeepEqual(o.CPUs, []int{4, 5}) {
-		t.Errorf("falcon:cpus=4-5 became %v", o.CPUs)
-	}
-	if o := opts("rps+", set); !reflect.DeepEqual(o.RPSCPUs, set) || o.CPUs != nil {
-		t.Errorf("rps+: rps_cpus %v cpus %v", o.RPSCPUs, o.CPUs)
-	}
-	if o := opts("rfs", set); o.RPSCPUs != nil || o.CPUs != nil {
-		t.Errorf("rfs: rps_cpus %v cpus %v", o.RPSCPUs, o.CPUs)
-	}
-	if o := opts("falcon", nil); o.CPUs != nil {
-		t.Errorf("no set: cpus %v", o.CPUs)
-	}
-	// The set is copied: a mode never shares the config's slice.
-	o := opts("falcon", set)
-	o.CPUs[0] = 99
-	if set[0] != 6 {
-		t.Error("the mode's CPU set aliases the config's")
 	}
 }
 

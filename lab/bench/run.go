@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
@@ -53,8 +54,8 @@ func Preflight(c schema.Config) error {
 		return err
 	}
 	for _, name := range c.Modes {
-		if m, err := LookupMode(name); err == nil {
-			if p, ok := m.(Preflighter); ok {
+		if m, err := modes.Lookup(name); err == nil {
+			if p, ok := m.(modes.Preflighter); ok {
 				if err := p.Preflight(); err != nil {
 					return fmt.Errorf("mode %s: %w", name, err)
 				}
@@ -293,12 +294,12 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 		g.p.Skip(len(s.items))
 		g.failed += len(s.items)
 	}
-	m, err := LookupMode(tp.Mode)
+	m, err := modes.Lookup(tp.Mode)
 	if err != nil {
 		skip(err)
 		return nil
 	}
-	m = withFalconCPUs(m, g.cfg.FalconCPUs)
+	m = modes.WithFalconCPUs(m, g.cfg.FalconCPUs)
 	g.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
 	su, err := m.Setup(ctx, g.tb)
 	if err != nil {
@@ -320,10 +321,10 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 }
 
 // run measures one run of one case; false when ctrl-C cut it short.
-func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
+func (g *groupRun) run(ctx context.Context, plan int, it item, su modes.SetUp) bool {
 	cs := g.plans[plan].Cases[it.res]
 	res := &g.results[g.offsets[plan]+it.res]
-	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, activity: su.Activity, causes: su.Causes,
+	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, mode: su,
 		cost: g.cost}
 	if res.Endpoints == nil {
 		res.Endpoints = e.describe()

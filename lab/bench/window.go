@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/stats"
@@ -156,10 +156,7 @@ func (e *env) windowRun(before, after sample) schema.Run {
 		run.Counters[k] = v - before.counters[k]
 	}
 	run.BPF = bpfCosts(before.bpf, after.bpf)
-	run.Falcon = falconActivity(before.falcon, after.falcon)
-	if run.Falcon != nil && e.causes != nil {
-		run.Falcon.Causes.Trace = causesWithin(e.causes(before.falcon.Causes.Last.Seq), after.falcon.Causes.Last.Seq)
-	}
+	run.Falcon = e.mode.Between(before.falcon, after.falcon)
 	if e.cost != nil {
 		run.Stages = stageCosts(e.tb, after.cost.Sub(before.cost))
 	}
@@ -250,7 +247,7 @@ type sample struct {
 	counters map[string]int64
 	bpf      map[string]datapath.ProgStats // with --bpf-stats
 	cost     stagetrace.CostSnapshot       // with --stage-cost
-	falcon   agent.Activity
+	falcon   modes.Reading
 }
 
 // counterKeys are the SNMP and netstat counters kept per run, for the
@@ -267,9 +264,7 @@ var counterKeys = map[string][][2]string{
 
 func (e *env) sample(t traffic) (sample, error) {
 	s := sample{at: time.Now(), counters: map[string]int64{}}
-	if e.activity != nil {
-		s.falcon = e.activity()
-	}
+	s.falcon = e.mode.Read()
 	var err error
 	if s.cpu, err = procfs.TakeSnapshot(); err != nil {
 		return s, err

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -74,7 +75,7 @@ func Plan(c schema.Config) (plan []TestbedPlan, skipped []string, err error) {
 			}
 		}
 		for _, mode := range c.Modes {
-			if why := unsupported(mode, layout); why != "" {
+			if why := modes.Unsupported(mode, layout); why != "" {
 				skipped = append(skipped, fmt.Sprintf("%s × %s skipped: %s", layout, mode, why))
 				continue
 			}

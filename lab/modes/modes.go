@@ -1,10 +1,16 @@
-package bench
+// Package modes sets a datapath mode up on a testbed and undoes it: the
+// lab's modes (vanilla, and the agent's catalogue run by an in-process
+// agent on the receiving host), the ones tests register, which layouts
+// each can run on, and what its agent did over a window (activity.go).
+// bench runs its cases under them.
+package modes
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 
@@ -21,7 +27,7 @@ import (
 //
 // The modes of --modes are the lab's (schema.ParseMode): "vanilla",
 // "falcon:threshold=90", "falcon+split", "rps+", "vanilla@aa", …; tests add
-// their own with RegisterMode.
+// their own with Register.
 type Mode interface {
 	Name() string
 	Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, error)
@@ -59,26 +65,26 @@ var (
 	modes   = map[string]Mode{}
 )
 
-// RegisterMode makes a mode outside the catalogue available to --modes
+// Register makes a mode outside the catalogue available to --modes
 // (tests do). It panics on an empty or duplicate name, or one of the
 // catalogue's: that is a programming error.
-func RegisterMode(m Mode) {
+func Register(m Mode) {
 	modesMu.Lock()
 	defer modesMu.Unlock()
 	name := m.Name()
 	if name == "" {
-		panic("bench: RegisterMode with an empty name")
+		panic("modes: Register with an empty name")
 	}
 	_, dup := modes[name]
 	if _, err := agentMode(name); dup || err == nil {
-		panic(fmt.Sprintf("bench: mode %q registered twice", name))
+		panic(fmt.Sprintf("modes: mode %q registered twice", name))
 	}
 	modes[name] = m
 }
 
-// LookupMode returns the mode a --modes entry names: a registered one, or a
-// spec of the agent's catalogue. Errors are *ConfigError.
-func LookupMode(spec string) (Mode, error) {
+// Lookup returns the mode a --modes entry names: a registered one, or a
+// spec of the agent's catalogue.
+func Lookup(spec string) (Mode, error) {
 	modesMu.RLock()
 	m, ok := modes[spec]
 	modesMu.RUnlock()
@@ -87,13 +93,13 @@ func LookupMode(spec string) (Mode, error) {
 	}
 	am, err := agentMode(spec)
 	if err != nil {
-		return nil, &ConfigError{Msg: err.Error()}
+		return nil, err
 	}
 	return am, nil
 }
 
-// ModeNames lists the lab's modes and the registered ones, sorted.
-func ModeNames() []string {
+// Names lists the lab's modes and the registered ones, sorted.
+func Names() []string {
 	n := schema.ModeNames()
 	modesMu.RLock()
 	defer modesMu.RUnlock()
@@ -176,9 +182,23 @@ func (m catalogueMode) Preflight() error {
 	return agent.Preflight(m.o)
 }
 
-// unsupported says why a mode cannot run on a layout, or "".
-func unsupported(mode, layout string) string {
-	m, err := LookupMode(mode)
+// NeedsBPF says what a mode needs of the kernel before any testbed: BPF in
+// tc (falcon's modes), XDP (its split); false for a mode it cannot read.
+func NeedsBPF(spec string) (bpf, xdp bool) {
+	m, err := Lookup(spec)
+	if err != nil {
+		return false, false
+	}
+	cm, ok := m.(catalogueMode)
+	if !ok || cm.o.Mode != agent.ModeFalcon {
+		return false, false
+	}
+	return true, cm.o.Split
+}
+
+// Unsupported says why a mode cannot run on a layout, or "".
+func Unsupported(mode, layout string) string {
+	m, err := Lookup(mode)
 	if err != nil {
 		return err.Error()
 	}
@@ -189,4 +209,28 @@ func unsupported(mode, layout string) string {
 		return "the host layout has no overlay for this mode to change (host runs vanilla, and falcon+split as FALCON's Host+)"
 	}
 	return ""
+}
+
+// WithFalconCPUs gives a catalogue mode the bench's Falcon set wherever its
+// spec left the CPUs open: falcon's CPU set (and so its split's), and the
+// CPUs rps writes to rps_cpus (the study's default is every CPU, the
+// senders' included, which here are another machine). RFS steers to the
+// applications' CPUs and takes no set. A mode's own setting wins:
+// "falcon:cpus=4-5" keeps 4-5.
+func WithFalconCPUs(m Mode, cpus []int) Mode {
+	cm, ok := m.(catalogueMode)
+	if !ok || cpus == nil {
+		return m
+	}
+	switch cm.o.Mode {
+	case agent.ModeFalcon:
+		if cm.o.CPUs == nil {
+			cm.o.CPUs = slices.Clone(cpus)
+		}
+	case agent.ModeRPS:
+		if cm.o.RPSCPUs == nil {
+			cm.o.RPSCPUs = slices.Clone(cpus)
+		}
+	}
+	return cm
 }
