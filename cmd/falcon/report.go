@@ -90,7 +90,7 @@ func writeTraces(dir, name string) error {
 	if err != nil {
 		return err
 	}
-	ts := bench.CauseTraces(f)
+	ts := f.CauseTraces()
 	if len(ts) == 0 {
 		fmt.Fprintf(os.Stderr, "falcon report: %s recorded no decision by cause\n", name)
 		return nil

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -20,7 +21,7 @@ func TestBenchKernelSender(t *testing.T) {
 	}
 	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		sent := run.Counters["tx.kernel.frames"]
-		var k KernelSent
+		var k measure.KernelSent
 		if len(run.Tool) != 1 || json.Unmarshal(run.Tool[0], &k) != nil {
 			t.Errorf("%s: tool results %s", what, run.Tool)
 			return

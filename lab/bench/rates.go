@@ -1,14 +1,12 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -79,21 +77,6 @@ func (f *Flags) resolveRates(c *schema.Config) error {
 	return nil
 }
 
-// hotspotRate is the rate a hotspot's light flows are held to: --hotspot-rate
-// as given, except that for TCP a packet rate counts full segments of
-// tcpMSS bytes (20Kpps is 231.68M), as the wire carries them. A TCP
-// flow's writes of the case's size are not its packets (rates-tcp refuses
-// packet rates for that reason), and converting at the write size would
-// make 20Kpps of 128 KiB writes 21 Gbit/s, no light flow; at full segments
-// the TCP flows run at about the packet rate the UDP flows of 1400 B do.
-func hotspotRate(spec string, tcp bool) (workload.Rate, error) {
-	r, err := workload.ParseRate(spec)
-	if err != nil || !tcp || r.PPS == 0 {
-		return r, err
-	}
-	return workload.Rate{Bits: r.PPS * workload.TCPMSS * 8}, nil
-}
-
 // caseRates lists the rates a case of workload w at size runs at: the
 // config's, checked against the size, for the rates workloads, and one
 // "" (no rate) for the others. Hotspot's light rate is checked here too.
@@ -102,7 +85,7 @@ func caseRates(c schema.Config, w workload.Kind, size int) ([]string, error) {
 		tcp := w.Name == "hotspot-tcp"
 		given, err := workload.ParseRate(c.HotspotRate)
 		if err == nil {
-			r, _ := hotspotRate(c.HotspotRate, tcp)
+			r, _ := workload.HotspotRate(c.HotspotRate, tcp)
 			if _, err = checkRate(r.String(), "--hotspot-rate", size, tcp); err != nil && r != given {
 				err = fmt.Errorf("%v (%s in full segments of %d B)", err, given, workload.TCPMSS)
 			}
@@ -162,83 +145,13 @@ func offeredAt(spec string, r workload.Rate, size int) *schema.Offered {
 
 // describeCase records in a result what its workload needs said beyond
 // the case's size and flows.
-func describeCase(res *schema.Result, cs Case, c schema.Config) {
+func describeCase(res *schema.Result, cs measure.Case, c schema.Config) {
 	switch {
 	case workload.IsRates(cs.Workload):
 		res.Offered = offered(cs.Rate, cs.Size)
 	case workload.IsHotspot(cs.Workload):
-		if r, err := hotspotRate(c.HotspotRate, cs.Workload == "hotspot-tcp"); err == nil && c.HotspotRate != "" {
+		if r, err := workload.HotspotRate(c.HotspotRate, cs.Workload == "hotspot-tcp"); err == nil && c.HotspotRate != "" {
 			res.Offered = offeredAt(c.HotspotRate, r, cs.Size)
 		}
 	}
-}
-
-// rates: one iperf3 flow, UDP (rates) or TCP (rates-tcp), held to the
-// case's rate. Packets/s are the receiver's datagrams (TCP: segments after
-// GRO) over the window, Gbit/s iperf3's receiver rate; loss as udp and tcp
-// count it.
-func (e *env) rates(ctx context.Context) (schema.Run, error) {
-	udp := e.cs.Workload == "rates"
-	r, err := workload.ParseRate(e.cs.Rate)
-	if err != nil {
-		return schema.Run{}, err
-	}
-	bits, _ := r.At(e.cs.Size)
-	srv, cl := e.servers[0], e.clients[0]
-	port := e.port(5201, 0)
-	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
-	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
-		return workload.StartIperf3Server(ctx, srv.Netns, port, e.receiverCPU(0))
-	})
-	opts := workload.Iperf3Opts{Netns: cl.Netns, Addr: srv.Addr, Port: port, UDP: udp, Size: e.cs.Size,
-		Duration: e.clientTime(), CPUs: e.senderCPU(0), Bitrate: strconv.FormatFloat(math.Round(bits), 'f', 0, 64)}
-	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunIperf3(ctx, opts) })
-	run, results, err := e.window(ctx, t)
-	if err != nil {
-		return run, err
-	}
-	res := results[0].(workload.Iperf3Result)
-	run.Gbps = res.BitsPerSecond / 1e9
-	if udp {
-		udpReceived(&run, run.Counters["tx.Udp.OutDatagrams"])
-		ooo := res.OutOfOrder
-		run.OutOfOrder = &ooo
-		return run, nil
-	}
-	run.PPS = float64(run.Counters["rx.Tcp.InSegs"]) / run.WindowS
-	run.LossPct = lossPct(run.Counters["tx.Tcp.OutSegs"], run.Counters["tx.Tcp.OutSegs"]-run.Counters["tx.Tcp.RetransSegs"])
-	ooo, retrans := run.Counters["rx.TcpExt.TCPOFOQueue"], res.Retransmits
-	run.OutOfOrder, run.Retransmits = &ooo, &retrans
-	return run, nil
-}
-
-// userHZ is the unit of /proc/stat's times (USER_HZ), 100 on every Linux
-// architecture.
-const userHZ = 100
-
-// cpuBusy is each CPU's busy share of a window of windowS seconds by the
-// clock: 100 − idle − iowait. Without IRQ_TIME_ACCOUNTING (not set on this
-// machine's kernel, nor on most distributions') the kernel charges user,
-// system, softirq and irq time a whole tick at a time to whatever the CPU
-// was doing when the tick came, so CPU's split aliases with a paced
-// sender's timer: iperf3 sending 50K datagrams/s in bursts every
-// millisecond read 0-1 % busy at HZ 250. On a NO_HZ kernel (CONFIG_NO_HZ_IDLE,
-// the default) idle and iowait are kept from the idle loop's own entry and
-// exit times instead, so their complement is exact to /proc/stat's 10 ms;
-// on other kernels it is as sampled as the rest. nil when the window is
-// empty.
-func cpuBusy(before, after procfs.Snapshot, windowS float64) map[int]float64 {
-	if windowS <= 0 {
-		return nil
-	}
-	out := map[int]float64{}
-	for cpu, a := range after.Stat.CPU {
-		b, ok := before.Stat.CPU[cpu]
-		if !ok || a.Idle < b.Idle || a.IOWait < b.IOWait {
-			continue
-		}
-		idle := float64(a.Idle-b.Idle+a.IOWait-b.IOWait) / userHZ
-		out[cpu] = min(max(100*(1-idle/windowS), 0), 100)
-	}
-	return out
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
@@ -150,26 +148,6 @@ func TestSummarizeAndNormalize(t *testing.T) {
 	}
 }
 
-func TestParseNetDev(t *testing.T) {
-	b, err := os.ReadFile("testdata/netdev.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	devs, err := parseNetDev(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(devs) != 4 || devs["v1"].RxPackets != 2 || devs["lo"].RxPackets != 6 || devs["vx0"] != (devCounters{}) {
-		t.Errorf("parsed %+v", devs)
-	}
-	if _, err := parseNetDev([]byte("garbage\n")); err == nil {
-		t.Error("garbage parsed")
-	}
-	if _, err := parseNetDev(append(b, "  x0: 1 2 3\n"...)); err == nil {
-		t.Error("short line parsed")
-	}
-}
-
 func TestProgressLines(t *testing.T) {
 	var b bytes.Buffer
 	p := NewProgress(&b, false, false, 2, 0)
@@ -195,48 +173,5 @@ func TestProgressLines(t *testing.T) {
 	p.Close()
 	if b.Len() != 0 {
 		t.Errorf("quiet progress wrote %q", b.String())
-	}
-}
-
-// The machine's virtualization: systemd-detect-virt's word for the machine
-// where it ran (also "none", which it prints with exit status 1) and the
-// container it runs in, if any, else the CPU's hypervisor flag, as on the
-// lent 16-vCPU machine (its flags line, cut).
-func TestVirtualization(t *testing.T) {
-	flags := "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm"
-	for _, c := range []struct {
-		vm, container string
-		missing       bool
-		flags         string
-		want          string
-	}{
-		{"kvm\n", "none\n", false, flags, "kvm"},
-		{"kvm\n", "docker\n", false, flags, "kvm, in a docker container"},
-		{"none\n", "none\n", false, "fpu vme", "none"},
-		{"none\n", "docker\n", false, "fpu vme", "none, in a docker container"},
-		{"", "", true, flags, "vm (the CPU's hypervisor flag; no systemd-detect-virt)"},
-		{"", "", true, "fpu vme hypervisorx", "none seen (no hypervisor flag; no systemd-detect-virt)"},
-		{"", "", false, flags, ""},
-	} {
-		if got := virtualization(c.vm, c.container, c.missing, c.flags); got != c.want {
-			t.Errorf("virtualization(%q, %q, %v, …) = %q, want %q", c.vm, c.container, c.missing, got, c.want)
-		}
-	}
-}
-
-// A run's decisions by cause become one replayable trace.
-func TestCauseTraces(t *testing.T) {
-	w := cause.Window{Ms: 150, Delivered: 10}
-	act := &schema.FalconActivity{Causes: &schema.CauseActivity{Params: cause.Params{Threshold: 85, Set: []int{0, 1}},
-		Trace: []agent.CauseRecord{{Seq: 1, Window: w}, {Seq: 2, Window: w}}}}
-	f := &schema.File{Results: []schema.Result{{Layout: "docker", Mode: "falcon:policy=paper", Workload: "udp-stress", Size: 16,
-		Runs: []schema.Run{{}, {Falcon: act}}}}}
-	got := CauseTraces(f)
-	tr, ok := got["docker-falcon_policy_paper-udp-stress-16-run2.json"]
-	if len(got) != 1 || !ok || len(tr.Windows) != 2 || tr.Params.Threshold != 85 {
-		t.Fatalf("traces: %+v", got)
-	}
-	if s := tr.Replay(0); len(s) != 2 {
-		t.Errorf("replayed %d turns", len(s))
 	}
 }

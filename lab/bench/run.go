@@ -8,13 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-
+	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -69,20 +67,13 @@ func Preflight(c schema.Config) error {
 // tail the clients run past it (whole seconds), starting the tools, and
 // sockperf's own two-second warm-up stage when it is used.
 func EstimateRun(c schema.Config) time.Duration {
-	d := time.Duration(c.Warmup+c.Duration) + tail
+	d := time.Duration(c.Warmup+c.Duration) + measure.Tail
 	d = (d+time.Second-1)/time.Second*time.Second + 500*time.Millisecond
 	if contains(tools(c), "sockperf") {
 		d += 2 * time.Second
 	}
 	return d
 }
-
-// tail keeps the clients sending a little past the window, so the window
-// never sees them stop. The window opens only after trafficSteady of
-// steady traffic, and the tools' own start and the closing sample come on
-// top of that: half a second for those (with 300 ms, a client stopped
-// 33 ms early on the host and 1 ms early in the 6.1 guest under emulation).
-const tail = trafficSteady + 500*time.Millisecond
 
 // Execute builds a fresh testbed for each layout × mode (with
 // --interleave, for each layout), sets the mode up, runs the cases there,
@@ -102,28 +93,16 @@ func Execute(ctx context.Context, c schema.Config, o RunOptions) (*schema.File, 
 		o.TestbedName = func(i int) string { return fmt.Sprintf("b%d-%d", pid, i) }
 	}
 	f := &schema.File{Format: schema.Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
-		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
+		Command: o.Command, Machine: benchprobe.DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
 	for _, s := range skipped {
 		o.Progress.Note("falcon bench: %s", s)
 	}
-	if c.BPFStats {
-		// Held by fd: the statistics switch off again when the bench ends,
-		// however it ends, and kernel.bpf_stats_enabled is never touched.
-		st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-		if err != nil {
-			return nil, fmt.Errorf("--bpf-stats: enable BPF run-time statistics: %w", err)
-		}
-		defer st.Close()
+	in, err := measure.Start(c)
+	if err != nil {
+		return nil, err
 	}
-	r := &runner{cfg: c, p: o.Progress, totalCases: 0}
-	if c.StageCost {
-		// Started before any testbed: a kernel that cannot run it fails
-		// the bench before anything is built.
-		if r.cost, err = stagetrace.StartCost(); err != nil {
-			return nil, fmt.Errorf("--stage-cost: %w", err)
-		}
-		defer r.cost.Close()
-	}
+	defer in.Close()
+	r := &runner{cfg: c, p: o.Progress, in: in}
 	for _, tp := range plan {
 		r.totalCases += len(tp.Cases)
 	}
@@ -171,7 +150,7 @@ type runner struct {
 	p          *Progress
 	totalCases int
 	caseNo     int
-	cost       *stagetrace.CostTracer // with --stage-cost
+	in         *measure.Instruments
 }
 
 // A session is one mode set up on a testbed and the runs measured under it:
@@ -324,10 +303,9 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 func (g *groupRun) run(ctx context.Context, plan int, it item, su modes.SetUp) bool {
 	cs := g.plans[plan].Cases[it.res]
 	res := &g.results[g.offsets[plan]+it.res]
-	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, mode: su,
-		cost: g.cost}
+	r := measure.Run{Config: g.cfg, Testbed: g.tb, Case: cs, Clients: g.clients, Servers: g.servers, N: it.run, Mode: su, Instruments: g.in}
 	if res.Endpoints == nil {
-		res.Endpoints = e.describe()
+		res.Endpoints = measure.Endpoints(r)
 	}
 	g.p.Stage("case %d/%d %s · run %d/%d", g.caseBase+g.offsets[plan]+it.res+1, g.totalCases, cs, it.run, g.cfg.Runs)
 	var rec schema.Run
@@ -336,7 +314,7 @@ func (g *groupRun) run(ctx context.Context, plan int, it item, su modes.SetUp) b
 		err = g.pin.Ensure()
 	}
 	if err == nil {
-		rec, err = e.measure(ctx)
+		rec, err = measure.Measure(ctx, r)
 	}
 	if ctx.Err() != nil {
 		return false // a run cut short by ctrl-C measures nothing

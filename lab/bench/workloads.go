@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -38,30 +39,12 @@ func workloadSizes(entry string, sizes []int) (workload.Kind, []int, error) {
 	return w, sizes, nil
 }
 
-// Case is one cell of the matrix: what runs --runs times on one testbed.
-type Case struct {
-	Layout, Mode, Workload string
-	Size, Flows            int
-	Rate                   string // the rates workloads' rate (a --rates entry)
-}
-
-func (c Case) String() string {
-	s := fmt.Sprintf("%s/%s %s %s", c.Layout, c.Mode, c.Workload, workload.FormatSize(c.Size))
-	if c.Flows > 1 {
-		s += fmt.Sprintf(" ×%d", c.Flows)
-	}
-	if c.Rate != "" {
-		s += " at " + c.Rate
-	}
-	return s
-}
-
 // TestbedPlan is the cases that share one fresh testbed (one layout ×
 // mode, and with ContainersPerFlow one flow count) of Containers per host.
 type TestbedPlan struct {
 	Layout, Mode string
 	Containers   int
-	Cases        []Case
+	Cases        []measure.Case
 }
 
 // Plan expands a config into testbeds and their cases, in the order given
@@ -80,7 +63,7 @@ func Plan(c schema.Config) (plan []TestbedPlan, skipped []string, err error) {
 				continue
 			}
 			tp := TestbedPlan{Layout: layout, Mode: mode, Containers: c.Containers}
-			seen := map[Case]bool{}
+			seen := map[measure.Case]bool{}
 			for _, entry := range c.Workloads {
 				w, sizes, err := workloadSizes(entry, c.Sizes)
 				if err == nil && c.Sender == schema.SenderKernel {
@@ -111,7 +94,7 @@ func Plan(c schema.Config) (plan []TestbedPlan, skipped []string, err error) {
 					}
 					for _, f := range flows {
 						for _, rate := range rates {
-							k := Case{layout, mode, w.Name, size, f, rate}
+							k := measure.Case{Layout: layout, Mode: mode, Workload: w.Name, Size: size, Flows: f, Rate: rate}
 							if !seen[k] {
 								seen[k] = true
 								tp.Cases = append(tp.Cases, k)

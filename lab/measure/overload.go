@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/probes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -212,13 +212,13 @@ func stepsLine(steps []schema.OverloadStep) string {
 // overloadStep runs one sockperf client at target messages/s (0: flat
 // out, in throughput mode) and reads what the receiver got of it.
 func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port int, target float64, tcp bool) (schema.OverloadStep, error) {
-	t := traffic{rx: []string{srvNS}, tx: []string{clNS}}
+	p := e.probes(traffic{rx: []string{srvNS}, tx: []string{clNS}})
 	opts := workload.SockperfOpts{Mode: "under-load", Netns: clNS, Addr: addr, Port: port, Size: e.cs.Size,
 		Duration: schema.OverloadStepTime, MPS: int(math.Round(target)), TCP: tcp, CPUs: e.senderCPU(0)}
 	if target == 0 {
 		opts.Mode = "throughput"
 	}
-	before, err := e.sample(t)
+	before, err := p.Sample()
 	if err != nil {
 		return schema.OverloadStep{}, err
 	}
@@ -226,22 +226,20 @@ func (e *env) overloadStep(ctx context.Context, srvNS, addr, clNS string, port i
 	if err != nil {
 		return schema.OverloadStep{}, err
 	}
-	if err := sleep(ctx, overloadSettle); err != nil {
+	if err := probes.Wait(ctx, overloadSettle); err != nil {
 		return schema.OverloadStep{}, err
 	}
-	after, err := e.sample(t)
+	after, err := p.Sample()
 	if err != nil {
 		return schema.OverloadStep{}, err
 	}
-	d := func(k string) int64 { return after.counters[k] - before.counters[k] }
+	d := func(k string) int64 { return after.Counters[k] - before.Counters[k] }
 	st := schema.OverloadStep{Mode: opts.Mode, TargetPPS: target, SentPPS: r.MsgPerSec, Sent: d("tx.Udp.OutDatagrams"),
 		Received: max(0, d("rx.Udp.InDatagrams")-d("rx.overlay.packets")), RcvbufErrors: d("rx.Udp.RcvbufErrors")}
 	if tcp {
 		st.Sent, st.Received, st.Retransmitted = d("tx.Tcp.OutSegs"), d("rx.Tcp.InSegs"), d("tx.Tcp.RetransSegs")
 	}
-	for _, w := range procfs.Window(before.cpu, after.cpu) {
-		st.SoftnetDropped += w.SoftnetDropped
-	}
+	st.SoftnetDropped = probes.SoftnetDropped(before, after)
 	if st.Sent <= 0 {
 		return st, fmt.Errorf("sockperf sent nothing at %.0f messages/s", target)
 	}

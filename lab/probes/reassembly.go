@@ -1,4 +1,4 @@
-package bench
+package probes
 
 import (
 	"context"
@@ -14,18 +14,18 @@ import (
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
-// reassemblyPoll is how often a run waiting for fragment reassembly to
+// ReassemblyPoll is how often a run waiting for fragment reassembly to
 // empty looks again.
-const reassemblyPoll = 100 * time.Millisecond
+const ReassemblyPoll = 100 * time.Millisecond
 
-// awaitReassembly waits until no namespace of the testbed holds fragments
+// AwaitReassembly waits until no namespace of the testbed holds fragments
 // of an unfinished datagram, and says how long that took. A run that lost
 // fragments (a saturated CPU drops some of a datagram's) leaves the rest
 // in reassembly until ipfrag_time expires them, 30 s by default: longer
 // than the gap between runs. The memory they hold counts against
 // ipfrag_high_thresh, above which every new fragment is dropped, so the
 // next run would start where this one collapsed and measure that.
-func awaitReassembly(ctx context.Context, tb *testbed.Testbed) (time.Duration, error) {
+func AwaitReassembly(ctx context.Context, tb *testbed.Testbed) (time.Duration, error) {
 	nss := testbedNamespaces(tb)
 	start := time.Now()
 	var limit time.Duration
@@ -60,7 +60,7 @@ func awaitReassembly(ctx context.Context, tb *testbed.Testbed) (time.Duration, e
 			return 0, fmt.Errorf("IP fragment reassembly still not empty %s after the last run, longer than it keeps fragments (%s): "+
 				"something else sends fragments into the testbed", limit.Round(time.Second), strings.Join(what, ", "))
 		}
-		if err := sleep(ctx, reassemblyPoll); err != nil {
+		if err := Wait(ctx, ReassemblyPoll); err != nil {
 			return 0, err
 		}
 	}

@@ -1,4 +1,11 @@
-package bench
+// Package measure runs one run of one case of a bench on a testbed, under
+// a mode already set up: it starts the workload's servers and clients
+// (lab/workload, or the kernel sender of lab/xdpsend), waits for steady
+// traffic and the warm-up, reads the counters at both ends of the window
+// (lab/probes) and what the mode's agent did (lab/modes), and returns the
+// run's record. Each workload's driver is here: udp-stress, iperf3's,
+// sockperf's latency, memcached, web, rates, hotspot, overload-latency.
+package measure
 
 import (
 	"context"
@@ -9,11 +16,38 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/lab/modes"
+	"github.com/falconnet/falcon/lab/probes"
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
+
+// Run is one run of one case on a testbed, under a mode in force there.
+type Run struct {
+	Config           schema.Config
+	Testbed          *testbed.Testbed
+	Case             Case
+	Clients, Servers []testbed.Endpoint // the testbed's (Testbed.Endpoints)
+	N                int                // the run's number, from 1
+	Mode             modes.SetUp
+	Instruments      *Instruments // the bench's, started once (Start)
+}
+
+func (r Run) env() *env {
+	e := &env{cfg: r.Config, tb: r.Testbed, cs: r.Case, clients: r.Clients, servers: r.Servers, run: r.N, mode: r.Mode}
+	if r.Instruments != nil {
+		e.cost = r.Instruments.cost
+	}
+	return e
+}
+
+// Measure measures the run: first waiting until no namespace of the
+// testbed holds fragments of the run before (probes.AwaitReassembly).
+func Measure(ctx context.Context, r Run) (schema.Run, error) { return r.env().measure(ctx) }
+
+// Endpoints lists the client -> server pairs the run uses, with their CPUs
+// (Result.Endpoints).
+func Endpoints(r Run) []string { return r.env().describe() }
 
 // env is one run of one case on a testbed.
 type env struct {
@@ -22,9 +56,9 @@ type env struct {
 	cs               Case
 	clients, servers []testbed.Endpoint
 	run              int
-	mode             modes.SetUp            // the mode in force, read around every window
-	cost             *stagetrace.CostTracer // with --stage-cost
-	order            *stagetrace.Tracer     // with --order-check, over a TCP run
+	mode             modes.SetUp        // the mode in force, read around every window
+	cost             *probes.StageCost  // with --stage-cost
+	order            *probes.OrderCheck // with --order-check, over a TCP run
 }
 
 // traffic is what a workload starts: servers first, then clients that all
@@ -64,7 +98,7 @@ func (e *env) receiverCPU(i int) []int { return []int{e.cfg.ReceiverCPUs[i%len(e
 // get going (16 iperf3 pairs on 2 CPUs overran the plain tail), so the tail
 // grows with them.
 func (e *env) clientTime() time.Duration {
-	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + tail + time.Duration(len(e.describe())-1)*tailPerClient
+	return time.Duration(e.cfg.Warmup+e.cfg.Duration) + Tail + time.Duration(len(e.describe())-1)*tailPerClient
 }
 
 // tailPerClient is the tail's allowance for each client after the first.
@@ -104,12 +138,12 @@ func (e *env) describe() []string {
 }
 
 func (e *env) measure(ctx context.Context) (schema.Run, error) {
-	waited, err := awaitReassembly(ctx, e.tb)
+	waited, err := probes.AwaitReassembly(ctx, e.tb)
 	if err != nil {
 		return schema.Run{}, err
 	}
 	run, err := e.measureNow(ctx)
-	if waited >= reassemblyPoll {
+	if waited >= probes.ReassemblyPoll {
 		run.ReassemblyWaitS = waited.Seconds()
 	}
 	return run, err
@@ -121,7 +155,7 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 	}
 	if e.cfg.OrderCheck && workload.IsTCP(e.cs.Workload) {
 		var err error
-		if e.order, err = e.orderCheck(); err != nil {
+		if e.order, err = probes.StartOrderCheck(e.servers); err != nil {
 			return schema.Run{}, err
 		}
 		defer func() {
@@ -131,25 +165,9 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 	}
 	run, err := e.drive(ctx)
 	if err == nil && workload.IsTCP(e.cs.Workload) {
-		run.Reordering = tcpReorder(run.Counters, e.order != nil)
+		run.Reordering = probes.TCPReorder(run.Counters, e.order != nil)
 	}
 	return run, err
-}
-
-// orderCheck starts the order check on every server's device (--order-check).
-func (e *env) orderCheck() (*stagetrace.Tracer, error) {
-	o := stagetrace.Options{Proto: 6}
-	for _, s := range e.servers {
-		if !slices.Contains(o.Netns, s.Netns) {
-			o.Netns = append(o.Netns, s.Netns)
-		}
-		o.Seq = append(o.Seq, stagetrace.Device{Netns: s.Netns, Name: s.Dev})
-	}
-	tr, err := stagetrace.Start(o)
-	if err != nil {
-		return nil, fmt.Errorf("--order-check: %w", err)
-	}
-	return tr, nil
 }
 
 // drive runs the workload's driver.
@@ -352,3 +370,28 @@ func lossPct(sent, received int64) float64 {
 	}
 	return 100 * float64(sent-received) / float64(sent)
 }
+
+// Case is one cell of the matrix: what runs --runs times on one testbed.
+type Case struct {
+	Layout, Mode, Workload string
+	Size, Flows            int
+	Rate                   string // the rates workloads' rate (a --rates entry)
+}
+
+func (c Case) String() string {
+	s := fmt.Sprintf("%s/%s %s %s", c.Layout, c.Mode, c.Workload, workload.FormatSize(c.Size))
+	if c.Flows > 1 {
+		s += fmt.Sprintf(" ×%d", c.Flows)
+	}
+	if c.Rate != "" {
+		s += " at " + c.Rate
+	}
+	return s
+}
+
+// Tail keeps the clients sending a little past the window, so the window
+// never sees them stop. The window opens only after probes.TrafficSteady of
+// steady traffic, and the tools' own start and the closing sample come on
+// top of that: half a second for those (with 300 ms, a client stopped
+// 33 ms early on the host and 1 ms early in the 6.1 guest under emulation).
+const Tail = probes.TrafficSteady + 500*time.Millisecond

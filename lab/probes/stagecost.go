@@ -1,4 +1,4 @@
-package bench
+package probes
 
 import (
 	"cmp"
@@ -9,6 +9,23 @@ import (
 	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 )
+
+// StageCost times each receive stage's NET_RX work (--stage-cost): started
+// once, before any testbed, so a kernel that cannot run it fails the bench
+// before anything is built; every Sample reads it.
+type StageCost struct{ t *stagetrace.CostTracer }
+
+// StartStageCost starts the stage-cost timer.
+func StartStageCost() (*StageCost, error) {
+	t, err := stagetrace.StartCost()
+	if err != nil {
+		return nil, err
+	}
+	return &StageCost{t}, nil
+}
+
+// Close stops the timer.
+func (c *StageCost) Close() error { return c.t.Close() }
 
 // stageOrder sorts the named stages first, along the path.
 var stageOrder = map[string]int{"nic": 1, "vxlan": 2, "container": 3, "backlog": 5, "other": 6}

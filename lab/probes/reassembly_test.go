@@ -1,8 +1,9 @@
-package bench
+package probes
 
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"os"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
@@ -18,22 +20,17 @@ import (
 // others never come in a testbed's receiving host, as a saturated CPU does:
 // the next run waits until reassembly expires it, and no longer.
 func TestAwaitReassembly(t *testing.T) {
-	_, name := integration(t, "r")
-	ctx := context.Background()
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name(0), Layout: "host"})
-	if err != nil {
-		t.Fatal(err)
+	if testing.Short() {
+		t.Skip("integration test: waits for reassembly to expire")
 	}
-	t.Cleanup(func() {
-		if err := testbed.Down(tb.Name); err != nil {
-			t.Error(err)
-		}
-	})
-	if d, err := awaitReassembly(ctx, tb); err != nil || d > reassemblyPoll {
+	labtest.NeedTestbeds(t)
+	ctx := context.Background()
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("pr%d", os.Getpid()), Layout: "host"})
+	if d, err := AwaitReassembly(ctx, tb); err != nil || d > ReassemblyPoll {
 		t.Fatalf("new testbed: waited %s, %v", d, err)
 	}
 	rx := tb.Hosts[1]
-	err = netns.Do(rx.Netns, func() error { return os.WriteFile("/proc/sys/net/ipv4/ipfrag_time", []byte("2"), 0) })
+	err := netns.Do(rx.Netns, func() error { return os.WriteFile("/proc/sys/net/ipv4/ipfrag_time", []byte("2"), 0) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +60,7 @@ func TestAwaitReassembly(t *testing.T) {
 		t.Fatalf("reassembly holds %d bytes, %v: the fragment did not arrive", n, err)
 	}
 	start := time.Now()
-	d, err := awaitReassembly(ctx, tb)
+	d, err := AwaitReassembly(ctx, tb)
 	if err != nil || d < time.Second || d > 3*time.Second || time.Since(start) < d {
 		t.Fatalf("waited %s, %v; want the 2 s the fragment had left, give or take", d, err)
 	}

@@ -1,4 +1,4 @@
-package bench
+package measure
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/falconnet/falcon/lab/probes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -38,7 +39,7 @@ import (
 //
 // hotspot-tcp is the same over TCP (Fig. 16's TCP panel): iperf3 TCP
 // flows of writes of the case's size, each held to --hotspot-rate by -b
-// (a packet rate counts full segments, hotspotRate), flow 0 again two
+// (a packet rate counts full segments, workload.HotspotRate), flow 0 again two
 // clients on one 5-tuple. Its series are in Gbit/s only: the server
 // reports bytes, and TCP's segments are neither the writes nor, after
 // GRO, what the receiver counts. The run's packets/s, loss and
@@ -81,7 +82,7 @@ type hotspotPhase struct {
 
 func (e *env) hotspot(ctx context.Context) (schema.Run, error) {
 	tcp := e.cs.Workload == "hotspot-tcp"
-	r, err := hotspotRate(e.cfg.HotspotRate, tcp)
+	r, err := workload.HotspotRate(e.cfg.HotspotRate, tcp)
 	if err != nil {
 		return schema.Run{}, err
 	}
@@ -154,9 +155,9 @@ func (e *env) hotspot(ctx context.Context) (schema.Run, error) {
 
 // lightTime is how long flow 0 stays light: to about the middle of the
 // window, counted from its launch (the traffic detection takes about
-// trafficSteady, then the warm-up), in iperf3's whole seconds.
+// probes.TrafficSteady, then the warm-up), in iperf3's whole seconds.
 func (e *env) lightTime() time.Duration {
-	mid := trafficSteady + time.Duration(e.cfg.Warmup) + time.Duration(e.cfg.Duration)/2
+	mid := probes.TrafficSteady + time.Duration(e.cfg.Warmup) + time.Duration(e.cfg.Duration)/2
 	return max(mid.Round(time.Second), time.Second)
 }
 
@@ -172,7 +173,7 @@ func hotspotRun(ctx context.Context, o workload.Iperf3Opts, heavy bool) (hotspot
 		if err == nil || try >= hotspotBusyRetries || !hotspotRetry(err) {
 			break
 		}
-		if serr := sleep(ctx, 50*time.Millisecond); serr != nil {
+		if serr := probes.Wait(ctx, 50*time.Millisecond); serr != nil {
 			return ph, serr
 		}
 	}

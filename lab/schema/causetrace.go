@@ -1,18 +1,17 @@
-package bench
+package schema
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/falconnet/falcon/internal/cause"
-	"github.com/falconnet/falcon/lab/schema"
 )
 
 // CauseTraces are the decisions by cause a results file recorded, one
 // replayable trace per run that has them, by a file name that says the
 // run (falcon report --traces): a run on a machine we do not have can be
 // replayed offline (cause.Trace.Replay).
-func CauseTraces(f *schema.File) map[string]cause.Trace {
+func (f *File) CauseTraces() map[string]cause.Trace {
 	out := map[string]cause.Trace{}
 	for _, r := range f.Results {
 		for i, run := range r.Runs {
