@@ -1,8 +1,12 @@
 // Package bench runs falcon's benchmark matrix — layout × mode × workload ×
-// message size × flow count, several runs each — on fresh testbeds, records
-// per-run figures and per-CPU counters, and summarises them (mean, 95 %
-// Student-t interval, normalised to a baseline) into one results file that
-// holds everything needed to re-plot.
+// message size × flow count, several runs each — on fresh testbeds, and
+// gathers the runs into one results file that holds everything needed to
+// re-plot (lab/schema). It is the orchestration: the flags and presets
+// (flags.go, figures.go, placement.go, study.go), the plan of testbeds and
+// cases (workloads.go), and the loop that builds each testbed, sets each
+// mode up (lab/modes), measures each run (lab/measure) and tears all down
+// (run.go), paper-all's many benches (paperall*.go) and the progress line.
+// Drawing the file is lab/render's.
 package bench
 
 import (

@@ -17,25 +17,6 @@ import (
 	"github.com/falconnet/falcon/lab/workload"
 )
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int{"16": 16, "1400": 1400, "4K": 4096, "4k": 4096, "4KiB": 4096,
-		"64K": 65536, "65507": 65507, "128K": 128 << 10, "1M": 1 << 20, " 16 ": 16} {
-		if got, err := workload.ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K", "17592186044417M"} {
-		if got, err := workload.ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
-		}
-	}
-	for n, want := range map[int]string{16: "16 B", 1400: "1400 B", 4096: "4 KiB", 65507: "65507 B", 1 << 20: "1 MiB"} {
-		if got := workload.FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func TestDefaultCPUs(t *testing.T) {
 	seq := func(n int) []int {
 		s := make([]int, n)

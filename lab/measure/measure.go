@@ -151,7 +151,7 @@ func (e *env) measure(ctx context.Context) (schema.Run, error) {
 
 func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 	if e.cfg.Sender == schema.SenderKernel {
-		return e.kernelUDP(ctx) // Plan let through only the workloads it drives
+		return e.kernelUDP(ctx) // bench.Plan let through only the workloads it drives
 	}
 	if e.cfg.OrderCheck && workload.IsTCP(e.cs.Workload) {
 		var err error

@@ -55,7 +55,7 @@ func TestTCPReorderCounters(t *testing.T) {
 		o.Retrans != counters["tx.Tcp.RetransSegs"] || o.InSegs != counters["rx.Tcp.InSegs"] || o.Order != nil {
 		t.Errorf("TCPReorder %+v", o)
 	}
-	// --order-check's counts, sampled as the others are (env.sample).
+	// --order-check's counts, sampled as the others are (Probes.Sample).
 	counters["rx.order.segments"], counters["rx.order.reordered"] = 1000, 0
 	if o := TCPReorder(counters, true); o.Order == nil || *o.Order != (schema.TCPOrder{Segments: 1000}) {
 		t.Errorf("TCPReorder with the order check: %+v", o.Order)
