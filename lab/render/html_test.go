@@ -42,84 +42,109 @@ func checkPage(t *testing.T, page []byte) pageCheck {
 	}
 	d := xml.NewDecoder(bytes.NewReader(page))
 	d.Strict = true
-	c := pageCheck{titles: map[string]string{}, charts: map[string][]string{}, facts: map[string][]string{}, tables: map[string]int{}}
-	var stack []string
-	var section string
-	var inH2, inFactName bool
-	var inBody int
+	p := pageParser{t: t, pageCheck: pageCheck{titles: map[string]string{}, charts: map[string][]string{}, facts: map[string][]string{}, tables: map[string]int{}}}
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			t.Fatalf("not well formed: %v (open: %v)", err, stack)
+			t.Fatalf("not well formed: %v (open: %v)", err, p.stack)
 		}
 		switch e := tok.(type) {
 		case xml.StartElement:
-			stack = append(stack, e.Name.Local)
-			attr := map[string]string{}
-			for _, a := range e.Attr {
-				attr[a.Name.Local] = a.Value
-				switch {
-				case a.Name.Local == "href" && !strings.HasPrefix(a.Value, "#"):
-					t.Errorf("<%s href=%q>: a link off the page", e.Name.Local, a.Value)
-				case a.Name.Local == "src":
-					t.Errorf("<%s src=%q>: loads from outside", e.Name.Local, a.Value)
-				case a.Name.Local == "xmlns" && a.Value != "http://www.w3.org/2000/svg":
-					t.Errorf("xmlns %q", a.Value)
-				case a.Name.Local != "xmlns" && strings.Contains(a.Value, "://"):
-					t.Errorf("<%s %s=%q>: a URL", e.Name.Local, a.Name.Local, a.Value)
-				}
-			}
-			switch e.Name.Local {
-			case "section":
-				section = attr["id"]
-				c.sections = append(c.sections, section)
-			case "a":
-				c.navLinks = append(c.navLinks, strings.TrimPrefix(attr["href"], "#"))
-			case "h2":
-				inH2 = true
-			case "figure":
-				c.charts[section] = append(c.charts[section], strings.TrimPrefix(attr["class"], "chart "))
-			case "svg":
-				c.svgs++
-				if len(stack) < 2 || stack[len(stack)-2] != "figure" {
-					t.Errorf("an svg outside a figure: %v", stack)
-				}
-				if !strings.HasPrefix(attr["viewBox"], "0 0 ") {
-					t.Errorf("an svg without a viewBox cannot scale: %v", e.Attr)
-				}
-			case "div":
-				if attr["class"] == "body" {
-					inBody = len(stack)
-				}
-			case "table":
-				if inBody > 0 {
-					c.tables[section]++
-				}
-			case "th":
-				inFactName = len(stack) >= 3 && stack[len(stack)-3] == "table" && section != ""
-			}
+			p.start(e)
 		case xml.EndElement:
-			if stack[len(stack)-1] == "div" && len(stack) == inBody {
-				inBody = 0
-			}
-			stack = stack[:len(stack)-1]
-			inH2, inFactName = false, false
+			p.end()
 		case xml.CharData:
-			if inH2 {
-				c.titles[section] += string(e)
-			}
-			if inFactName && inBody == 0 {
-				c.facts[section] = append(c.facts[section], string(e))
-			}
+			p.text(string(e))
 		}
 	}
-	if len(stack) != 0 {
-		t.Errorf("unclosed at the end: %v", stack)
+	if len(p.stack) != 0 {
+		t.Errorf("unclosed at the end: %v", p.stack)
 	}
-	return c
+	return p.pageCheck
+}
+
+// pageParser is checkPage's walk through the page's elements.
+type pageParser struct {
+	pageCheck
+	t                *testing.T
+	stack            []string // the open elements
+	section          string   // the section id the walk is in
+	inH2, inFactName bool
+	inBody           int // the depth of the section's body div, 0 outside it
+}
+
+func (p *pageParser) start(e xml.StartElement) {
+	p.stack = append(p.stack, e.Name.Local)
+	attr := checkAttrs(p.t, e)
+	switch e.Name.Local {
+	case "section":
+		p.section = attr["id"]
+		p.sections = append(p.sections, p.section)
+	case "a":
+		p.navLinks = append(p.navLinks, strings.TrimPrefix(attr["href"], "#"))
+	case "h2":
+		p.inH2 = true
+	case "figure":
+		p.charts[p.section] = append(p.charts[p.section], strings.TrimPrefix(attr["class"], "chart "))
+	case "svg":
+		p.svgs++
+		if len(p.stack) < 2 || p.stack[len(p.stack)-2] != "figure" {
+			p.t.Errorf("an svg outside a figure: %v", p.stack)
+		}
+		if !strings.HasPrefix(attr["viewBox"], "0 0 ") {
+			p.t.Errorf("an svg without a viewBox cannot scale: %v", e.Attr)
+		}
+	case "div":
+		if attr["class"] == "body" {
+			p.inBody = len(p.stack)
+		}
+	case "table":
+		if p.inBody > 0 {
+			p.tables[p.section]++
+		}
+	case "th":
+		p.inFactName = len(p.stack) >= 3 && p.stack[len(p.stack)-3] == "table" && p.section != ""
+	}
+}
+
+func (p *pageParser) end() {
+	if p.stack[len(p.stack)-1] == "div" && len(p.stack) == p.inBody {
+		p.inBody = 0
+	}
+	p.stack = p.stack[:len(p.stack)-1]
+	p.inH2, p.inFactName = false, false
+}
+
+func (p *pageParser) text(s string) {
+	if p.inH2 {
+		p.titles[p.section] += s
+	}
+	if p.inFactName && p.inBody == 0 {
+		p.facts[p.section] = append(p.facts[p.section], s)
+	}
+}
+
+// checkAttrs refuses an element's attributes that reach outside the page,
+// and returns them by name.
+func checkAttrs(t *testing.T, e xml.StartElement) map[string]string {
+	attr := map[string]string{}
+	for _, a := range e.Attr {
+		attr[a.Name.Local] = a.Value
+		switch {
+		case a.Name.Local == "href" && !strings.HasPrefix(a.Value, "#"):
+			t.Errorf("<%s href=%q>: a link off the page", e.Name.Local, a.Value)
+		case a.Name.Local == "src":
+			t.Errorf("<%s src=%q>: loads from outside", e.Name.Local, a.Value)
+		case a.Name.Local == "xmlns" && a.Value != "http://www.w3.org/2000/svg":
+			t.Errorf("xmlns %q", a.Value)
+		case a.Name.Local != "xmlns" && strings.Contains(a.Value, "://"):
+			t.Errorf("<%s %s=%q>: a URL", e.Name.Local, a.Name.Local, a.Value)
+		}
+	}
+	return attr
 }
 
 // TestHTMLPage renders the recorded results file and every results file
@@ -128,34 +153,7 @@ func checkPage(t *testing.T, page []byte) pageCheck {
 // inline chart of each kind its data call for. The papers' figures are left
 // out: some hold no runs (a diagram), and their folder has its own page.
 func TestHTMLPage(t *testing.T) {
-	files := []string{recorded}
-	more, _ := filepath.Glob("../../results/*/*.json")
-	for _, path := range more {
-		if filepath.Base(filepath.Dir(path)) != "paper-all-2cpu-vm" {
-			files = append(files, path)
-		}
-	}
-	var sections []report.HTMLSection
-	var names []string
-	read := map[string]*schema.File{}
-	for _, path := range files {
-		f, err := schema.ReadFile(path)
-		if err != nil {
-			// A prediction or validation of falcon sim's, which cmd/falcon's test renders.
-			t.Logf("%s: not a results file: %v", path, err)
-			continue
-		}
-		s, err := FileSection(path, f, "")
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		sections = append(sections, s)
-		names = append(names, path)
-		read[path] = f
-	}
-	if len(sections) < 2 {
-		t.Fatalf("only %d results files", len(sections))
-	}
+	sections, files := resultsSections(t)
 	var b bytes.Buffer
 	if err := report.WriteHTML(&b, "falcon report: test", sections); err != nil {
 		t.Fatal(err)
@@ -168,33 +166,7 @@ func TestHTMLPage(t *testing.T) {
 		t.Errorf("contents %v, sections %v", c.navLinks, c.sections)
 	}
 	for i, id := range c.sections {
-		path, f := names[i], read[names[i]]
-		if !strings.Contains(c.titles[id], filepath.Base(path)) {
-			t.Errorf("%s: title %q", path, c.titles[id])
-		}
-		if got := strings.Join(c.facts[id], ","); !strings.Contains(got, "Machine,Kernel,OS,Virtualisation") || !strings.Contains(got, "Runs,Statistics,Placement") {
-			t.Errorf("%s: facts %s", path, got)
-		}
-		if c.tables[id] == 0 {
-			t.Errorf("%s: no table", path)
-		}
-		kinds := strings.Join(c.charts[id], ",")
-		want := []string{"cpu"}
-		if len(sweepsOf(f)) > 0 {
-			want = append(want, "sweep")
-		}
-		in := swept(f)
-		for i, r := range f.Results {
-			if r.Summary["lat_p99_us"].N > 0 && !in[i] {
-				want = append(want, "latency")
-				break
-			}
-		}
-		for _, k := range want {
-			if !strings.Contains(kinds, k) {
-				t.Errorf("%s: charts %q lack %s", path, kinds, k)
-			}
-		}
+		checkSection(t, c, id, files[i])
 	}
 	if c.svgs < 2*len(sections) {
 		t.Errorf("%d inline charts for %d sections", c.svgs, len(sections))
@@ -218,6 +190,79 @@ func TestHTMLPage(t *testing.T) {
 	}
 	if testing.Verbose() {
 		os.WriteFile(filepath.Join(t.TempDir(), "index.html"), b.Bytes(), 0o644)
+	}
+}
+
+// resultsFile is a results file read from path.
+type resultsFile struct {
+	path string
+	f    *schema.File
+}
+
+// resultsSections reads the recorded results file and every results file
+// in the repository's results/ folders but the papers' figures, a
+// section each.
+func resultsSections(t *testing.T) ([]report.HTMLSection, []resultsFile) {
+	t.Helper()
+	paths := []string{recorded}
+	more, _ := filepath.Glob("../../results/*/*.json")
+	for _, path := range more {
+		if filepath.Base(filepath.Dir(path)) != "paper-all-2cpu-vm" {
+			paths = append(paths, path)
+		}
+	}
+	var sections []report.HTMLSection
+	var files []resultsFile
+	for _, path := range paths {
+		f, err := schema.ReadFile(path)
+		if err != nil {
+			// A prediction or validation of falcon sim's, which cmd/falcon's test renders.
+			t.Logf("%s: not a results file: %v", path, err)
+			continue
+		}
+		s, err := FileSection(path, f, "")
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		sections = append(sections, s)
+		files = append(files, resultsFile{path, f})
+	}
+	if len(sections) < 2 {
+		t.Fatalf("only %d results files", len(sections))
+	}
+	return sections, files
+}
+
+// checkSection checks a file's section: its title, machine and method,
+// its table, and a chart of each kind its data call for.
+func checkSection(t *testing.T, c pageCheck, id string, rf resultsFile) {
+	t.Helper()
+	path, f := rf.path, rf.f
+	if !strings.Contains(c.titles[id], filepath.Base(path)) {
+		t.Errorf("%s: title %q", path, c.titles[id])
+	}
+	if got := strings.Join(c.facts[id], ","); !strings.Contains(got, "Machine,Kernel,OS,Virtualisation") || !strings.Contains(got, "Runs,Statistics,Placement") {
+		t.Errorf("%s: facts %s", path, got)
+	}
+	if c.tables[id] == 0 {
+		t.Errorf("%s: no table", path)
+	}
+	kinds := strings.Join(c.charts[id], ",")
+	want := []string{"cpu"}
+	if len(sweepsOf(f)) > 0 {
+		want = append(want, "sweep")
+	}
+	in := swept(f)
+	for i, r := range f.Results {
+		if r.Summary["lat_p99_us"].N > 0 && !in[i] {
+			want = append(want, "latency")
+			break
+		}
+	}
+	for _, k := range want {
+		if !strings.Contains(kinds, k) {
+			t.Errorf("%s: charts %q lack %s", path, kinds, k)
+		}
 	}
 }
 
