@@ -11,18 +11,8 @@ import (
 	"github.com/falconnet/falcon/lab/workload"
 )
 
-// The rates workloads (FALCON Fig. 19: UDP and TCP at fixed rates, total
-// CPU and softirqs): one iperf3 flow held to each rate of --rates by
-// iperf3's own pacing (-b), so that every mode carries the same offered
-// load and what differs between them is what receiving it cost. Each rate
-// is a case of its own (Case.Rate, Result.Offered); a run records the
-// delivered rate, the loss and, as every run does, each CPU's usr, sys,
-// softirq and irq time over the window from /proc/stat (Run.CPU), which
-// Metrics sums into cpu_total_*.
-//
-// On one machine the sending container's CPU is in those totals too; at a
-// fixed rate the sender's work is the same in every mode, so a difference
-// between modes is the receiving side's.
+// The flags of the rates workloads (lab/measure/rates.go drives them)
+// and of hotspot's light rate.
 
 // DefaultRates is --rates when it is not given.
 const DefaultRates = "100M,500M,1G,2G"
