@@ -13,7 +13,9 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 func init() {
@@ -29,7 +31,7 @@ func runBench(args []string) error {
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
-		fmt.Fprintf(fs.Output(), "\nworkloads:\n%s\npresets:\n%s", bench.WorkloadHelp(), bench.PresetHelp())
+		fmt.Fprintf(fs.Output(), "\nworkloads:\n%s\npresets:\n%s", workload.Help(), bench.PresetHelp())
 		fmt.Fprintf(fs.Output(), "\nEach layout × mode gets a fresh testbed, removed afterwards (also on ctrl-C);\n"+
 			"after a kill -9, 'falcon testbed down --all' cleans up.\n")
 	}
@@ -95,7 +97,7 @@ func runBench(args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "falcon bench: results in %s (re-render with 'falcon report %s')\n", cfg.JSON, cfg.JSON)
 	}
-	if err := bench.WriteTable(os.Stdout, f); err != nil {
+	if err := render.WriteTable(os.Stdout, f); err != nil {
 		return errors.Join(runErr, err)
 	}
 	return runErr

@@ -59,12 +59,12 @@ func TestReport(t *testing.T) {
 	var out bytes.Buffer
 	reportOut = &out
 	t.Cleanup(func() { reportOut = os.Stdout })
-	recorded := "../../lab/bench/testdata/results.json"
+	recorded := "../../lab/render/testdata/results.json"
 	svg := filepath.Join(t.TempDir(), "r.svg")
 	if err := runReport([]string{recorded, "--svg", svg}); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := os.ReadFile("../../lab/bench/testdata/results.md")
+	want, _ := os.ReadFile("../../lab/render/testdata/results.md")
 	if out.String() != string(want) {
 		t.Errorf("report table differs from the golden one:\n%s", out.String())
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/report"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
@@ -89,7 +90,7 @@ func writeTraces(dir, name string) error {
 	if err != nil {
 		return err
 	}
-	ts := bench.CauseTraces(f)
+	ts := f.CauseTraces()
 	if len(ts) == 0 {
 		fmt.Fprintf(os.Stderr, "falcon report: %s recorded no decision by cause\n", name)
 		return nil
@@ -136,13 +137,13 @@ func reportFile(name, svg, baseline string, html bool) (report.HTMLSection, erro
 		}
 		schema.Normalize(f.Results, b)
 	}
-	if err := writeChart("report", svg, func(w io.Writer) error { return bench.WriteSVG(w, f) }); err != nil {
+	if err := writeChart("report", svg, func(w io.Writer) error { return render.WriteSVG(w, f) }); err != nil {
 		return report.HTMLSection{}, err
 	}
-	if err := bench.WriteTable(reportOut, f); err != nil || !html {
+	if err := render.WriteTable(reportOut, f); err != nil || !html {
 		return report.HTMLSection{}, err
 	}
-	return bench.FileSection(name, f)
+	return render.FileSection(name, f, bench.PresetSummary(f.Config.Preset))
 }
 
 // writeChart draws into path, when one is given, and says where: the whole

@@ -18,7 +18,7 @@ import (
 // reportHTMLFiles are the recorded results file, the Kubernetes study's
 // replica sweep, memcached's latency, and falcon sim's prediction.
 var reportHTMLFiles = []string{
-	"../../lab/bench/testdata/results.json",
+	"../../lab/render/testdata/results.json",
 	"../../results/k8s-rps-rfs-2cpu-vm/k8s-rps-rfs-2cpu-vm.json",
 	"../../results/workloads-2cpu-vm/memcached-2cpu-vm.json",
 	"../../results/sim-2cpu-vm/sim-prediction-2cpu-vm.json",

@@ -48,7 +48,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"--calibration", recordedCalibration, "--size", "0"}, 2, "size 0"},
 		{[]string{"--calibration", recordedCalibration, "--strict"}, 2, "--strict belongs to --validate"},
 		{[]string{"--calibration", other, "--json", out}, 1, "made by another version of falcon"},
-		{[]string{"--validate", "../../lab/bench/testdata/results.json"}, 1, "not a calibration file"},
+		{[]string{"--validate", "../../lab/render/testdata/results.json"}, 1, "not a calibration file"},
 		{[]string{"--calibration", "/nonexistent.json"}, 1, "no such file"},
 	} {
 		err := runSim(c.args)

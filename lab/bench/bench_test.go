@@ -16,6 +16,7 @@ import (
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // integration runs real benches: root, real testbeds, real tools.
@@ -185,8 +186,8 @@ func TestBenchMemcached(t *testing.T) {
 		if !strings.Contains(string(run.Tool[0]), `"ops_per_sec"`) {
 			t.Errorf("%s: tool result %s is not memcaslap's", what, run.Tool[0])
 		}
-		if headline(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 {
-			t.Errorf("%s: judged by %s, normalised %+v", what, headline(r.Workload), r.Normalized["pps"])
+		if workload.JudgedBy(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 {
+			t.Errorf("%s: judged by %s, normalised %+v", what, workload.JudgedBy(r.Workload), r.Normalized["pps"])
 		}
 	})
 }
@@ -239,8 +240,8 @@ func TestBenchWeb(t *testing.T) {
 		if !strings.Contains(string(run.Tool[0]), `"requests_per_sec"`) || run.LossPct != 0 {
 			t.Errorf("%s: tool result %s (not wrk's, or with errors), loss %v", what, run.Tool[0], run.LossPct)
 		}
-		if headline(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 || r.Flows != 200 {
-			t.Errorf("%s: judged by %s, normalised %+v, flows %d", what, headline(r.Workload), r.Normalized["pps"], r.Flows)
+		if workload.JudgedBy(r.Workload) != "pps" || r.Normalized["pps"].Mean <= 0 || r.Flows != 200 {
+			t.Errorf("%s: judged by %s, normalised %+v, flows %d", what, workload.JudgedBy(r.Workload), r.Normalized["pps"], r.Flows)
 		}
 	})
 	if out, err := exec.Command("pgrep", "-x", "nginx").Output(); err == nil {

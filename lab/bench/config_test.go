@@ -11,28 +11,11 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int{"16": 16, "1400": 1400, "4K": 4096, "4k": 4096, "4KiB": 4096,
-		"64K": 65536, "65507": 65507, "128K": 128 << 10, "1M": 1 << 20, " 16 ": 16} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0", "8", "15", "-16", "x", "4G", "2M", "1.5K", "K", "17592186044417M"} {
-		if got, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
-		}
-	}
-	for n, want := range map[int]string{16: "16 B", 1400: "1400 B", 4096: "4 KiB", 65507: "65507 B", 1 << 20: "1 MiB"} {
-		if got := FormatSize(n); got != want {
-			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
 
 func TestDefaultCPUs(t *testing.T) {
 	seq := func(n int) []int {
@@ -77,7 +60,7 @@ func TestResolveDefaults(t *testing.T) {
 	}
 	want := schema.Config{Layouts: []string{"host", "docker"}, Modes: []string{"vanilla"}, Workloads: []string{"udp-stress", "tcp:128K"},
 		Sizes: []int{16, 1400}, Duration: schema.Duration(10 * time.Second), Warmup: schema.Duration(500 * time.Millisecond), Runs: 5,
-		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: SenderTools, Containers: 1, Baseline: "auto"}
+		Flows: []int{4}, Clients: 3, SenderCPUs: []int{0}, ReceiverCPUs: []int{1}, Rate: 10000, Sender: schema.SenderTools, Containers: 1, Baseline: "auto"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
 	}
@@ -93,12 +76,12 @@ func TestResolveLabelledModes(t *testing.T) {
 	if want := []string{"vanilla", "vanilla@aa", "falcon:threshold=90@b"}; !reflect.DeepEqual(c.Modes, want) {
 		t.Fatalf("modes %q, want %q", c.Modes, want)
 	}
-	m, err := LookupMode("falcon:threshold=90@b")
+	m, err := modes.Lookup("falcon:threshold=90@b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm := m.(catalogueMode); cm.Name() != "falcon:threshold=90@b" || cm.o.Threshold != 90 || cm.o.Mode != agent.ModeFalcon {
-		t.Errorf("labelled mode %+v", cm)
+	if pm, err := schema.ParseMode(m.Name()); err != nil || m.Name() != "falcon:threshold=90@b" || pm.Opts.Threshold != 90 || pm.Opts.Mode != agent.ModeFalcon {
+		t.Errorf("labelled mode %s: %+v, %v", m.Name(), pm, err)
 	}
 	plan, _, err := Plan(c)
 	if err != nil || len(plan) != 3 {
@@ -147,7 +130,7 @@ func TestResolveWeb(t *testing.T) {
 	if got := strings.Join(cases, ", "); got != want || plan[0].Containers != 1 {
 		t.Errorf("cases %s\nwant %s", got, want)
 	}
-	if !strings.Contains(PresetHelp(), "FALCON Fig. 17") || !strings.Contains(WorkloadHelp(), "CloudSuite") {
+	if !strings.Contains(PresetHelp(), "FALCON Fig. 17") || !strings.Contains(workload.Help(), "CloudSuite") {
 		t.Error("the help does not say what web stands for")
 	}
 	if _, err := resolve(t, []int{0, 1}, "--ipv6", "--workloads", "web:16K", "--flows", "200"); err != nil {
@@ -241,14 +224,14 @@ type benchtestMode struct{ setups, undos int }
 
 func (m *benchtestMode) Name() string { return "benchtest" }
 
-func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (SetUp, error) {
+func (m *benchtestMode) Setup(context.Context, *testbed.Testbed) (modes.SetUp, error) {
 	m.setups++
-	return SetUp{Undo: func() error { m.undos++; return nil }}, nil
+	return modes.SetUp{Undo: func() error { m.undos++; return nil }}, nil
 }
 
 var testMode = &benchtestMode{}
 
-func init() { RegisterMode(testMode) }
+func init() { modes.Register(testMode) }
 
 func TestPlan(t *testing.T) {
 	c, err := resolve(t, []int{0, 1}, "--layouts", "host,docker", "--modes", "vanilla,benchtest",
@@ -289,13 +272,4 @@ func TestPlan(t *testing.T) {
 	if got := tools(c); !reflect.DeepEqual(got, []string{"iperf3", "sockperf"}) {
 		t.Errorf("tools = %v", got)
 	}
-}
-
-func TestRegisterModeRefusesDuplicates(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("registering vanilla twice did not panic")
-		}
-	}()
-	RegisterMode(catalogueMode{spec: "vanilla"})
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // Flags holds the raw command-line values; Resolve turns them into a
@@ -38,7 +40,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{fs: fs}
 	fs.StringVar(&f.layouts, "layouts", "host,docker", "testbed layouts: "+strings.Join(Layouts, ", "))
 	fs.StringVar(&f.modes, "modes", "vanilla", "datapath modes, each NAME[:KEY=VALUE,…] with the settings of 'falcon enable' as keys "+
-		"(e.g. vanilla,falcon:threshold=90,falcon+split; modes: "+strings.Join(ModeNames(), ", ")+")")
+		"(e.g. vanilla,falcon:threshold=90,falcon+split; modes: "+strings.Join(modes.Names(), ", ")+")")
 	fs.StringVar(&f.workloads, "workloads", "udp-stress,tcp:128K", "workloads (listed below); \"name:SIZE\" runs that workload at SIZE only, not at --sizes")
 	fs.StringVar(&f.sizes, "sizes", "16,1400", "message sizes, 16 B .. 64K (e.g. 16,1400,4K,64K; UDP and sockperf stop at 65507, TCP at 1M)")
 	fs.DurationVar(&f.duration, "duration", 10*time.Second, "measurement window of each run")
@@ -52,9 +54,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
 	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
 		"unless a mode names its own (auto: the mode's default, all online CPUs)")
-	fs.StringVar(&f.sender, "sender", SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
+	fs.StringVar(&f.sender, "sender", schema.SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
-		"as a remote host would send it; UDP workloads up to "+FormatSize(MaxKernelSize)+")")
+		"as a remote host would send it; UDP workloads up to "+workload.FormatSize(MaxKernelSize)+")")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load and latency-load-tcp")
 	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
 		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
@@ -175,6 +177,10 @@ func PresetNames() []string {
 	return n
 }
 
+// PresetSummary is a preset's one line, "" for no preset (the report's
+// subtitle of a file that ran it).
+func PresetSummary(name string) string { return presets[name].summary }
+
 // PresetHelp describes the presets for the usage text.
 func PresetHelp() string {
 	var b strings.Builder
@@ -264,16 +270,18 @@ func (f *Flags) resolveMatrix(c *schema.Config) error {
 		return err
 	}
 	for _, m := range schema.SplitModes(f.modes) {
-		if _, err := LookupMode(m); err != nil {
-			return err
+		if _, err := modes.Lookup(m); err != nil {
+			return &ConfigError{Msg: err.Error()}
 		}
-		c.Modes = appendUnique(c.Modes, m)
+		if !slices.Contains(c.Modes, m) {
+			c.Modes = append(c.Modes, m)
+		}
 	}
 	if len(c.Modes) == 0 {
 		return configErrorf("--modes: none given")
 	}
-	if c.Sender = f.sender; c.Sender != SenderTools && c.Sender != SenderKernel {
-		return configErrorf("--sender %q: want %s or %s", f.sender, SenderTools, SenderKernel)
+	if c.Sender = f.sender; c.Sender != schema.SenderTools && c.Sender != schema.SenderKernel {
+		return configErrorf("--sender %q: want %s or %s", f.sender, schema.SenderTools, schema.SenderKernel)
 	}
 	c.Workloads = splitList(f.workloads)
 	if len(c.Workloads) == 0 {
@@ -295,7 +303,7 @@ func (f *Flags) resolveMatrix(c *schema.Config) error {
 // length, count, clients and rate.
 func checkRunShape(c *schema.Config) error {
 	if c.OrderCheck {
-		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return tcpWorkload(n) }); {
+		switch tcp := slices.ContainsFunc(c.Workloads, func(w string) bool { n, _, _ := strings.Cut(w, ":"); return workload.IsTCP(n) }); {
 		case c.IPv6:
 			return configErrorf("--order-check numbers TCP segments by their IPv4 ID: not with --ipv6")
 		case !tcp:
@@ -387,7 +395,9 @@ func names(what, list string, known []string) ([]string, error) {
 		if !contains(known, n) {
 			return nil, configErrorf("unknown %s %q (known: %s)", what, n, strings.Join(known, ", "))
 		}
-		out = appendUnique(out, n)
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
 	if len(out) == 0 {
 		return nil, configErrorf("--%ss: none given", what)
@@ -396,7 +406,7 @@ func names(what, list string, known []string) ([]string, error) {
 }
 
 func knownMode(spec string) bool {
-	_, err := LookupMode(spec)
+	_, err := modes.Lookup(spec)
 	return err == nil
 }
 

@@ -1,13 +1,9 @@
 package bench
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"io"
-	"math/big"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,34 +12,6 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/schema"
 )
-
-// FuzzParseSize: a size is bytes in range or an error; FormatSize writes it
-// the way ParseSize reads it.
-func FuzzParseSize(f *testing.F) {
-	for _, s := range []string{"16", "1400", "4K", "4KiB", "64k", "1M", "65507", "16 B", "4 KiB", "1 MiB", "0", "-4K", "2M", "4KB"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		n, err := ParseSize(s)
-		if err != nil {
-			return
-		}
-		if n < MinSize || n > MaxSize {
-			t.Fatalf("ParseSize(%q) = %d, out of range", s, n)
-		}
-		// No unit makes a size smaller than its number.
-		digits := strings.TrimLeft(strings.TrimSpace(s), "+")
-		if i := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); i >= 0 {
-			digits = digits[:i]
-		}
-		if num, ok := new(big.Int).SetString(digits, 10); ok && num.Cmp(big.NewInt(int64(n))) > 0 {
-			t.Fatalf("ParseSize(%q) = %d, less than the number written", s, n)
-		}
-		if back, err := ParseSize(FormatSize(n)); back != n || err != nil {
-			t.Fatalf("ParseSize(%q) = %d; FormatSize %q reads back as %d, %v", s, n, FormatSize(n), back, err)
-		}
-	})
-}
 
 // FuzzResolve: bench's list flags (--modes with the mode specs, --workloads,
 // --sizes, --flows, the CPU lists, --containers, --baseline) resolve to a
@@ -97,60 +65,4 @@ func joinInts(v []int) string {
 		s = append(s, strconv.Itoa(n))
 	}
 	return strings.Join(s, ",")
-}
-
-// FuzzDecode: any bytes are a results file or an error, never a panic, and
-// a file is something report can print and draw (normalised again, as
-// --baseline does); written back as WriteFile writes it, it reads back to
-// the same bytes.
-func FuzzDecode(f *testing.F) {
-	b, err := os.ReadFile(recorded)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(b)
-	// A small file of the same shape, so that mutations reach every field
-	// of a result quickly.
-	rf, err := schema.Decode(b)
-	if err != nil {
-		f.Fatal(err)
-	}
-	rf.Results = rf.Results[:2]
-	for i := range rf.Results {
-		rf.Results[i].Runs = rf.Results[i].Runs[:1]
-	}
-	small, err := json.Marshal(rf)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(small)
-	f.Add([]byte(`{"format":1,"results":[]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rf, err := schema.Decode(b)
-		if err != nil {
-			return
-		}
-		if err := WriteTable(io.Discard, rf); err != nil {
-			t.Fatalf("table: %v", err)
-		}
-		if err := WriteSVG(io.Discard, rf); err != nil {
-			t.Fatalf("svg: %v", err)
-		}
-		out, err := json.MarshalIndent(rf, "", "  ")
-		if err != nil {
-			t.Fatalf("a file read cannot be written: %v", err)
-		}
-		again, err := schema.Decode(out)
-		if err != nil {
-			t.Fatalf("a file written cannot be read: %v\n%s", err, out)
-		}
-		out2, err := json.MarshalIndent(again, "", "  ")
-		if err != nil || !bytes.Equal(out, out2) {
-			t.Fatalf("written, read and written again it differs (%v):\n%s\nvs\n%s", err, out, out2)
-		}
-		schema.Normalize(rf.Results, "auto")
-		WriteTable(io.Discard, rf)
-		schema.Normalize(rf.Results, "docker/falcon")
-		WriteSVG(io.Discard, rf)
-	})
 }

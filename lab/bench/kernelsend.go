@@ -1,23 +1,11 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
-	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
-	"github.com/falconnet/falcon/lab/xdpsend"
-)
-
-// Senders: the tools' own clients (iperf3, sockperf), or falcon's kernel
-// sender, which costs the receiving machine about what a remote host
-// would (lab/xdpsend).
-const (
-	SenderTools  = "tools"
-	SenderKernel = "kernel"
 )
 
 // MaxKernelSize is the largest datagram the kernel sender sends: one frame
@@ -25,15 +13,15 @@ const (
 const MaxKernelSize = testbed.OverlayMTU - 20 - 8
 
 // kernelSends checks that the kernel sender can drive workload w at sizes.
-func kernelSends(w workloadKind, sizes []int) error {
-	if !w.kernel {
+func kernelSends(w workload.Kind, sizes []int) error {
+	if !w.Kernel {
 		var ok []string
-		for _, k := range workloadKinds {
-			if k.kernel {
-				ok = append(ok, k.name)
+		for _, k := range workload.All() {
+			if k.Kernel {
+				ok = append(ok, k.Name)
 			}
 		}
-		return fmt.Errorf("--sender kernel drives %s only, not %s", strings.Join(ok, ", "), w.name)
+		return fmt.Errorf("--sender kernel drives %s only, not %s", strings.Join(ok, ", "), w.Name)
 	}
 	for _, n := range sizes {
 		if n > MaxKernelSize {
@@ -41,83 +29,4 @@ func kernelSends(w workloadKind, sizes []int) error {
 		}
 	}
 	return nil
-}
-
-// KernelSent is what the kernel sender reports of a run, as a tool would.
-type KernelSent struct {
-	Frames       uint64 `json:"frames"`
-	FrameBytes   int    `json:"frame_bytes"`
-	Flows        int    `json:"flows"`
-	Encapsulated bool   `json:"encapsulated"`
-}
-
-// kernelUDP drives the UDP workloads from the kernel sender on the sending
-// host's wire device instead of clients in a container: one flow (udp),
-// --clients flows into one sockperf server (udp-stress), or one flow to
-// each of --flows servers (multi-flow). Packets/s are the receivers' UDP
-// datagrams over the window; loss compares them with the frames the sender
-// handed to the wire in the window.
-func (e *env) kernelUDP(ctx context.Context) (schema.Run, error) {
-	dst, flows := e.servers[:1], 1
-	switch e.cs.Workload {
-	case "udp-stress":
-		flows = e.cfg.Clients
-	case "multi-flow":
-		dst = nil
-		for i := 0; i < e.cs.Flows; i++ {
-			dst = append(dst, e.servers[i%len(e.servers)])
-		}
-	}
-	var t traffic
-	for i, srv := range dst {
-		port, i := e.port(11111, i), i
-		t.rx = appendUnique(t.rx, srv.Netns)
-		t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
-			return workload.StartSockperfServer(ctx, srv.Netns, srv.Addr, port, e.receiverCPU(i), false)
-		})
-	}
-	var live atomic.Pointer[xdpsend.Sender]
-	t.sent = func() (int64, error) {
-		if s := live.Load(); s != nil {
-			n, err := s.Sent()
-			return int64(n), err
-		}
-		return 0, nil
-	}
-	cl, from, to := e.clients[0], e.tb.Hosts[0], e.tb.Hosts[1]
-	t.clients = append(t.clients, func(ctx context.Context) (any, error) {
-		var tpls []xdpsend.Template
-		for i, srv := range dst {
-			tpl, err := xdpsend.Learn(ctx, from.Netns, from.NIC, cl.Netns, srv.Addr, e.port(11111, i), e.cs.Size)
-			if err != nil {
-				return nil, err
-			}
-			tpls = append(tpls, tpl)
-		}
-		undo, err := xdpsend.ReceiverNAPI(to.Netns, to.NIC)
-		if err != nil {
-			return nil, err
-		}
-		defer undo()
-		s, err := xdpsend.Load(xdpsend.Options{Netns: from.Netns, Dev: from.NIC, CPU: e.senderCPU(0)[0],
-			Templates: tpls, Flows: flows, Duration: e.clientTime()})
-		if err != nil {
-			return nil, err
-		}
-		live.Store(s)
-		defer func() {
-			live.Store(nil)
-			s.Close()
-		}()
-		n, err := s.Run(ctx)
-		return KernelSent{Frames: n, FrameBytes: len(tpls[0].Frame), Flows: flows * len(tpls),
-			Encapsulated: tpls[0].Encapsulated()}, err
-	})
-	run, _, err := e.window(ctx, t)
-	if err != nil {
-		return run, err
-	}
-	udpReceived(&run, run.Counters["tx.kernel.frames"])
-	run.Gbps = run.PPS * float64(e.cs.Size) * 8 / 1e9
-	return run, nil
 }

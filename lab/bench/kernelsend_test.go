@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -15,12 +16,12 @@ func TestBenchKernelSender(t *testing.T) {
 	online, name := integration(t, "k")
 	f := benchRun(t, online, name, "--layouts", "docker", "--modes", "vanilla,falcon", "--sender", "kernel",
 		"--workloads", "udp-stress:64,multi-flow:64", "--flows", "2", "--containers", "2", "--runs", "1", "--duration", "1s")
-	if len(f.Results) != 4 || f.Config.Sender != SenderKernel {
+	if len(f.Results) != 4 || f.Config.Sender != schema.SenderKernel {
 		t.Fatalf("%d results, sender %q", len(f.Results), f.Config.Sender)
 	}
 	eachRun(t, f, func(what string, r schema.Result, run schema.Run) {
 		sent := run.Counters["tx.kernel.frames"]
-		var k KernelSent
+		var k measure.KernelSent
 		if len(run.Tool) != 1 || json.Unmarshal(run.Tool[0], &k) != nil {
 			t.Errorf("%s: tool results %s", what, run.Tool)
 			return

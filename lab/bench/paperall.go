@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/falconnet/falcon/lab/benchprobe"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -233,5 +234,5 @@ func NotRunFile(fb FigureBench, version, command string) *schema.File {
 	c := fb.Config
 	c.Preset = fb.Preset
 	return &schema.File{Format: schema.Format, FalconVersion: version, Started: now, Finished: now, Command: command,
-		Machine: DescribeMachine(nil), Config: c, Notes: []string{"not run: " + fb.Skip}, Results: []schema.Result{}}
+		Machine: benchprobe.DescribeMachine(nil), Config: c, Notes: []string{"not run: " + fb.Skip}, Results: []schema.Result{}}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -163,7 +164,7 @@ func (pa *paperAll) run(ctx context.Context, i int, tag string, fb FigureBench) 
 	}
 	pa.summary = append(pa.summary, fmt.Sprintf("%s: %s in %s, %s", tag, state, took, fb.File))
 	fmt.Fprintf(pa.Out, "\n## %s: %s %s\n\n", fb.Preset, fb.Paper, fb.Figure)
-	if err := WriteTable(pa.Out, f); err != nil {
+	if err := render.WriteTable(pa.Out, f); err != nil {
 		pa.errs = append(pa.errs, err)
 	}
 }

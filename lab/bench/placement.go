@@ -2,19 +2,11 @@ package bench
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // Role placement. On one machine the testbed's two hosts share the CPUs;
@@ -99,132 +91,10 @@ func scaleKernelPreset(online []int) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	m["sender"] = SenderKernel
+	m["sender"] = schema.SenderKernel
 	m["workloads"] = "udp-stress,multi-flow:64"
 	m["sizes"] = "16,64,256,1K,1400"
 	return m, nil
-}
-
-// withFalconCPUs gives a catalogue mode the bench's Falcon set wherever its
-// spec left the CPUs open: falcon's CPU set (and so its split's), and the
-// CPUs rps writes to rps_cpus (the study's default is every CPU, the
-// senders' included, which here are another machine). RFS steers to the
-// applications' CPUs and takes no set. A mode's own setting wins:
-// "falcon:cpus=4-5" keeps 4-5.
-func withFalconCPUs(m Mode, cpus []int) Mode {
-	cm, ok := m.(catalogueMode)
-	if !ok || cpus == nil {
-		return m
-	}
-	switch cm.o.Mode {
-	case agent.ModeFalcon:
-		if cm.o.CPUs == nil {
-			cm.o.CPUs = slices.Clone(cpus)
-		}
-	case agent.ModeRPS:
-		if cm.o.RPSCPUs == nil {
-			cm.o.RPSCPUs = slices.Clone(cpus)
-		}
-	}
-	return cm
-}
-
-// nicPin runs the receiving host's NIC poll on one CPU.
-//
-// A veth has no interrupt: its NAPI poll runs on the CPU that transmitted
-// into it, the senders'. RPS on the receiving end could move what follows
-// the poll, but not the poll itself (GRO, and the XDP program of
-// falcon+split). Threaded NAPI does: the poll becomes a kernel thread
-// (napi/<dev>-<id>), which is pinned to the NIC CPU, so GRO, XDP and the
-// first softirq stage run there, as on a core that takes a real NIC's
-// interrupts. The kernel accounts the poll itself as system time of that
-// CPU, not softirq. The threads go with the testbed.
-type nicPin struct {
-	cpu     int
-	threads []string // the comm names of the NIC's NAPI threads
-}
-
-// pinNIC makes the NIC of the receiving host threaded and pins its NAPI
-// threads to cpu. The testbed is thrown away afterwards, so nothing is
-// restored.
-func pinNIC(tb *testbed.Testbed, cpu int) (*nicPin, error) {
-	h := tb.Hosts[1] // the receiving host, as the modes' (mode.go)
-	prefix := "napi/" + h.NIC + "-"
-	before, err := napiThreads(prefix)
-	if err != nil {
-		return nil, err
-	}
-	err = netns.WithSysfs(h.Netns, func(root string) error {
-		p := filepath.Join(root, "class/net", h.NIC, "threaded")
-		if err := os.WriteFile(p, []byte("1"), 0); err != nil {
-			return fmt.Errorf("threaded NAPI on %s in %s: %w (needs Linux 5.12)", h.NIC, h.Netns, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	after, err := napiThreads(prefix)
-	if err != nil {
-		return nil, err
-	}
-	p := &nicPin{cpu: cpu}
-	for name := range after {
-		if _, old := before[name]; !old {
-			p.threads = append(p.threads, name)
-		}
-	}
-	if len(p.threads) == 0 {
-		return nil, fmt.Errorf("%s in %s runs no NAPI thread after threaded NAPI was turned on (GRO off?)", h.NIC, h.Netns)
-	}
-	return p, p.ensure()
-}
-
-// ensure pins the NIC's NAPI threads again, before each run: a mode that
-// re-creates the device's NAPI (a GRO toggle) starts a new thread of the
-// same name with every CPU allowed.
-func (p *nicPin) ensure() error {
-	now, err := napiThreads("napi/")
-	if err != nil {
-		return err
-	}
-	var set unix.CPUSet
-	set.Set(p.cpu)
-	for _, name := range p.threads {
-		pid, ok := now[name]
-		if !ok {
-			return fmt.Errorf("the NIC's NAPI thread %s is gone", name)
-		}
-		if err := unix.SchedSetaffinity(pid, &set); err != nil {
-			return fmt.Errorf("pin NAPI thread %s (pid %d) to CPU %d: %w", name, pid, p.cpu, err)
-		}
-	}
-	return nil
-}
-
-// napiThreads maps the comm name of every kernel thread whose name starts
-// with prefix to its pid. NAPI thread names carry the NAPI id, which is
-// unique on the machine, so a name found once names the same poll later.
-func napiThreads(prefix string) (map[string]int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
-			continue // exited meanwhile
-		}
-		if name := strings.TrimSpace(string(b)); strings.HasPrefix(name, prefix) {
-			out[name] = pid
-		}
-	}
-	return out, nil
 }
 
 // calibratePreset is falcon sim's calibration (lab/sim, Calibrate): a

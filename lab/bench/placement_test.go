@@ -5,18 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/testbed"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 func seqCPUs(n int) []int {
@@ -84,7 +78,7 @@ func TestScalePreset(t *testing.T) {
 		t.Errorf("placement: nic %v sender %v receiver %v falcon %v clients %d", c.NICCPU, c.SenderCPUs, c.ReceiverCPUs, c.FalconCPUs, c.Clients)
 	}
 	if !reflect.DeepEqual(c.Modes, []string{"vanilla", "rps", "rfs", "falcon", "falcon+split"}) ||
-		!reflect.DeepEqual(c.Flows, []int{1, 2, 4, 8, 16}) || len(c.Sizes) != 8 || c.Sizes[7] != MaxUDPSize {
+		!reflect.DeepEqual(c.Flows, []int{1, 2, 4, 8, 16}) || len(c.Sizes) != 8 || c.Sizes[7] != workload.MaxUDPSize {
 		t.Errorf("matrix: %+v", c)
 	}
 	plan, skipped, err := Plan(c)
@@ -145,122 +139,6 @@ func TestPlacementFlagsRejected(t *testing.T) {
 	// The NIC CPU may be in the Falcon set: falcon chooses by load.
 	if c, err := resolve(t, on8, "--sender-cpus", "0", "--receiver-cpus", "1", "--nic-cpu", "2", "--falcon-cpus", "2-7"); err != nil || *c.NICCPU != 2 {
 		t.Errorf("NIC inside the Falcon set: %v", err)
-	}
-}
-
-// TestWithFalconCPUs: the bench's Falcon set reaches falcon's CPU set and
-// rps's rps_cpus unless the mode's spec names its own; rfs and vanilla
-// take none, and without a set nothing changes.
-func TestWithFalconCPUs(t *testing.T) {
-	set := []int{6, 7}
-	opts := func(spec string, cpus []int) agent.Options {
-		m, err := LookupMode(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return withFalconCPUs(m, cpus).(catalogueMode).o
-	}
-	if o := opts("falcon", set); !reflect.DeepEqual(o.CPUs, set) {
-		t.Errorf("falcon: cpus %v", o.CPUs)
-	}
-	if o := opts("falcon+split", set); !reflect.DeepEqual(o.CPUs, set) || !o.Split {
-		t.Errorf("falcon+split: cpus %v split %v", o.CPUs, o.Split)
-	}
-	if o := opts("falcon:cpus=4-5", set); !reflect.DeepEqual(o.CPUs, []int{4, 5}) {
-		t.Errorf("falcon:cpus=4-5 became %v", o.CPUs)
-	}
-	if o := opts("rps+", set); !reflect.DeepEqual(o.RPSCPUs, set) || o.CPUs != nil {
-		t.Errorf("rps+: rps_cpus %v cpus %v", o.RPSCPUs, o.CPUs)
-	}
-	if o := opts("rfs", set); o.RPSCPUs != nil || o.CPUs != nil {
-		t.Errorf("rfs: rps_cpus %v cpus %v", o.RPSCPUs, o.CPUs)
-	}
-	if o := opts("falcon", nil); o.CPUs != nil {
-		t.Errorf("no set: cpus %v", o.CPUs)
-	}
-	// The set is copied: a mode never shares the config's slice.
-	o := opts("falcon", set)
-	o.CPUs[0] = 99
-	if set[0] != 6 {
-		t.Error("the mode's CPU set aliases the config's")
-	}
-}
-
-// TestPinNIC: the receiving host's NIC poll becomes a kernel thread pinned
-// to the NIC CPU, which does the NIC's receive work (its CPU time grows
-// under traffic), and ensure pins it again after a GRO toggle re-created
-// the thread with every CPU allowed.
-func TestPinNIC(t *testing.T) {
-	online, name := integration(t, "n")
-	nic := online[len(online)-1]
-	tb, err := testbed.Up(context.Background(), testbed.Spec{Name: name(0), Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testbed.Down(name(0)) })
-	p, err := pinNIC(tb, nic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := tb.Hosts[1]
-	if len(p.threads) == 0 || !strings.HasPrefix(p.threads[0], "napi/"+h.NIC+"-") {
-		t.Fatalf("threads %v", p.threads)
-	}
-	affinity := func() (pid int, cpus []int) {
-		t.Helper()
-		now, err := napiThreads(p.threads[0])
-		if err != nil || now[p.threads[0]] == 0 {
-			t.Fatalf("thread %s: %v %v", p.threads[0], now, err)
-		}
-		pid = now[p.threads[0]]
-		var set unix.CPUSet
-		if err := unix.SchedGetaffinity(pid, &set); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range online {
-			if set.IsSet(c) {
-				cpus = append(cpus, c)
-			}
-		}
-		return pid, cpus
-	}
-	pid, cpus := affinity()
-	if !reflect.DeepEqual(cpus, []int{nic}) {
-		t.Errorf("thread %s may run on %v, want only %d", p.threads[0], cpus, nic)
-	}
-	cpuTime := func(pid int) (ticks int64, last int) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+2:])
-		u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14
-		s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
-		last, _ = strconv.Atoi(f[36])           // processor, field 39
-		return u + s, last
-	}
-	before, _ := cpuTime(pid)
-	clients, servers := tb.Endpoints()
-	// UDP through the overlay: the wire carries it into the pinned poll.
-	cmd := exec.Command("ip", "netns", "exec", clients[0].Netns, "ping", "-q", "-c", "20000", "-i", "0", "-s", "1000", servers[0].Addr)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("ping: %v\n%s", err, out)
-	}
-	after, last := cpuTime(pid)
-	if after <= before || last != nic {
-		t.Errorf("NAPI thread: cpu time %d -> %d ticks, last on CPU %d; want it to have run, on %d", before, after, last, nic)
-	}
-	// A GRO toggle re-creates the poll and its thread, unpinned.
-	for _, v := range []string{"off", "on"} {
-		if out, err := exec.Command("ip", "netns", "exec", h.Netns, "ethtool", "-K", h.NIC, "gro", v).CombinedOutput(); err != nil {
-			t.Fatalf("gro %s: %v %s", v, err, out)
-		}
-	}
-	if err := p.ensure(); err != nil {
-		t.Fatal(err)
-	}
-	if _, cpus := affinity(); !reflect.DeepEqual(cpus, []int{nic}) {
-		t.Errorf("after a GRO toggle and ensure: thread may run on %v, want only %d", cpus, nic)
 	}
 }
 

@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/modes"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -22,17 +22,11 @@ func ProbeNeeds(c schema.Config) benchprobe.BenchNeeds {
 		}
 	}
 	for _, spec := range c.Modes {
-		m, err := LookupMode(spec)
-		if err != nil {
-			continue
-		}
-		if cm, ok := m.(catalogueMode); ok && cm.o.Mode == agent.ModeFalcon {
-			n.BPF = true
-			n.XDP = n.XDP || cm.o.Split
-		}
+		bpf, xdp := modes.NeedsBPF(spec)
+		n.BPF, n.XDP = n.BPF || bpf, n.XDP || xdp
 	}
 	n.ThreadedNAPI = c.NICCPU != nil
-	n.KernelSender = c.Sender == SenderKernel
+	n.KernelSender = c.Sender == schema.SenderKernel
 	// The testbed's (ip, bridge, ethtool), the pinning wrapper's, then the
 	// workloads' own.
 	n.Tools = append([]string{"ip", "bridge", "ethtool", "taskset"}, tools(c)...)

@@ -2,53 +2,20 @@ package bench
 
 import (
 	"bytes"
-	"encoding/xml"
-	"flag"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/cause"
-	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/procfs"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// testdata/results.json was recorded with
-//
-//	falcon bench --layouts host,docker --workloads udp-stress:16,tcp:64K,latency:16 --runs 2 --duration 1s
-//
-// on the 2-CPU development machine.
-const recorded = "testdata/results.json"
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from what was rendered (go test -update rewrites it):\n%s", path, got)
-	}
-}
-
 func TestRecordedFileShape(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
+	f, err := schema.ReadFile("../render/testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +35,12 @@ func TestRecordedFileShape(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
+	f, err := schema.ReadFile("../render/testdata/results.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var table1 bytes.Buffer
-	if err := WriteTable(&table1, f); err != nil {
+	if err := render.WriteTable(&table1, f); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "r.json")
@@ -85,7 +52,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var table2 bytes.Buffer
-	if err := WriteTable(&table2, g); err != nil {
+	if err := render.WriteTable(&table2, g); err != nil {
 		t.Fatal(err)
 	}
 	if table1.String() != table2.String() {
@@ -129,57 +96,6 @@ func TestReadFileRejects(t *testing.T) {
 	if _, err := schema.ReadFile(filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("missing file: no error")
 	}
-}
-
-func TestTableGolden(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := WriteTable(&b, f); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(b.String(), "\n")
-	if len(lines) < 8 || !strings.HasPrefix(lines[0], "| layout | mode | workload |") {
-		t.Fatalf("not a table:\n%s", b.String())
-	}
-	for _, l := range lines[2:8] {
-		if strings.Count(l, "|") != strings.Count(lines[0], "|") {
-			t.Errorf("row has a different column count than the header: %q", l)
-		}
-	}
-	golden(t, "results.md", b.Bytes())
-}
-
-func TestSVGGolden(t *testing.T) {
-	f, err := schema.ReadFile(recorded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := WriteSVG(&b, f); err != nil {
-		t.Fatal(err)
-	}
-	// Well-formed XML with one bar per normalised result.
-	d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
-	bars := 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("SVG is not well-formed XML: %v", err)
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "title" {
-			bars++
-		}
-	}
-	if bars != len(f.Results) {
-		t.Errorf("%d bars, want %d", bars, len(f.Results))
-	}
-	golden(t, "results.svg", b.Bytes())
 }
 
 func TestSummarizeAndNormalize(t *testing.T) {
@@ -232,26 +148,6 @@ func TestSummarizeAndNormalize(t *testing.T) {
 	}
 }
 
-func TestParseNetDev(t *testing.T) {
-	b, err := os.ReadFile("testdata/netdev.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	devs, err := parseNetDev(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(devs) != 4 || devs["v1"].RxPackets != 2 || devs["lo"].RxPackets != 6 || devs["vx0"] != (devCounters{}) {
-		t.Errorf("parsed %+v", devs)
-	}
-	if _, err := parseNetDev([]byte("garbage\n")); err == nil {
-		t.Error("garbage parsed")
-	}
-	if _, err := parseNetDev(append(b, "  x0: 1 2 3\n"...)); err == nil {
-		t.Error("short line parsed")
-	}
-}
-
 func TestProgressLines(t *testing.T) {
 	var b bytes.Buffer
 	p := NewProgress(&b, false, false, 2, 0)
@@ -277,84 +173,5 @@ func TestProgressLines(t *testing.T) {
 	p.Close()
 	if b.Len() != 0 {
 		t.Errorf("quiet progress wrote %q", b.String())
-	}
-}
-
-// A window's falcon activity is the agent's accumulated state differenced
-// over the window, as shares of it; other modes have none.
-func TestFalconActivity(t *testing.T) {
-	before := agent.Activity{Spent: datapath.Spent{Loaded: 10 * time.Second, OnPath: 4 * time.Second, Engaged: time.Second, Comebacks: 1, StandDowns: 1}, Tests: 1, Probes: 2, Thin: 1,
-		Causes: agent.CauseCounts{Engage: 1, Inline: 10, Begun: 1}}
-	after := agent.Activity{Spent: datapath.Spent{Loaded: 14 * time.Second, OnPath: 5 * time.Second, Engaged: 1500 * time.Millisecond, Comebacks: 3, StandDowns: 4}, Tests: 2, ForSteering: 1, Probes: 5, Thin: 3,
-		Causes: agent.CauseCounts{Engage: 4, Inline: 30, Unreadable: 2, Begun: 2, Pays: 1}}
-	got := falconActivity(before, after)
-	want := &schema.FalconActivity{OnPathPct: 25, EngagedPct: 12.5, Comebacks: 2, StandDowns: 3, Tests: 1, ForSteering: 1, Probes: ptr[uint64](3), Thin: ptr[uint64](2),
-		Causes: &schema.CauseActivity{Engage: 3, Inline: 20, Unreadable: 2, Begun: 1, Pays: 1}}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
-	if falconActivity(agent.Activity{}, agent.Activity{Samples: 9}) != nil {
-		t.Fatal("an agent without falcon's datapath has no falcon activity")
-	}
-	r := schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Flows: 1, Runs: []schema.Run{{PPS: 1, Falcon: got}, {PPS: 1, Falcon: want}}}
-	r.Summarize()
-	var b strings.Builder
-	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
-	if !strings.Contains(b.String(), "| docker | falcon | udp | 1000 B | 1 | 25 ± 0 | 12 ± 0 | 5.0 ± 0.0 | 3.0 ± 0.0 | 1.0 ± 0.0 | 2.0 ± 0.0 |") {
-		t.Fatalf("table:\n%s", b.String())
-	}
-	// A file from before the tests begun were counted says it does not
-	// know them, not that there were none.
-	old := *want
-	old.Probes, old.Thin = nil, nil
-	r = schema.Result{Layout: "docker", Mode: "falcon", Workload: "udp", Size: 1000, Runs: []schema.Run{{PPS: 1, Falcon: &old}}}
-	r.Summarize()
-	b.Reset()
-	writeFalconActivity(&b, &schema.File{Results: []schema.Result{r}})
-	if !strings.Contains(b.String(), "| 5.0 | – | 1.0 | – |") {
-		t.Fatalf("table of an older file:\n%s", b.String())
-	}
-}
-
-// The machine's virtualization: systemd-detect-virt's word for the machine
-// where it ran (also "none", which it prints with exit status 1) and the
-// container it runs in, if any, else the CPU's hypervisor flag, as on the
-// lent 16-vCPU machine (its flags line, cut).
-func TestVirtualization(t *testing.T) {
-	flags := "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush mmx fxsr sse sse2 ss ht syscall nx rdtscp lm constant_tsc rep_good nopl xtopology nonstop_tsc cpuid tsc_known_freq pni pclmulqdq ssse3 fma cx16 pcid sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand hypervisor lahf_lm abm"
-	for _, c := range []struct {
-		vm, container string
-		missing       bool
-		flags         string
-		want          string
-	}{
-		{"kvm\n", "none\n", false, flags, "kvm"},
-		{"kvm\n", "docker\n", false, flags, "kvm, in a docker container"},
-		{"none\n", "none\n", false, "fpu vme", "none"},
-		{"none\n", "docker\n", false, "fpu vme", "none, in a docker container"},
-		{"", "", true, flags, "vm (the CPU's hypervisor flag; no systemd-detect-virt)"},
-		{"", "", true, "fpu vme hypervisorx", "none seen (no hypervisor flag; no systemd-detect-virt)"},
-		{"", "", false, flags, ""},
-	} {
-		if got := virtualization(c.vm, c.container, c.missing, c.flags); got != c.want {
-			t.Errorf("virtualization(%q, %q, %v, …) = %q, want %q", c.vm, c.container, c.missing, got, c.want)
-		}
-	}
-}
-
-// A run's decisions by cause become one replayable trace.
-func TestCauseTraces(t *testing.T) {
-	w := cause.Window{Ms: 150, Delivered: 10}
-	act := &schema.FalconActivity{Causes: &schema.CauseActivity{Params: cause.Params{Threshold: 85, Set: []int{0, 1}},
-		Trace: []agent.CauseRecord{{Seq: 1, Window: w}, {Seq: 2, Window: w}}}}
-	f := &schema.File{Results: []schema.Result{{Layout: "docker", Mode: "falcon:policy=paper", Workload: "udp-stress", Size: 16,
-		Runs: []schema.Run{{}, {Falcon: act}}}}}
-	got := CauseTraces(f)
-	tr, ok := got["docker-falcon_policy_paper-udp-stress-16-run2.json"]
-	if len(got) != 1 || !ok || len(tr.Windows) != 2 || tr.Params.Threshold != 85 {
-		t.Fatalf("traces: %+v", got)
-	}
-	if s := tr.Replay(0); len(s) != 2 {
-		t.Errorf("replayed %d turns", len(s))
 	}
 }

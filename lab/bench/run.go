@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
-
+	"github.com/falconnet/falcon/lab/benchprobe"
+	"github.com/falconnet/falcon/lab/measure"
+	"github.com/falconnet/falcon/lab/modes"
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
-	"github.com/falconnet/falcon/lab/stagetrace"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -53,8 +52,8 @@ func Preflight(c schema.Config) error {
 		return err
 	}
 	for _, name := range c.Modes {
-		if m, err := LookupMode(name); err == nil {
-			if p, ok := m.(Preflighter); ok {
+		if m, err := modes.Lookup(name); err == nil {
+			if p, ok := m.(modes.Preflighter); ok {
 				if err := p.Preflight(); err != nil {
 					return fmt.Errorf("mode %s: %w", name, err)
 				}
@@ -68,20 +67,13 @@ func Preflight(c schema.Config) error {
 // tail the clients run past it (whole seconds), starting the tools, and
 // sockperf's own two-second warm-up stage when it is used.
 func EstimateRun(c schema.Config) time.Duration {
-	d := time.Duration(c.Warmup+c.Duration) + tail
+	d := time.Duration(c.Warmup+c.Duration) + measure.Tail
 	d = (d+time.Second-1)/time.Second*time.Second + 500*time.Millisecond
 	if contains(tools(c), "sockperf") {
 		d += 2 * time.Second
 	}
 	return d
 }
-
-// tail keeps the clients sending a little past the window, so the window
-// never sees them stop. The window opens only after trafficSteady of
-// steady traffic, and the tools' own start and the closing sample come on
-// top of that: half a second for those (with 300 ms, a client stopped
-// 33 ms early on the host and 1 ms early in the 6.1 guest under emulation).
-const tail = trafficSteady + 500*time.Millisecond
 
 // Execute builds a fresh testbed for each layout × mode (with
 // --interleave, for each layout), sets the mode up, runs the cases there,
@@ -101,28 +93,16 @@ func Execute(ctx context.Context, c schema.Config, o RunOptions) (*schema.File, 
 		o.TestbedName = func(i int) string { return fmt.Sprintf("b%d-%d", pid, i) }
 	}
 	f := &schema.File{Format: schema.Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
-		Command: o.Command, Machine: DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
+		Command: o.Command, Machine: benchprobe.DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
 	for _, s := range skipped {
 		o.Progress.Note("falcon bench: %s", s)
 	}
-	if c.BPFStats {
-		// Held by fd: the statistics switch off again when the bench ends,
-		// however it ends, and kernel.bpf_stats_enabled is never touched.
-		st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-		if err != nil {
-			return nil, fmt.Errorf("--bpf-stats: enable BPF run-time statistics: %w", err)
-		}
-		defer st.Close()
+	in, err := measure.Start(c)
+	if err != nil {
+		return nil, err
 	}
-	r := &runner{cfg: c, p: o.Progress, totalCases: 0}
-	if c.StageCost {
-		// Started before any testbed: a kernel that cannot run it fails
-		// the bench before anything is built.
-		if r.cost, err = stagetrace.StartCost(); err != nil {
-			return nil, fmt.Errorf("--stage-cost: %w", err)
-		}
-		defer r.cost.Close()
-	}
+	defer in.Close()
+	r := &runner{cfg: c, p: o.Progress, in: in}
 	for _, tp := range plan {
 		r.totalCases += len(tp.Cases)
 	}
@@ -170,7 +150,7 @@ type runner struct {
 	p          *Progress
 	totalCases int
 	caseNo     int
-	cost       *stagetrace.CostTracer // with --stage-cost
+	in         *measure.Instruments
 }
 
 // A session is one mode set up on a testbed and the runs measured under it:
@@ -205,11 +185,11 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		}
 	}()
 	g.tb = tb
-	if err := keepSenderHostOnSenderCPUs(tb, r.cfg.SenderCPUs); err != nil {
+	if err := tb.KeepSenderHostOn(r.cfg.SenderCPUs); err != nil {
 		return g.fail(fmt.Errorf("sender host RPS: %w", err))
 	}
 	if r.cfg.NICCPU != nil {
-		if g.pin, err = pinNIC(tb, *r.cfg.NICCPU); err != nil {
+		if g.pin, err = tb.PinNIC(*r.cfg.NICCPU); err != nil {
 			return g.fail(fmt.Errorf("--nic-cpu: %w", err))
 		}
 	}
@@ -242,7 +222,7 @@ type groupRun struct {
 	tb       *testbed.Testbed
 	clients  []testbed.Endpoint
 	servers  []testbed.Endpoint
-	pin      *nicPin
+	pin      *testbed.NICPin
 	failed   int // runs that failed or were skipped
 }
 
@@ -257,7 +237,7 @@ func (g *groupRun) newResults() {
 			switch {
 			case cs.Workload == "udp-stress":
 				res.Clients = g.cfg.Clients
-			case atRate(cs.Workload):
+			case workload.AtRate(cs.Workload):
 				res.Rate = g.cfg.Rate
 			}
 			describeCase(&res, cs, g.cfg)
@@ -293,12 +273,12 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 		g.p.Skip(len(s.items))
 		g.failed += len(s.items)
 	}
-	m, err := LookupMode(tp.Mode)
+	m, err := modes.Lookup(tp.Mode)
 	if err != nil {
 		skip(err)
 		return nil
 	}
-	m = withFalconCPUs(m, g.cfg.FalconCPUs)
+	m = modes.WithFalconCPUs(m, g.cfg.FalconCPUs)
 	g.p.Stage("%s/%s: mode setup", tp.Layout, tp.Mode)
 	su, err := m.Setup(ctx, g.tb)
 	if err != nil {
@@ -320,22 +300,21 @@ func (g *groupRun) session(ctx context.Context, s session) error {
 }
 
 // run measures one run of one case; false when ctrl-C cut it short.
-func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
+func (g *groupRun) run(ctx context.Context, plan int, it item, su modes.SetUp) bool {
 	cs := g.plans[plan].Cases[it.res]
 	res := &g.results[g.offsets[plan]+it.res]
-	e := &env{cfg: g.cfg, tb: g.tb, cs: cs, clients: g.clients, servers: g.servers, run: it.run, activity: su.Activity, causes: su.Causes,
-		cost: g.cost}
+	r := measure.Run{Config: g.cfg, Testbed: g.tb, Case: cs, Clients: g.clients, Servers: g.servers, N: it.run, Mode: su, Instruments: g.in}
 	if res.Endpoints == nil {
-		res.Endpoints = e.describe()
+		res.Endpoints = measure.Endpoints(r)
 	}
 	g.p.Stage("case %d/%d %s · run %d/%d", g.caseBase+g.offsets[plan]+it.res+1, g.totalCases, cs, it.run, g.cfg.Runs)
 	var rec schema.Run
 	var err error
 	if g.pin != nil {
-		err = g.pin.ensure()
+		err = g.pin.Ensure()
 	}
 	if err == nil {
-		rec, err = e.measure(ctx)
+		rec, err = measure.Measure(ctx, r)
 	}
 	if ctx.Err() != nil {
 		return false // a run cut short by ctrl-C measures nothing
@@ -348,7 +327,7 @@ func (g *groupRun) run(ctx context.Context, plan int, it item, su SetUp) bool {
 	}
 	rec.Round = it.run
 	res.Runs = append(res.Runs, rec)
-	g.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, g.cfg.Runs, runLine(rec)))
+	g.p.RunDone(fmt.Sprintf("%s run %d/%d: %s", cs, it.run, g.cfg.Runs, render.RunLine(rec)))
 	return true
 }
 
@@ -357,24 +336,4 @@ func failedRuns(n int, what string) error {
 		return nil
 	}
 	return fmt.Errorf("%d run(s) on %s failed (see the results)", n, what)
-}
-
-// runLine is one run in a few words, for logs.
-func runLine(r schema.Run) string {
-	s := fmt.Sprintf("%s pps, %.3f Gbit/s, loss %.2f%%", pmSI(statsOf(r.PPS)), r.Gbps, r.LossPct)
-	if r.Latency != nil {
-		s += fmt.Sprintf(", p50 %.1f µs, p99 %.1f µs", r.Latency.P50Us, r.Latency.P99Us)
-	}
-	var soft []string
-	for _, c := range sortedCPUs(r.CPU) {
-		soft = append(soft, fmt.Sprintf("%.0f", r.CPU[c].Usage.Soft))
-	}
-	s += ", softirq % " + strings.Join(soft, "/")
-	if r.ReassemblyWaitS > 0 {
-		s += fmt.Sprintf(" (began after %.1f s: fragments of datagrams earlier runs lost had to expire)", r.ReassemblyWaitS)
-	}
-	if r.SetupRetries > 0 {
-		s += fmt.Sprintf(" (%d UDP client(s) started again: the datagram setting up the stream was lost)", r.SetupRetries)
-	}
-	return s
 }

@@ -4,12 +4,13 @@ import (
 	"math"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
 func TestSessionsInterleaveAndRotate(t *testing.T) {
-	cases := func(mode string) []Case {
-		return []Case{{"docker", mode, "udp", 1000, 1, ""}, {"docker", mode, "tcp", 128 << 10, 1, ""}}
+	cases := func(mode string) []measure.Case {
+		return []measure.Case{{Layout: "docker", Mode: mode, Workload: "udp", Size: 1000, Flows: 1}, {Layout: "docker", Mode: mode, Workload: "tcp", Size: 128 << 10, Flows: 1}}
 	}
 	plan := []TestbedPlan{
 		{Layout: "docker", Mode: "vanilla", Containers: 1, Cases: cases("vanilla")},

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/workload"
 )
 
 // TestBenchNewWorkloads runs overload-latency, rates and hotspot on a
@@ -22,7 +23,7 @@ func TestBenchNewWorkloads(t *testing.T) {
 		switch r.Workload {
 		case "overload-latency":
 			o := run.Overload
-			if o == nil || len(o.Steps) == 0 || o.RatePPS < minRatePPS || run.Latency == nil || run.Latency.P99Us <= 0 {
+			if o == nil || len(o.Steps) == 0 || o.RatePPS < workload.MinRatePPS || run.Latency == nil || run.Latency.P99Us <= 0 {
 				t.Errorf("%s: search %+v, latency %+v", what, o, run.Latency)
 			}
 		case "rates":

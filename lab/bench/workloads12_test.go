@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -37,7 +38,7 @@ func TestRecordedWorkloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b bytes.Buffer
-		if err := WriteTable(&b, f); err != nil {
+		if err := render.WriteTable(&b, f); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(b.String(), c.section) {
@@ -45,7 +46,7 @@ func TestRecordedWorkloads(t *testing.T) {
 		}
 		// The chart tells the rates apart.
 		var svg bytes.Buffer
-		if err := WriteSVG(&svg, f); err != nil {
+		if err := render.WriteSVG(&svg, f); err != nil {
 			t.Fatal(err)
 		}
 		if c.workload == "rates" && (!strings.Contains(svg.String(), "16 B at 50Kpps (total CPU)") || !strings.Contains(b.String(), "| rates at 200Kpps |")) {

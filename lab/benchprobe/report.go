@@ -3,7 +3,8 @@
 // overlay: it tries what the testbeds and modes will do, in a scratch
 // network namespace, and lists what is missing. The checks that decide are
 // here and take a Prober, so that tests can hand in any machine, a gVisor
-// sandbox included.
+// sandbox included. DescribeMachine (describe.go) records the machine a
+// bench ran on in its results file.
 package benchprobe
 
 import (

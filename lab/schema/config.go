@@ -65,7 +65,7 @@ type Config struct {
 	// NICCPU runs the receiving host's NIC poll (--nic-cpu; nil: it runs
 	// where the senders transmit); FalconCPUs is the set falcon and rps
 	// modes get unless their spec names one (--falcon-cpus; nil: the
-	// mode's default). placement.go says why.
+	// mode's default). lab/bench/placement.go says why.
 	NICCPU     *int  `json:"nic_cpu,omitempty"`
 	FalconCPUs []int `json:"falcon_cpus,omitempty"`
 
@@ -93,3 +93,11 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(v)
 	return err
 }
+
+// Senders: the tools' own clients (iperf3, sockperf), or falcon's kernel
+// sender, which costs the receiving machine about what a remote host
+// would (lab/xdpsend).
+const (
+	SenderTools  = "tools"
+	SenderKernel = "kernel"
+)

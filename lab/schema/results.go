@@ -86,7 +86,7 @@ type Run struct {
 	// that sets up their stream was lost (workload.ErrUDPSetupLost).
 	SetupRetries int `json:"setup_retries,omitempty"`
 	// ReassemblyWaitS is how long the run waited before it began for IP
-	// fragment reassembly to drop what earlier runs left (awaitReassembly).
+	// fragment reassembly to drop what earlier runs left (probes.AwaitReassembly).
 	ReassemblyWaitS float64 `json:"reassembly_wait_s,omitempty"`
 	// Reordering is what reordering cost TCP over the window (TCP
 	// workloads; files from before it have none).
@@ -202,7 +202,7 @@ type FalconActivity struct {
 
 // CauseActivity is the decision by cause over a window: its turns by
 // verdict, its engagements begun, paying and failing, and every turn
-// with the policy's settings (bench.CauseTraces replays them).
+// with the policy's settings (File.CauseTraces replays them).
 type CauseActivity struct {
 	Params     cause.Params        `json:"params"`
 	Engage     uint64              `json:"engage"`

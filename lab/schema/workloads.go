@@ -1,5 +1,17 @@
 package schema
 
+import "time"
+
+// The overload search's method (bench's overload-latency workloads), as
+// its table states it: steps of OverloadStepTime, a step passing with at most
+// OverloadMaxLossPct lost (or retransmitted), bisection to within
+// OverloadPrecision of the rate.
+const (
+	OverloadStepTime   = time.Second
+	OverloadMaxLossPct = 0.1
+	OverloadPrecision  = 0.05
+)
+
 // OverloadSearch is how a run of overload-latency found its rate.
 type OverloadSearch struct {
 	// MaxLossPct: a step passed with at most this share of its datagrams

@@ -58,16 +58,7 @@ func TestCostTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("sc%d", os.Getpid())
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sc%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
 	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
 	sender, receiver := []int{0}, []int{runtime.NumCPU() - 1}
@@ -106,6 +97,14 @@ func TestCostTestbed(t *testing.T) {
 	d := after.Sub(before)
 	t.Logf("iperf3 UDP %d B: %.0f Mbit/s received; window %s", size, res.BitsPerSecond/1e6, wall.Round(time.Millisecond))
 
+	checkCosts(t, d, wall, h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev)
+}
+
+// checkCosts: each of the stages (netns/dev) was charged time and
+// segments, at a plausible cost per segment; no CPU was charged more than
+// the window, and no charge was lost.
+func checkCosts(t *testing.T, d CostSnapshot, wall time.Duration, want ...string) {
+	t.Helper()
 	perCPU := map[int]uint64{}
 	stages := map[string]Cost{}
 	for _, r := range d.Records {
@@ -119,7 +118,7 @@ func TestCostTestbed(t *testing.T) {
 		stages[what] = c
 		t.Logf("%-40s CPU %d: %+v", what, r.CPU, r.Cost)
 	}
-	for _, st := range []string{h2.Netns + "/" + h2.NIC, h2.Netns + "/" + h2.Overlay, sv.Netns + "/" + sv.Dev} {
+	for _, st := range want {
 		c := stages[st]
 		if c.Ns == 0 || c.Segs == 0 {
 			t.Errorf("%s: %+v, want time and segments", st, c)

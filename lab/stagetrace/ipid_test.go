@@ -33,43 +33,13 @@ func TestTCPOrderByIPID(t *testing.T) {
 	}
 	defer tr.Close()
 
-	cases := []struct {
-		sport     uint16
-		ids       []uint16
-		reordered uint64
-	}{
+	cases := []idCase{
 		{41001, []uint16{100, 101, 103, 102, 104}, 1},
 		{41002, []uint16{65534, 65535, 0, 1}, 0},
 		{41003, []uint16{500, 510, 511}, 0},
 		{41004, []uint16{7, 9, 8, 6, 10}, 2},
 	}
-	err = netns.Do(o.h1, func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		send := func(sport, dport, id uint16, seq uint32) error {
-			return unix.Sendto(fd, tcpSegment(h1v4, c1v4, sport, dport, id, seq), 0,
-				&unix.SockaddrInet4{Addr: c1v4.As4()})
-		}
-		// Outside the traced ports: resolves c1's neighbour entries first.
-		if err := send(41000, 9, 1, 1); err != nil {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-		for _, c := range cases {
-			for i, id := range c.ids {
-				// Sequence numbers that do not follow on: GRO merges none.
-				if err := send(c.sport, portTCP+1, id, uint32(i+1)*100000); err != nil {
-					return err
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := netns.Do(o.h1, func() error { return sendByID(cases) }); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -88,36 +58,81 @@ func TestTCPOrderByIPID(t *testing.T) {
 		if !ok || r.Seen != uint64(len(c.ids)) || r.Reordered != c.reordered || uint16(r.MaxSeq) != last+1 {
 			t.Errorf("IDs %v: %+v (found %v), want %d seen, %d reordered, next ID %d", c.ids, r, ok, len(c.ids), c.reordered, last+1)
 		}
-		if c.reordered == 0 {
-			continue
-		}
-		// The first reordered one, its predecessor and their ways: h2's
-		// NIC, its VXLAN device, c1's eth0, in that order.
-		inv := r.First
-		if inv == nil {
-			t.Errorf("IDs %v: no first inversion recorded", c.ids)
-			continue
-		}
-		want := []string{o.h2 + "/nic0", o.h2 + "/vxlan0", o.c1 + "/eth0"}
-		for _, p := range [][]Hop{inv.Path, inv.PrevPath} {
-			var got []string
-			for i, h := range p {
-				got = append(got, h.Stage)
-				if i > 0 && h.At < p[i-1].At {
-					t.Errorf("IDs %v: hops out of time order: %+v", c.ids, p)
-				}
-			}
-			if !slices.Equal(got, want) {
-				t.Errorf("IDs %v: way %v, want %v", c.ids, got, want)
-			}
-		}
-		if i := slices.Index(c.ids, inv.ID); i < 1 || c.ids[i-1] != inv.PrevID || inv.Behind == 0 {
-			t.Errorf("IDs %v: first inversion %+v", c.ids, inv)
+		if c.reordered > 0 {
+			checkFirstInversion(t, o, c, r)
 		}
 	}
+	checkOrderReport(t, o, tr, order, got)
+}
 
-	// falcon trace --seq --paths: the report carries each flow's first
-	// inversion, its text tells it with both ways, its JSON keeps them.
+// idCase is one flow of segments sent from sport with IPv4 IDs ids, of
+// which reordered arrive out of order.
+type idCase struct {
+	sport     uint16
+	ids       []uint16
+	reordered uint64
+}
+
+// sendByID writes each case's segments from a raw socket of the current
+// namespace (h1's) to c1, one a millisecond.
+func sendByID(cases []idCase) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	send := func(sport, dport, id uint16, seq uint32) error {
+		return unix.Sendto(fd, tcpSegment(h1v4, c1v4, sport, dport, id, seq), 0,
+			&unix.SockaddrInet4{Addr: c1v4.As4()})
+	}
+	// Outside the traced ports: resolves c1's neighbour entries first.
+	if err := send(41000, 9, 1, 1); err != nil {
+		return err
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, c := range cases {
+		for i, id := range c.ids {
+			// Sequence numbers that do not follow on: GRO merges none.
+			if err := send(c.sport, portTCP+1, id, uint32(i+1)*100000); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// checkFirstInversion: the first reordered segment, its predecessor and
+// their ways: h2's NIC, its VXLAN device, c1's eth0, in that order.
+func checkFirstInversion(t *testing.T, o *overlay, c idCase, r SeqRecord) {
+	t.Helper()
+	inv := r.First
+	if inv == nil {
+		t.Errorf("IDs %v: no first inversion recorded", c.ids)
+		return
+	}
+	want := []string{o.h2 + "/nic0", o.h2 + "/vxlan0", o.c1 + "/eth0"}
+	for _, p := range [][]Hop{inv.Path, inv.PrevPath} {
+		var got []string
+		for i, h := range p {
+			got = append(got, h.Stage)
+			if i > 0 && h.At < p[i-1].At {
+				t.Errorf("IDs %v: hops out of time order: %+v", c.ids, p)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("IDs %v: way %v, want %v", c.ids, got, want)
+		}
+	}
+	if i := slices.Index(c.ids, inv.ID); i < 1 || c.ids[i-1] != inv.PrevID || inv.Behind == 0 {
+		t.Errorf("IDs %v: first inversion %+v", c.ids, inv)
+	}
+}
+
+// checkOrderReport: falcon trace --seq --paths' report carries each flow's
+// first inversion, its text tells it with both ways, its JSON keeps them.
+func checkOrderReport(t *testing.T, o *overlay, tr *Tracer, order []SeqRecord, got map[Flow]SeqRecord) {
+	t.Helper()
 	rep, err := tr.Report(time.Second, 0)
 	if err != nil {
 		t.Fatal(err)

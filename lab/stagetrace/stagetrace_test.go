@@ -47,7 +47,15 @@ func sendTraffic(t *testing.T, o *overlay, cpu int) traffic {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tr := traffic{flows: map[Flow]string{}, udp: map[Flow]seqcheck.Stats{}, tcpLen: 256 << 10}
+	tr.sendUDP(ctx, t, o, cpu)
+	tr.sendTCP(t, o)
+	return tr
+}
 
+// sendUDP sends sequenced UDP flows over both tunnels, IPv4 and IPv6
+// inner, from CPU cpu.
+func (tr *traffic) sendUDP(ctx context.Context, t *testing.T, o *overlay, cpu int) {
+	t.Helper()
 	type udpRun struct {
 		src, dst netip.Addr
 		port     uint16
@@ -82,7 +90,11 @@ func sendTraffic(t *testing.T, o *overlay, cpu int) traffic {
 			tr.udp[f] = s
 		}
 	}
+}
 
+// sendTCP sends two TCP connections' streams of tcpLen bytes.
+func (tr *traffic) sendTCP(t *testing.T, o *overlay) {
+	t.Helper()
 	var ln net.Listener
 	err := netns.Do(o.c1, func() (err error) {
 		ln, err = net.Listen("tcp", netip.AddrPortFrom(c1v4, portTCP).String())
@@ -132,7 +144,6 @@ func sendTraffic(t *testing.T, o *overlay, cpu int) traffic {
 			t.Fatal(err)
 		}
 	}
-	return tr
 }
 
 func traceOptions(o *overlay) Options {

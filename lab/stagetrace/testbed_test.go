@@ -114,16 +114,7 @@ func TestTCPRunsTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("sr%d", os.Getpid())
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "docker", Containers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sr%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
 	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
 	const port = 5302
@@ -148,18 +139,7 @@ func TestTCPRunsTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	nic := h2.Netns + "/" + h2.NIC
-	// The data flow is the one with the most payload at the NIC (iperf3's
-	// control connection carries a few hundred bytes).
-	var flow Flow
-	var most uint64
-	for _, r := range recs {
-		if r.Stage() != nic || r.Flow.Dport != port {
-			continue
-		}
-		if n := Total(r.DataSegsPerCPU); n > most {
-			flow, most = r.Flow, n
-		}
-	}
+	flow, most := dataFlow(recs, nic, port)
 	if most == 0 || flow.Src != netip.MustParseAddr(cl.Addr) || flow.Dst != netip.MustParseAddr(sv.Addr) {
 		t.Fatalf("no TCP payload from %s to %s at %s; records: %+v", cl.Addr, sv.Addr, nic, recs)
 	}
@@ -192,4 +172,18 @@ func TestTCPRunsTestbed(t *testing.T) {
 	if all := AllRuns(runs); all.MeanLen() < 100 {
 		t.Errorf("at the NIC: %v, want a mean run of at least 100 segments", all)
 	}
+}
+
+// dataFlow is the flow to port with the most payload at stage: iperf3's
+// data flow (its control connection carries a few hundred bytes).
+func dataFlow(recs []Record, stage string, port uint16) (flow Flow, most uint64) {
+	for _, r := range recs {
+		if r.Stage() != stage || r.Flow.Dport != port {
+			continue
+		}
+		if n := Total(r.DataSegsPerCPU); n > most {
+			flow, most = r.Flow, n
+		}
+	}
+	return flow, most
 }

@@ -38,6 +38,36 @@ func TestFlannelDaemon(t *testing.T) {
 	tb := up(t, Spec{Name: tbName("fd"), Layout: "flannel-daemon", Containers: 2})
 	t.Logf("up in %s", time.Since(start).Round(time.Millisecond))
 
+	checkFlannelAddresses(t, tb)
+	for _, a := range tb.Hosts[0].Containers {
+		for _, b := range tb.Hosts[1].Containers {
+			ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, 1450-28)
+			ping(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, 64)
+		}
+	}
+
+	dir, pids := checkFlannelDaemons(t, tb)
+	for _, h := range tb.Hosts {
+		if r := ruleset(t, h.Netns); !strings.Contains(r, "flannel") {
+			t.Errorf("%s: no flannel rules in its nftables ruleset:\n%s", h.Netns, r)
+		}
+	}
+	if r := ruleset(t, ""); r != rootRules {
+		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
+	}
+	if _, err := os.Stat("/run/flannel"); err == nil && runFlannelBefore != nil {
+		t.Errorf("/run/flannel was made")
+	}
+
+	// A crash: flanneld on h2 and etcd killed, the state file gone.
+	crashAndDown(t, tb.Name, []string{filepath.Join(dir, "etcd"), filepath.Join(dir, "h2", "flanneld")}, pids)
+}
+
+// checkFlannelAddresses: each host leased a /24 of the flannel network
+// (its overlay's /32, its bridge's gateway), each pod an address of it on
+// a bridge plugin's veth; the two hosts different ones.
+func checkFlannelAddresses(t *testing.T, tb *Testbed) {
+	t.Helper()
 	_, network, _ := net.ParseCIDR(flannelNetwork)
 	vethRE := regexp.MustCompile(`^veth[0-9a-f]{8}$`)
 	for _, h := range tb.Hosts {
@@ -69,22 +99,20 @@ func TestFlannelDaemon(t *testing.T) {
 	if tb.Hosts[0].OverlayAddr == tb.Hosts[1].OverlayAddr {
 		t.Fatalf("both hosts leased %s", tb.Hosts[0].OverlayAddr)
 	}
-	for _, a := range tb.Hosts[0].Containers {
-		for _, b := range tb.Hosts[1].Containers {
-			ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, 1450-28)
-			ping(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, 64)
-		}
-	}
+}
 
-	// Everything the daemons and plugins write is under the daemon directory.
-	dir := daemonDir(tb.Name)
+// checkFlannelDaemons: everything the daemons and plugins write is under
+// the daemon directory, and etcd and each flanneld run in their host's
+// namespace; it returns the directory and the daemons' pids.
+func checkFlannelDaemons(t *testing.T, tb *Testbed) (dir string, pids []int) {
+	t.Helper()
+	dir = daemonDir(tb.Name)
 	for _, f := range []string{"etcd.data/member", "etcd.log", "h1/subnet.env", "h2/flanneld.log",
 		"h1/pods/c0.json", "h2/pods/c1.json", "h2/ipam/cbr0", "h2/flannel-cni"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%v", err)
 		}
 	}
-	var pids []int
 	for base, ns := range map[string]string{"etcd": tb.Hosts[0].Netns, "h1/flanneld": tb.Hosts[0].Netns, "h2/flanneld": tb.Hosts[1].Netns} {
 		pid, ok := daemonPID(filepath.Join(dir, base))
 		if !ok {
@@ -96,20 +124,7 @@ func TestFlannelDaemon(t *testing.T) {
 			t.Errorf("%s: pid %d runs in namespace inode %d, not %s's (%d)", base, pid, got, ns, want)
 		}
 	}
-	for _, h := range tb.Hosts {
-		if r := ruleset(t, h.Netns); !strings.Contains(r, "flannel") {
-			t.Errorf("%s: no flannel rules in its nftables ruleset:\n%s", h.Netns, r)
-		}
-	}
-	if r := ruleset(t, ""); r != rootRules {
-		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
-	}
-	if _, err := os.Stat("/run/flannel"); err == nil && runFlannelBefore != nil {
-		t.Errorf("/run/flannel was made")
-	}
-
-	// A crash: flanneld on h2 and etcd killed, the state file gone.
-	crashAndDown(t, tb.Name, []string{filepath.Join(dir, "etcd"), filepath.Join(dir, "h2", "flanneld")}, pids)
+	return dir, pids
 }
 
 func addrs(t *testing.T, ns, dev string) string {

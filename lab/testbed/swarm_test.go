@@ -42,6 +42,42 @@ func TestDockerSwarm(t *testing.T) {
 	if err != nil || strings.Count(string(nodes), "Ready") != 2 || !strings.Contains(string(nodes), "Leader") {
 		t.Fatalf("docker node ls: %v: %s", err, nodes)
 	}
+	checkSwarmNetwork(t, tb)
+	for _, a := range tb.Hosts[0].Containers {
+		for _, b := range tb.Hosts[1].Containers {
+			ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, 1450-28)
+			ping(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, 64)
+		}
+	}
+	pids := checkSwarmDaemons(t, tb)
+	if len(pids) < 6 { // dockerd, containerd, a shim per container
+		t.Errorf("processes in the host namespaces: %v, want dockerd, containerd and the shims", pids)
+	}
+	if r := ruleset(t, ""); r != rootRules {
+		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
+	}
+
+	// A crash: h2's dockerd killed, the state file gone.
+	crashAndDown(t, tb.Name, []string{filepath.Join(hostDir(tb.Name, "h2"), "dockerd")}, slices.Collect(maps.Keys(pids)))
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), daemonDir(tb.Name)) {
+		t.Errorf("mounts left under %s:\n%s", daemonDir(tb.Name), mi)
+	}
+	for _, h := range hostNames {
+		if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent(tb.Name, h)); len(m) > 0 {
+			t.Errorf("cgroups left: %v", m)
+		}
+	}
+	if after := existing(append(hostPaths, "/etc/docker/key.json", os.Getenv("HOME")+"/.docker")); !equalSets(before, after) {
+		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
+	}
+}
+
+// checkSwarmNetwork: the swarm's overlay network is Docker's overlay
+// driver's, each host's VXLAN device and the containers' veths sit on its
+// bridge in the network's sandbox, each container has an address of its
+// subnet and a read-only /sys.
+func checkSwarmNetwork(t *testing.T, tb *Testbed) {
+	t.Helper()
 	netJSON, err := dockerCLI(context.Background(), tb.Name, "h1", nil, "network", "inspect", swarmNetwork)
 	var nets []struct {
 		Driver string
@@ -84,12 +120,12 @@ func TestDockerSwarm(t *testing.T) {
 			}
 		}
 	}
-	for _, a := range tb.Hosts[0].Containers {
-		for _, b := range tb.Hosts[1].Containers {
-			ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, 1450-28)
-			ping(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, 64)
-		}
-	}
+}
+
+// checkSwarmDaemons: each host's dockerd runs in its namespace, with Docker's
+// rules there; it returns the processes of the host namespaces.
+func checkSwarmDaemons(t *testing.T, tb *Testbed) map[int]string {
+	t.Helper()
 	pids := map[int]string{}
 	for _, h := range tb.Hosts {
 		base := filepath.Join(hostDir(tb.Name, h.Name), "dockerd")
@@ -102,8 +138,7 @@ func TestDockerSwarm(t *testing.T) {
 		}
 		out, _ := exec.Command("ip", "netns", "pids", h.Netns).Output()
 		for _, p := range strings.Fields(string(out)) {
-			var n int
-			if n, err = strconv.Atoi(p); err == nil {
+			if n, err := strconv.Atoi(p); err == nil {
 				pids[n] = h.Netns
 			}
 		}
@@ -111,26 +146,7 @@ func TestDockerSwarm(t *testing.T) {
 			t.Errorf("%s: no Docker rules in its ruleset:\n%s", h.Netns, r)
 		}
 	}
-	if len(pids) < 6 { // dockerd, containerd, a shim per container
-		t.Errorf("processes in the host namespaces: %v, want dockerd, containerd and the shims", pids)
-	}
-	if r := ruleset(t, ""); r != rootRules {
-		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
-	}
-
-	// A crash: h2's dockerd killed, the state file gone.
-	crashAndDown(t, tb.Name, []string{filepath.Join(hostDir(tb.Name, "h2"), "dockerd")}, slices.Collect(maps.Keys(pids)))
-	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), daemonDir(tb.Name)) {
-		t.Errorf("mounts left under %s:\n%s", daemonDir(tb.Name), mi)
-	}
-	for _, h := range hostNames {
-		if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupParent(tb.Name, h)); len(m) > 0 {
-			t.Errorf("cgroups left: %v", m)
-		}
-	}
-	if after := existing(append(hostPaths, "/etc/docker/key.json", os.Getenv("HOME")+"/.docker")); !equalSets(before, after) {
-		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
-	}
+	return pids
 }
 
 // existing is the subset of paths that exist.

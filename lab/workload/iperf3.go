@@ -11,9 +11,6 @@ import (
 	"time"
 )
 
-// maxUDPPayload is the largest UDP payload over IPv4 (65535 - 20 - 8).
-const maxUDPPayload = 65507
-
 // StartIperf3Server starts a long-lived iperf3 server on port in network
 // namespace ns ("" = current), pinned to cpus when given, and returns once
 // it listens. It serves one test at a time.
@@ -76,8 +73,8 @@ func (o Iperf3Opts) validate() error {
 	if o.Duration <= 0 {
 		return fmt.Errorf("iperf3: duration must be positive, got %v", o.Duration)
 	}
-	if o.Size < 0 || (o.UDP && o.Size > maxUDPPayload) {
-		return fmt.Errorf("iperf3: message size %d out of range (UDP: 1..%d)", o.Size, maxUDPPayload)
+	if o.Size < 0 || (o.UDP && o.Size > MaxUDPSize) {
+		return fmt.Errorf("iperf3: message size %d out of range (UDP: 1..%d)", o.Size, MaxUDPSize)
 	}
 	if o.Parallel < 0 || o.Parallel > 128 {
 		return fmt.Errorf("iperf3: %d parallel streams, want 1..128", o.Parallel)

@@ -2,7 +2,9 @@
 // sockperf, memcached and memcaslap, nginx and wrk) inside network
 // namespaces, pinned to CPUs, and parses what they report. Every process
 // runs in its own process group, which is killed when its context ends or
-// it is stopped, so nothing outlives a run.
+// it is stopped, so nothing outlives a run. It also holds bench's catalogue
+// of workloads (kinds.go: each one's tool, sizes and dimensions, the metric
+// it is judged by) and the sizes and rates they are given in.
 package workload
 
 import (

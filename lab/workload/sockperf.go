@@ -115,8 +115,8 @@ func (o SockperfOpts) validate() error {
 	if o.Duration <= 0 {
 		return fmt.Errorf("sockperf: duration must be positive, got %v", o.Duration)
 	}
-	if o.Size != 0 && (o.Size < 14 || o.Size > maxUDPPayload) {
-		return fmt.Errorf("sockperf: message size %d out of range 14..%d", o.Size, maxUDPPayload)
+	if o.Size != 0 && (o.Size < 14 || o.Size > MaxUDPSize) {
+		return fmt.Errorf("sockperf: message size %d out of range 14..%d", o.Size, MaxUDPSize)
 	}
 	if o.MPS < 0 || (o.Mode == "under-load" && o.MPS == 0) {
 		return fmt.Errorf("sockperf: %s needs a positive message rate, got %d", o.Mode, o.MPS)
