@@ -7,7 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -127,10 +129,32 @@ func removeCgroup(name string) error {
 			return nil
 		})
 		for i := len(dirs) - 1; i >= 0; i-- {
+			drainCgroup(dirs[i])
 			if err := os.Remove(dirs[i]); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// drainCgroup kills what is left in cgroup dir and waits, up to 5 s, until
+// the kernel has taken every task out: a container's processes, killed
+// with it, can still be exiting when its daemon has stopped, and a cgroup
+// that holds a task cannot be removed (EBUSY).
+func drainCgroup(dir string) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		pids := strings.Fields(string(b))
+		if err != nil || len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
