@@ -31,6 +31,9 @@ func (t *Testbed) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "try:    ip netns exec %s iperf3 -s -D; ip netns exec %s iperf3 -c %s\n",
 			servers[0].Netns, clients[0].Netns, servers[0].Addr)
 	}
+	if t.Kubeconfig != "" {
+		fmt.Fprintf(w, "kubectl: ip netns exec %s kubectl --kubeconfig %s get pods -o wide\n", t.Hosts[0].Netns, t.Kubeconfig)
+	}
 	fmt.Fprintf(w, "remove: falcon testbed down --name %s\n", t.Name)
 }
 
