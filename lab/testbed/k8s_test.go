@@ -1,17 +1,23 @@
 package testbed
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/falconnet/falcon/internal/netns"
 )
 
-// k8sHostPaths are where the nodes' daemons write by default; the layout
-// keeps them in the nodes' private /run and /var/log or its directory.
+// k8sHostPaths are where the nodes' daemons and kubectl write by default;
+// the layout keeps them in the nodes' private /run, /var/log and /var/lib or
+// its directory.
 var k8sHostPaths = []string{"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/kubelet",
 	"/var/log/pods", "/var/log/containers", "/etc/cni", "/opt/cni", "/var/lib/cni", "/run/flannel",
 	"/etc/kubernetes", "/var/run/kubernetes", "/usr/libexec/kubernetes", "/etc/kube-flannel", os.Getenv("HOME") + "/.kube"}
@@ -22,7 +28,8 @@ var k8sHostPaths = []string{"/run/containerd", "/var/lib/containerd", "/opt/cont
 // and iperf3 between them across the VXLAN overlay. Then h2's containerd
 // and kubelet are killed and the state file lost, and Down still removes
 // every process, mount, cgroup, namespace and file, and restores the
-// kernel's sysctls kubelet set.
+// kernel's sysctls kubelet set. kube-proxy's rules answer for the API
+// server's service from a pod.
 func TestK8s(t *testing.T) {
 	needRoot(t)
 	needDaemons(t, "k8s")
@@ -60,6 +67,16 @@ func TestK8s(t *testing.T) {
 	ping(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, OverlayMTU-28)
 	iperf(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, false)
 	checkOverlayBytes(t, tb.Hosts[1], 2<<20)
+	// kube-proxy's DNAT: the API server's service from h2's pod.
+	if err := netns.Do(b.Netns, func() error {
+		c, err := net.DialTimeout("tcp", k8sServiceIP+":443", 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		t.Errorf("%s: the kubernetes service %s:443: %v", b.Netns, k8sServiceIP, err)
+	}
 	if r := ruleset(t, ""); r != rootRules {
 		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
 	}
@@ -93,6 +110,61 @@ func TestK8s(t *testing.T) {
 		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
 	}
 }
+
+// TestK8sKilledUp kills a 'testbed up' of the k8s layout (another process,
+// with SIGKILL) once h2's kubelet runs, and checks that Down removes all it
+// had made from the testbed's directory alone.
+func TestK8sKilledUp(t *testing.T) {
+	if name := os.Getenv(k8sUpEnv); name != "" {
+		Up(context.Background(), Spec{Name: name, Layout: "k8s"})
+		return
+	}
+	needRoot(t)
+	needDaemons(t, "k8s")
+	sysctls := readSysctls(t)
+	before := existing(k8sHostPaths)
+	name := tbName("kk")
+	t.Cleanup(func() { Down(name) })
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestK8sKilledUp$")
+	cmd.Env = append(os.Environ(), k8sUpEnv+"="+name)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kubelet := filepath.Join(hostDir(name, "h2"), "kubelet")
+	for deadline := time.Now().Add(2 * time.Minute); !alive(kubelet); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("h2's kubelet did not start within 2 minutes")
+		}
+	}
+	time.Sleep(2 * time.Second) // the kubelets at work: cgroups, mounts, sysctls
+	cmd.Process.Kill()
+	cmd.Wait()
+	pids := append(cgroupPIDs(nodeCgroup(name, "h1")), cgroupPIDs(nodeCgroup(name, "h2"))...)
+	if err := Down(name); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, name)
+	for _, pid := range pids {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			t.Errorf("pid %d still runs", pid)
+		}
+	}
+	for _, h := range hostNames {
+		if m, _ := filepath.Glob("/sys/fs/cgroup/*/" + nodeCgroup(name, h)); len(m) > 0 {
+			t.Errorf("cgroups left: %v", m)
+		}
+	}
+	if got := readSysctls(t); got != sysctls {
+		t.Errorf("kernel sysctls not restored:\n%s\nwere:\n%s", got, sysctls)
+	}
+	if after := existing(k8sHostPaths); !equalSets(before, after) {
+		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
+	}
+}
+
+// k8sUpEnv makes TestK8sKilledUp the process that runs Up.
+const k8sUpEnv = "FALCON_TEST_K8S_UP"
 
 // checkOverlayBytes checks that h's VXLAN device received at least n
 // bytes: the transfer took the overlay. (Bytes, not packets: GRO on the
