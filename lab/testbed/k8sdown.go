@@ -27,8 +27,15 @@ func sysctlPath(key string) string {
 	return filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
 }
 
-// saveKernelSysctls records kernelSysctls before any kubelet starts.
+// saveKernelSysctls records kernelSysctls before any kubelet starts; while
+// another k8s testbed is up, its record holds the machine's values.
 func saveKernelSysctls(name string) error {
+	if others := otherSysctls(name); len(others) > 0 {
+		b, err := os.ReadFile(others[0])
+		if err == nil {
+			return os.WriteFile(sysctlsPath(name), b, 0o644)
+		}
+	}
 	var b strings.Builder
 	for _, k := range kernelSysctls {
 		v, err := os.ReadFile(sysctlPath(k))
@@ -40,10 +47,23 @@ func saveKernelSysctls(name string) error {
 	return os.WriteFile(sysctlsPath(name), []byte(b.String()), 0o644)
 }
 
-// restoreKernelSysctls writes back what saveKernelSysctls recorded.
+// otherSysctls are the records of the other k8s testbeds that are up.
+func otherSysctls(name string) []string {
+	all, _ := filepath.Glob(filepath.Join(StateDir, "*.d", "kernel-sysctls"))
+	var others []string
+	for _, f := range all {
+		if f != sysctlsPath(name) {
+			others = append(others, f)
+		}
+	}
+	return others
+}
+
+// restoreKernelSysctls writes back what saveKernelSysctls recorded, once
+// no other k8s testbed's kubelets need the values.
 func restoreKernelSysctls(name string) error {
 	b, err := os.ReadFile(sysctlsPath(name))
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || len(otherSysctls(name)) > 0 {
 		return nil
 	}
 	var errs []error
