@@ -4,7 +4,9 @@
 # the versions (FALCON_CACHE: /var/cache/falcon as root, else
 # ~/.cache/falcon): FALCON_CACHE/k8s/<release>-<pins digest>/:
 #   bin/kube-apiserver kube-controller-manager kube-scheduler kubelet
-#       kube-proxy kubectl   k8s.io/kubernetes at K8S
+#       kube-proxy kubectl   k8s.io/kubernetes at K8S (kubectl too: Debian
+#                            bookworm's kubernetes-client is 1.20, too far
+#                            behind the server)
 #   bin/etcd bin/flanneld    scripts/daemons.sh's (the flannel-daemon layout's)
 #   cni/bridge host-local flannel   scripts/daemons.sh's
 #   cni/loopback portmap     github.com/containernetworking/plugins
