@@ -10,6 +10,10 @@
 #                               (built once, about 3 minutes: scripts/daemons.sh)
 #                               with nftables, iptables and gcc; docker-swarm's
 #                               docker.io
+#   scripts/setup.sh --k8s      also the k8s layout's: Debian's containerd,
+#                               runc and iptables, and Kubernetes with etcd,
+#                               flanneld and the CNI plugins (built once from
+#                               the module proxy: scripts/k8s/build.sh)
 #   scripts/setup.sh --test     everything `make test` and `make test-kernels`
 #                               need (they run it themselves): --bench,
 #                               --daemons, tmux (falcon top's test), chromium
@@ -22,13 +26,14 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=0 daemons=0 test=0
+bench=0 daemons=0 test=0 k8s=0
 for a in "$@"; do
 	case $a in
 	--bench) bench=1 ;;
 	--daemons) daemons=1 ;;
+	--k8s) k8s=1 ;;
 	--test) bench=1 daemons=1 test=1 ;;
-	-h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
 	esac
 done
@@ -38,6 +43,7 @@ done
 demo_pkgs="iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 bridge:iproute2 taskset:util-linux nsenter:util-linux make:make"
 bench_pkgs="memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk"
 daemon_pkgs="nft:nftables iptables:iptables gcc:gcc dockerd:docker.io"
+k8s_pkgs="containerd:containerd ctr:containerd runc:runc iptables:iptables nsenter:util-linux"
 test_pkgs="python3:python3 ping:iputils-ping tmux:tmux chromium:chromium"
 # The kernel guests' (make test-kernels), without recommends: QEMU's pull in a desktop.
 kernel_pkgs="qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod cpio:cpio xz:xz-utils"
@@ -53,6 +59,7 @@ pairs=$demo_pkgs
 [ $bench -eq 0 ] || pairs="$pairs $bench_pkgs"
 [ $daemons -eq 0 ] || pairs="$pairs $daemon_pkgs"
 [ $test -eq 0 ] || pairs="$pairs $test_pkgs"
+[ $k8s -eq 0 ] || pairs="$pairs $k8s_pkgs"
 # shellcheck disable=SC2086
 mapfile -t need < <(missing $pairs)
 [ $test -eq 0 ] || dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv) # the manifest validator's venv
@@ -93,6 +100,7 @@ if [ ${#need[@]} -gt 0 ] || [ ${#kneed[@]} -gt 0 ]; then
 	[ ${#kneed[@]} -eq 0 ] || apt_install --no-install-recommends "${kneed[@]}"
 	stop_service memcached memcached
 	stop_service docker.io docker docker.socket containerd
+	stop_service containerd containerd
 	stop_service nginx nginx
 fi
 
@@ -106,6 +114,9 @@ if [ $test -eq 1 ]; then
 fi
 if [ $daemons -eq 1 ]; then
 	"$root/scripts/daemons.sh"
+fi
+if [ $k8s -eq 1 ]; then
+	"$root/scripts/k8s/build.sh"
 fi
 
 # Tracepoints used by the tests live in tracefs.

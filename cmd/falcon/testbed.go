@@ -46,7 +46,7 @@ func testbedUp(args []string) error {
 	layout := fs.String("layout", "", "layout: "+strings.Join(testbed.Layouts, ", "))
 	name := fs.String("name", "", "testbed name: lower-case letters, digits, dashes")
 	k := fs.Int("containers", 1, "containers per host (docker, flannel, calico)")
-	v6 := fs.Bool("ipv6", false, "IPv6: wire, overlay and containers (not docker-swarm; flannel-daemon runs Flannel dual stack)")
+	v6 := fs.Bool("ipv6", false, "IPv6: wire, overlay and containers (not docker-swarm or k8s; flannel-daemon runs Flannel dual stack)")
 	asJSON := fs.Bool("json", false, "print the testbed as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err

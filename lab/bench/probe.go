@@ -15,7 +15,7 @@ func ProbeNeeds(c schema.Config) benchprobe.BenchNeeds {
 	for _, l := range c.Layouts {
 		switch l {
 		case "host":
-		case "docker", "flannel", "flannel-daemon", "docker-swarm":
+		case "docker", "flannel", "flannel-daemon", "docker-swarm", "k8s":
 			n.VXLAN, n.Bridge = true, true
 		default:
 			n.VXLAN = true

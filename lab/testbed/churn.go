@@ -36,6 +36,9 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 	if hi < 0 || hi > 1 {
 		return Container{}, fmt.Errorf("testbed %s: no host %d (0 is h1, 1 is h2)", name, hi)
 	}
+	if t.Layout == "docker-swarm" || t.Layout == "k8s" {
+		return Container{}, fmt.Errorf("testbed %s: layout %s makes its containers through its runtime; adding one is not built (use flannel-daemon for churn with real CNI plugins)", name, t.Layout)
+	}
 	li := layoutInfos[t.Layout]
 	if li.vethPrefix == "" {
 		return Container{}, fmt.Errorf("testbed %s: layout %s has no containers", name, t.Layout)

@@ -66,11 +66,18 @@ func flannelConfig(v6 bool) string {
 // DaemonsDir returns the directory of the flannel-daemon layout's built
 // programs, or an error that says how to build them.
 func DaemonsDir() (string, error) {
+	return builtDir(DaemonsEnv, "daemons", daemonFiles,
+		"layout flannel-daemon needs flanneld, etcd and the CNI plugins", "scripts/setup.sh --daemons (about 3 minutes, once)")
+}
+
+// builtDir finds a directory of programs a script builds: the one env
+// names, else .cache/<sub>/current of the checkout falcon runs from
+// (bin/falcon) or is tested in. need and how complete the error.
+func builtDir(env, sub string, files []string, need, how string) (string, error) {
 	var dirs []string
-	if d := os.Getenv(DaemonsEnv); d != "" {
+	if d := os.Getenv(env); d != "" {
 		dirs = []string{d}
 	} else {
-		// The checkout falcon runs from (bin/falcon) or is tested in.
 		var starts []string
 		if exe, err := os.Executable(); err == nil {
 			starts = append(starts, filepath.Dir(exe))
@@ -80,7 +87,7 @@ func DaemonsDir() (string, error) {
 		}
 		for _, s := range starts {
 			for d := s; ; d = filepath.Dir(d) {
-				dirs = append(dirs, filepath.Join(d, ".cache", "daemons", "current"))
+				dirs = append(dirs, filepath.Join(d, ".cache", sub, "current"))
 				if d == filepath.Dir(d) {
 					break
 				}
@@ -90,7 +97,7 @@ func DaemonsDir() (string, error) {
 	var missing []string
 	for _, d := range dirs {
 		missing = missing[:0]
-		for _, f := range daemonFiles {
+		for _, f := range files {
 			if st, err := os.Stat(filepath.Join(d, f)); err != nil || st.Mode()&0o111 == 0 {
 				missing = append(missing, f)
 			}
@@ -98,16 +105,16 @@ func DaemonsDir() (string, error) {
 		if len(missing) == 0 {
 			return filepath.Abs(d)
 		}
-		if len(missing) < len(daemonFiles) {
+		if len(missing) < len(files) {
 			break // the right directory, half built
 		}
 	}
-	where := ".cache/daemons/current of this checkout"
-	if os.Getenv(DaemonsEnv) != "" {
-		where = DaemonsEnv + "=" + dirs[0]
+	where := ".cache/" + sub + "/current of this checkout"
+	if os.Getenv(env) != "" {
+		where = env + "=" + dirs[0]
 	}
-	return "", fmt.Errorf("layout flannel-daemon needs flanneld, etcd and the CNI plugins built in %s (%s missing): run scripts/setup.sh --daemons (about 3 minutes, once)",
-		where, strings.Join(missingOr(missing, daemonFiles), ", "))
+	return "", fmt.Errorf("%s built in %s (%s missing): run %s",
+		need, where, strings.Join(missingOr(missing, files), ", "), how)
 }
 
 func missingOr(missing, all []string) []string {
@@ -139,6 +146,8 @@ func CheckLayout(layout string) error {
 		return CheckDaemons()
 	case "docker-swarm":
 		return CheckSwarm()
+	case "k8s":
+		return CheckK8s()
 	}
 	return nil
 }
@@ -277,7 +286,12 @@ const daemonTimeout = 30 * time.Second
 // wait polls ready until it reports true, the daemon of base dies, or the
 // time is up.
 func (b *builder) wait(what, base string, ready func() (bool, error)) error {
-	deadline := time.Now().Add(daemonTimeout)
+	return b.waitFor(what, base, daemonTimeout, ready)
+}
+
+// waitFor is wait with a time limit of its own.
+func (b *builder) waitFor(what, base string, timeout time.Duration, ready func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := ready()
 		if ok {
@@ -293,7 +307,7 @@ func (b *builder) wait(what, base string, ready func() (bool, error)) error {
 			if err == nil {
 				err = errors.New("timed out")
 			}
-			return fmt.Errorf("%s after %s: %v; %s.log ends:\n%s", what, daemonTimeout, err, base, logTail(base))
+			return fmt.Errorf("%s after %s: %v; %s.log ends:\n%s", what, timeout, err, base, logTail(base))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -448,7 +462,7 @@ func teardownDaemons(name string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	errs := []error{teardownSwarm(name)}
+	errs := []error{teardownSwarm(name), teardownK8s(name)}
 	if bin, err := DaemonsDir(); err == nil {
 		pods, _ := filepath.Glob(filepath.Join(dir, "*", "pods", "*.json"))
 		for _, f := range pods {

@@ -40,6 +40,8 @@ var layoutInfos = map[string]layoutInfo{
 	// Docker's overlay driver in its sandbox: vxlan0 on br0, veth0, veth1
 	// ... (read back after each run, as are the VNI and the addresses).
 	"docker-swarm": {overlay: "vxlan0", port: 4789, bridge: "br0", vethPrefix: "veth"},
+	// Flannel as the cluster's CNI, as flannel-daemon.
+	"k8s": {overlay: "flannel.1", vni: 1, port: 8472, bridge: "cni0", vethPrefix: "veth", vethHex: 8},
 }
 
 var hostNames = [2]string{"h1", "h2"}

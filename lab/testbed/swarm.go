@@ -281,23 +281,10 @@ func (b *builder) runContainer(hi, ci int, netID string) error {
 		return fmt.Errorf("docker-swarm: the overlay network's sandbox %s is missing", sandbox)
 	}
 	h.Sandbox = sandbox
-	var peer int
-	err = netns.Do(c.Netns, func() error {
-		l, err := netlink.LinkByName(c.Dev)
-		if err == nil {
-			peer = l.Attrs().ParentIndex
-		}
+	if c.HostVeth, err = peerVeth(c.Netns, c.Dev, sandbox); err != nil {
 		return err
-	})
-	if err != nil {
-		return fmt.Errorf("%s: %s: %w", c.Netns, c.Dev, err)
 	}
 	return netns.Do(sandbox, func() error {
-		l, err := netlink.LinkByIndex(peer)
-		if err != nil {
-			return fmt.Errorf("%s: the peer of %s's %s (ifindex %d): %w", sandbox, c.Netns, c.Dev, peer, err)
-		}
-		c.HostVeth = l.Attrs().Name
 		vx, err := netlink.LinkByName(h.Overlay)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", sandbox, h.Overlay, err)
@@ -307,6 +294,32 @@ func (b *builder) runContainer(hi, ci int, netID string) error {
 		}
 		return nil
 	})
+}
+
+// peerVeth is the name of the other end, in namespace hostNS, of the veth
+// dev of namespace podNS.
+func peerVeth(podNS, dev, hostNS string) (string, error) {
+	var peer int
+	err := netns.Do(podNS, func() error {
+		l, err := netlink.LinkByName(dev)
+		if err == nil {
+			peer = l.Attrs().ParentIndex
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("%s: %s: %w", podNS, dev, err)
+	}
+	name := ""
+	err = netns.Do(hostNS, func() error {
+		l, err := netlink.LinkByIndex(peer)
+		if err != nil {
+			return fmt.Errorf("%s: the peer of %s's %s (ifindex %d): %w", hostNS, podNS, dev, peer, err)
+		}
+		name = l.Attrs().Name
+		return nil
+	})
+	return name, err
 }
 
 // waitNeighbours waits until host hi's overlay knows every container of
@@ -344,19 +357,27 @@ func (b *builder) waitNeighbours(hi int) error {
 // imageTar is a root file system holding imageTools and every library they
 // load, as a tar stream for 'docker import', and the path of sleep in it.
 func imageTar() ([]byte, string, error) {
-	files := map[string]bool{}
-	sleep := ""
-	for _, t := range imageTools {
+	files, paths, err := toolFiles(imageTools)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := tarFiles(files)
+	return b, paths["sleep"], err
+}
+
+// toolFiles finds programs in PATH and the libraries each loads: every
+// file to copy, and where each program is.
+func toolFiles(tools []string) (files map[string]bool, paths map[string]string, err error) {
+	files, paths = map[string]bool{}, map[string]string{}
+	for _, t := range tools {
 		p, err := exec.LookPath(t)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		if p, err = filepath.EvalSymlinks(p); err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		if t == "sleep" {
-			sleep = p
-		}
+		paths[t] = p
 		files[p] = true
 		// ldd prints "lib => /path (addr)" and the loader as "/path (addr)";
 		// a static program has none.
@@ -367,8 +388,7 @@ func imageTar() ([]byte, string, error) {
 			}
 		}
 	}
-	b, err := tarFiles(files)
-	return b, sleep, err
+	return files, paths, nil
 }
 
 // tarFiles packs files (their contents, symbolic links followed) with their

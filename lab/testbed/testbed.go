@@ -6,7 +6,6 @@
 package testbed
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -18,7 +17,7 @@ import (
 const Prefix = "fb-"
 
 // Layouts are the network layouts Up can build.
-var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm"}
+var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "k8s"}
 
 const (
 	// MaxName keeps namespace names (name + "-h2-c31" + prefix) short.
@@ -41,10 +40,13 @@ type Spec struct {
 // Testbed describes a built testbed; it is also the state file and the
 // JSON that scripts read.
 type Testbed struct {
-	Name   string  `json:"name"`
-	Layout string  `json:"layout"`
-	IPv6   bool    `json:"ipv6,omitempty"`
-	Hosts  [2]Host `json:"hosts"` // [0] h1: client/sender side, [1] h2: server/receiver side
+	Name   string `json:"name"`
+	Layout string `json:"layout"`
+	IPv6   bool   `json:"ipv6,omitempty"`
+	// Kubeconfig is the k8s layout's administrator kubeconfig (its API
+	// server is reached from the hosts' namespaces).
+	Kubeconfig string  `json:"kubeconfig,omitempty"`
+	Hosts      [2]Host `json:"hosts"` // [0] h1: client/sender side, [1] h2: server/receiver side
 	// Problems is set by List for a testbed that is not whole (a namespace
 	// gone, no state file); such a testbed can only be taken down.
 	Problems []string `json:"problems,omitempty"`
@@ -168,8 +170,8 @@ func Validate(s Spec) error {
 // CheckIPv6 says whether a layout can be built over IPv6 (--ipv6).
 func CheckIPv6(layout string) error {
 	switch layout {
-	case "docker-swarm":
-		return errors.New("--ipv6 is not built for layout docker-swarm (Docker 20.10's swarm runs over IPv4): use host, vxlan, docker, flannel, calico or flannel-daemon")
+	case "docker-swarm", "k8s":
+		return fmt.Errorf("--ipv6 is not built for layout %s (it runs over IPv4): use host, vxlan, docker, flannel, calico or flannel-daemon", layout)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 )
 
@@ -30,6 +31,13 @@ func (t *Testbed) WriteText(w io.Writer) {
 	if len(clients) > 0 && len(servers) > 0 {
 		fmt.Fprintf(w, "try:    ip netns exec %s iperf3 -s -D; ip netns exec %s iperf3 -c %s\n",
 			servers[0].Netns, clients[0].Netns, servers[0].Addr)
+	}
+	if t.Kubeconfig != "" {
+		kubectl := "kubectl"
+		if dir, err := K8sDir(); err == nil {
+			kubectl = filepath.Join(dir, "bin", "kubectl") // the server's release
+		}
+		fmt.Fprintf(w, "kubectl: ip netns exec %s %s --kubeconfig %s get pods -o wide\n", t.Hosts[0].Netns, kubectl, t.Kubeconfig)
 	}
 	fmt.Fprintf(w, "remove: falcon testbed down --name %s\n", t.Name)
 }

@@ -143,8 +143,8 @@ func (b *builder) sysctl(ns, key, value string) error {
 func (b *builder) build() error {
 	t := b.t
 	nss := t.Namespaces()
-	if t.Layout == "docker-swarm" {
-		nss = nss[:2] // Docker makes the containers' namespaces
+	if t.Layout == "docker-swarm" || t.Layout == "k8s" {
+		nss = nss[:2] // Docker or Kubernetes makes the containers' namespaces
 	}
 	for _, ns := range nss {
 		if err := b.ctx.Err(); err != nil {
@@ -184,6 +184,8 @@ func (b *builder) build() error {
 		return b.flannelDaemon()
 	case "docker-swarm":
 		return b.dockerSwarm()
+	case "k8s":
+		return b.k8s()
 	}
 	return nil
 }
