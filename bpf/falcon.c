@@ -17,7 +17,7 @@
 #include "falcon.h"
 #include "maps.h"
 #include "parse.h"
-#include "choose.h"
+#include "guard.h"
 #include "mflow.h"
 
 /* TC_ACT_UNSPEC (TCX_NEXT) rather than TC_ACT_OK: the packet passes either

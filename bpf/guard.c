@@ -31,7 +31,7 @@
 #include "falcon.h"
 #include "maps.h"
 #include "parse.h"
-#include "choose.h"
+#include "guard.h"
 #include "kernel.h"
 
 enum skb_drop_reason {
