@@ -8,7 +8,7 @@
  * decapsulation, the bridge and veth, so a NIC hook steers the VXLAN device's
  * stage and an overlay hook steers the container's stage.
  *
- * The parser is parse.h, the decision choose.h; split.c uses both for the
+ * The parser is parse.h, the decision choose.h and guard.h; split.c uses them for the
  * NIC stage itself. */
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -17,7 +17,7 @@
 #include "falcon.h"
 #include "maps.h"
 #include "parse.h"
-#include "choose.h"
+#include "guard.h"
 #include "mflow.h"
 
 /* TC_ACT_UNSPEC (TCX_NEXT) rather than TC_ACT_OK: the packet passes either

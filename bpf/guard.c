@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
-/* falcon guard: the receiving half of the ordering guard (choose.h).
+/* falcon guard: the receiving half of the ordering guard (guard.h).
  *
  * Every hook counts, per (flow, hook), the segments it passes on; this
  * program counts, per flow, the segments that the last stage has finished
@@ -31,7 +31,7 @@
 #include "falcon.h"
 #include "maps.h"
 #include "parse.h"
-#include "choose.h"
+#include "guard.h"
 #include "kernel.h"
 
 enum skb_drop_reason {

@@ -21,7 +21,7 @@
 #include "falcon.h"
 #include "maps.h"
 #include "parse.h"
-#include "choose.h"
+#include "guard.h"
 #include "mflow.h"
 
 /* The id of falcon_cpumap below, set at load: the tracepoints fire for

@@ -41,17 +41,7 @@
 //
 // No vmlinux.h: kernel.h declares the few fields used, CO-RE relocates them.
 
-typedef unsigned char __u8;
-typedef unsigned short __u16;
-typedef unsigned int __u32;
-typedef unsigned long long __u64;
-typedef signed char __s8;
-typedef short __s16;
-typedef int __s32;
-typedef long long __s64;
-typedef __u16 __be16;
-typedef __u32 __be32;
-typedef __u32 __wsum;
+#include "types.h"
 
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>

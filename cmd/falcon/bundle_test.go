@@ -26,6 +26,41 @@ func TestBundleQuick(t *testing.T) {
 		t.Skip("integration test")
 	}
 	labtest.NeedRoot(t)
+	repo, cache := bundleCanBuild(t)
+	work := buildBundle(t, repo, cache)
+	hidden := hideHostTools(t, work)
+	// A private mount namespace: the bind mounts vanish with it, and 'ip
+	// netns exec' (which the bench runs the tools through) inherits them.
+	inside := func(s string) *exec.Cmd {
+		return exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", hidden+s)
+	}
+	out, err := inside("cd " + work + " && exec ./falcon-bench/run.sh --quick --out results\n").CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh --quick: %v\n%s", err, out)
+	}
+	checkQuickRun(t, work, out)
+
+	// Stopped mid-run as a job scheduler or a lease would stop it: timeout
+	// sends TERM to run.sh, falcon and tee at once. Found on a borrowed
+	// 16-CPU machine: tee died first, falcon's next note hit the broken
+	// pipe, and its testbeds stayed behind.
+	before := netnsList(t)
+	out, err = inside("cd " + work + " && exec timeout -k 60 -s TERM 15 ./falcon-bench/run.sh --quick --out stopped\n").CombinedOutput()
+	if err == nil {
+		t.Fatalf("run.sh under a 15 s timeout finished: the test no longer stops it mid-run\n%s", out)
+	}
+	if after := netnsList(t); after != before {
+		t.Errorf("namespaces before the stopped run:\n%s\nafter:\n%s\nrun.sh:\n%s", before, after, out)
+	}
+	log, err := os.ReadFile(filepath.Join(work, "stopped", "bench.log"))
+	if err != nil || !strings.Contains(string(log), "interrupted") {
+		t.Errorf("bench.log of the stopped run (%v) does not say falcon was interrupted:\n%s\nrun.sh:\n%s", err, log, out)
+	}
+}
+
+// bundleCanBuild skips unless the bundle can be built here; it returns the
+// repository and the cache of the bundle's .debs.
+func bundleCanBuild(t *testing.T) (repo, cache string) {
 	for _, c := range []string{"apt-get", "dpkg-deb", "unshare", "mount"} {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Skipf("no %s to build or run the bundle with", c)
@@ -41,13 +76,17 @@ func TestBundleQuick(t *testing.T) {
 	if err := unix.Access(repo, unix.W_OK); err != nil {
 		t.Skipf("the checkout is not writable (%v): no cache for the bundle's packages", err)
 	}
-	cache := filepath.Join(repo, ".cache", "bundle-debs")
+	cache = filepath.Join(repo, ".cache", "bundle-debs")
 	if debs, _ := filepath.Glob(filepath.Join(cache, "iperf3_*.deb")); len(debs) == 0 {
 		if out, err := exec.Command("apt-cache", "show", "iperf3", "sockperf", "ethtool").CombinedOutput(); err != nil {
 			t.Skipf("the bundle's packages cannot be had: no cached .debs and no package lists (%v: %s)", err, firstLines(out))
 		}
 	}
+	return repo, cache
+}
 
+// buildBundle builds the bundle and unpacks it; it returns where.
+func buildBundle(t *testing.T, repo, cache string) string {
 	bin := buildFalcon(t)
 	dist := t.TempDir()
 	build := exec.Command(filepath.Join(repo, "scripts/bundle/build.sh"), bin)
@@ -62,8 +101,12 @@ func TestBundleQuick(t *testing.T) {
 	if out, err := exec.Command("tar", "-C", work, "-xzf", filepath.Join(dist, "falcon-bench-linux-amd64.tar.gz")).CombinedOutput(); err != nil {
 		t.Fatalf("unpack: %v\n%s", err, out)
 	}
+	return work
+}
 
-	// Hide every host copy of a bundled tool that this machine has.
+// hideHostTools is the shell script that hides every host copy of a
+// bundled tool that this machine has, and proves it hidden.
+func hideHostTools(t *testing.T, work string) string {
 	empty := filepath.Join(work, "empty")
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -79,16 +122,11 @@ func TestBundleQuick(t *testing.T) {
 		// Proof that the host's copy, if any, cannot run in here.
 		script.WriteString("if " + tool + " -V >/dev/null 2>&1 || " + tool + " --version >/dev/null 2>&1; then echo HOST-" + tool + "-RUNS; exit 3; fi\n")
 	}
-	hidden := script.String()
-	// A private mount namespace: the bind mounts vanish with it, and 'ip
-	// netns exec' (which the bench runs the tools through) inherits them.
-	inside := func(s string) *exec.Cmd {
-		return exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", hidden+s)
-	}
-	out, err := inside("cd " + work + " && exec ./falcon-bench/run.sh --quick --out results\n").CombinedOutput()
-	if err != nil {
-		t.Fatalf("run.sh --quick: %v\n%s", err, out)
-	}
+	return script.String()
+}
+
+// checkQuickRun checks run.sh --quick's output and results.
+func checkQuickRun(t *testing.T, work string, out []byte) {
 	for _, want := range []string{"bundle: iperf 3", "bundle: sockperf", "bundle: ethtool", "bundle: ip utility", "run.sh: done"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -128,23 +166,6 @@ func TestBundleQuick(t *testing.T) {
 		if len(r.Runs) != 1 || len(r.Errors) > 0 {
 			t.Errorf("%s %s: %d runs, errors %v", r.Mode, r.Workload, len(r.Runs), r.Errors)
 		}
-	}
-
-	// Stopped mid-run as a job scheduler or a lease would stop it: timeout
-	// sends TERM to run.sh, falcon and tee at once. Found on a borrowed
-	// 16-CPU machine: tee died first, falcon's next note hit the broken
-	// pipe, and its testbeds stayed behind.
-	before := netnsList(t)
-	out, err = inside("cd " + work + " && exec timeout -k 60 -s TERM 15 ./falcon-bench/run.sh --quick --out stopped\n").CombinedOutput()
-	if err == nil {
-		t.Fatalf("run.sh under a 15 s timeout finished: the test no longer stops it mid-run\n%s", out)
-	}
-	if after := netnsList(t); after != before {
-		t.Errorf("namespaces before the stopped run:\n%s\nafter:\n%s\nrun.sh:\n%s", before, after, out)
-	}
-	log, err := os.ReadFile(filepath.Join(work, "stopped", "bench.log"))
-	if err != nil || !strings.Contains(string(log), "interrupted") {
-		t.Errorf("bench.log of the stopped run (%v) does not say falcon was interrupted:\n%s\nrun.sh:\n%s", err, log, out)
 	}
 }
 

@@ -66,66 +66,11 @@ func TestDoctorJSON(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 
-	type finding struct {
-		Check, Severity, Device, Netns, Message, Fix string
-		Safe, Fixed                                  *bool
-	}
-	type report struct {
-		Netns, Kernel string
-		Overlay       struct {
-			Netns   string
-			Devices []struct {
-				Name, Netns, Role, Kind string
-				Ifindex, MTU            int
-			}
-		}
-		Findings []finding
-	}
-	decode := func(out string) report {
-		t.Helper()
-		var r report
-		dec := json.NewDecoder(strings.NewReader(out))
-		if err := dec.Decode(&r); err != nil {
-			t.Fatalf("not JSON: %v\n%s", err, out)
-		}
-		if r.Netns != h.Netns || r.Kernel == "" || r.Overlay.Netns != h.Netns || len(r.Overlay.Devices) < 5 {
-			t.Errorf("report header/overlay wrong: %+v", r)
-		}
-		roles := map[string]bool{}
-		for _, d := range r.Overlay.Devices {
-			if d.Name == "" || d.Ifindex == 0 || d.MTU == 0 || d.Kind == "" {
-				t.Errorf("device without name, ifindex, MTU or kind: %+v", d)
-			}
-			roles[d.Role] = true
-		}
-		for _, role := range []string{"nic", "overlay", "bridge", "host-veth", "container"} {
-			if !roles[role] {
-				t.Errorf("no device with role %s", role)
-			}
-		}
-		for _, f := range r.Findings {
-			if f.Check == "" || f.Message == "" || f.Safe == nil || f.Fixed == nil ||
-				!strings.Contains(" ok info warn error ", " "+f.Severity+" ") {
-				t.Errorf("malformed finding %+v", f)
-			}
-		}
-		return r
-	}
-	groOn := func(r report) *finding {
-		for i, f := range r.Findings {
-			if f.Check == "gro" && f.Device == h.Overlay && f.Netns == h.Netns {
-				return &r.Findings[i]
-			}
-		}
-		t.Fatalf("no gro finding on %s", h.Overlay)
-		return nil
-	}
-
 	out, err, code := runDoc(t, "--netns", h.Netns, "--json")
 	if code != 1 || err == nil {
 		t.Errorf("with GRO off: exit %d (%v), want 1", code, err)
 	}
-	f := groOn(decode(out))
+	f := decodeDoctor(t, out, h.Netns).groOn(t, h.Overlay, h.Netns)
 	if f.Severity != "warn" || !*f.Safe || *f.Fixed || !strings.Contains(f.Fix, "ethtool -K "+h.Overlay) {
 		t.Errorf("before --fix: %+v", f)
 	}
@@ -134,7 +79,7 @@ func TestDoctorJSON(t *testing.T) {
 	if code != 0 {
 		t.Errorf("--fix: exit %d (%v), want 0", code, err)
 	}
-	if f := groOn(decode(out)); !*f.Fixed {
+	if f := decodeDoctor(t, out, h.Netns).groOn(t, h.Overlay, h.Netns); !*f.Fixed {
 		t.Errorf("--fix did not report the GRO fix: %+v", f)
 	}
 
@@ -142,4 +87,67 @@ func TestDoctorJSON(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "overlay:") || !strings.Contains(out, h.Overlay) || !strings.Contains(out, "0 problem(s)") {
 		t.Errorf("text after --fix: exit %d (%v)\n%s", code, err, out)
 	}
+}
+
+// doctorFinding and doctorReport are what falcon doctor --json writes.
+type doctorFinding struct {
+	Check, Severity, Device, Netns, Message, Fix string
+	Safe, Fixed                                  *bool
+}
+
+type doctorReport struct {
+	Netns, Kernel string
+	Overlay       struct {
+		Netns   string
+		Devices []struct {
+			Name, Netns, Role, Kind string
+			Ifindex, MTU            int
+		}
+	}
+	Findings []doctorFinding
+}
+
+// decodeDoctor decodes a report on netns and checks its form: every role
+// of the overlay found, every finding complete.
+func decodeDoctor(t *testing.T, out, netns string) doctorReport {
+	t.Helper()
+	var r doctorReport
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if r.Netns != netns || r.Kernel == "" || r.Overlay.Netns != netns || len(r.Overlay.Devices) < 5 {
+		t.Errorf("report header/overlay wrong: %+v", r)
+	}
+	roles := map[string]bool{}
+	for _, d := range r.Overlay.Devices {
+		if d.Name == "" || d.Ifindex == 0 || d.MTU == 0 || d.Kind == "" {
+			t.Errorf("device without name, ifindex, MTU or kind: %+v", d)
+		}
+		roles[d.Role] = true
+	}
+	for _, role := range []string{"nic", "overlay", "bridge", "host-veth", "container"} {
+		if !roles[role] {
+			t.Errorf("no device with role %s", role)
+		}
+	}
+	for _, f := range r.Findings {
+		if f.Check == "" || f.Message == "" || f.Safe == nil || f.Fixed == nil ||
+			!strings.Contains(" ok info warn error ", " "+f.Severity+" ") {
+			t.Errorf("malformed finding %+v", f)
+		}
+	}
+	return r
+}
+
+// groOn is the report's GRO finding on the overlay device.
+func (r doctorReport) groOn(t *testing.T, overlay, netns string) *doctorFinding {
+	t.Helper()
+	for i, f := range r.Findings {
+		if f.Check == "gro" && f.Device == overlay && f.Netns == netns {
+			return &r.Findings[i]
+		}
+	}
+	t.Fatalf("no gro finding on %s", overlay)
+	return nil
 }

@@ -60,36 +60,9 @@ func TestStaticModesCLI(t *testing.T) {
 	h := tb.Hosts[1]
 	t.Cleanup(func() { falcon(t, bin, "disable", "--netns", h.Netns) })
 	stateDir := stateDirOf(t, h.Netns)
-	hostDevs, ctrs := studyDevs(h)
-	snap := func() map[string]string {
-		m := map[string]string{"global": sockFlowEntries(t)}
-		for _, d := range hostDevs {
-			for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
-				m[h.Netns+" "+d+" "+a] = queueValue(t, h.Netns, d, a)
-			}
-		}
-		for _, c := range ctrs {
-			for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
-				m[c[0]+" "+c[1]+" "+a] = queueValue(t, c[0], c[1], a)
-			}
-		}
-		return m
-	}
-	same := func(what string, want, got map[string]string) {
-		t.Helper()
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s = %q, want %q", what, k, got[k], v)
-			}
-		}
-	}
-	before := snap()
+	before := studyValues(t, h)
 
-	for _, bad := range []struct {
-		args []string
-		code int
-		msg  string
-	}{
+	enableRejects(t, bin, h.Netns, stateDir, []rejected{
 		{[]string{"--mode", "rps", "--rps-cpus", "4095"}, 1, "--rps-cpus: CPU 4095 does not exist"},
 		{[]string{"--mode", "rfs", "--rps-cpus", "0-4095"}, 1, "--rps-cpus: CPU 2"},
 		{[]string{"--mode", "rps", "--rps-cpus", "x"}, 2, "--rps-cpus"},
@@ -102,19 +75,79 @@ func TestStaticModesCLI(t *testing.T) {
 		{[]string{"--mode", "rps:threshold=90"}, 2, `mode rps: unknown setting "threshold": want one of devices, container-level, rps-cpus`},
 		{[]string{"--mode", "vanilla"}, 2, `unknown mode "vanilla"`},
 		{[]string{"--mode", "rfs", "--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},
-	} {
-		args := append([]string{"enable", "--netns", h.Netns}, bad.args...)
-		out, code := falcon(t, bin, args...)
-		if code != bad.code || !strings.Contains(out, bad.msg) {
-			t.Errorf("falcon %v: exit %d, %q; want exit %d and %q", args, code, out, bad.code, bad.msg)
-		}
-		if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("falcon %v left %s", args, stateDir)
+	})
+	sameValues(t, "after bad input", before, studyValues(t, h))
+
+	checkRFSPlus(t, bin, h, before)
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("disable left %s", stateDir)
+	}
+
+	// RPS in the foreground, as the DaemonSet runs it.
+	cmd := exec.Command(bin, "agent", "--netns", h.Netns, "--mode", "rps", "--threshold=85", "--split=")
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitAgentReady(t, bin, h.Netns, exited, &log)
+	mask := cpuset.Mask(mustOnline(t))
+	want := map[string]string{}
+	for k, v := range before {
+		want[k] = v
+		if strings.HasSuffix(k, "rps_cpus") && strings.HasPrefix(k, h.Netns+" ") {
+			want[k] = mask
 		}
 	}
-	same("after bad input", before, snap())
+	sameValues(t, "rps agent", want, studyValues(t, h))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("agent after SIGTERM: %v\n%s", err, log.String())
+	}
+	sameValues(t, "after SIGTERM", before, studyValues(t, h))
+	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("agent left %s", stateDir)
+	}
+}
 
-	// RFS+: the study's 32768 everywhere, rps_cpus left alone.
+// studyValues are the values the study's static modes set on h: the
+// global flow table's size, and each device's rps_cpus and rps_flow_cnt.
+func studyValues(t *testing.T, h testbed.Host) map[string]string {
+	t.Helper()
+	hostDevs, ctrs := studyDevs(h)
+	m := map[string]string{"global": sockFlowEntries(t)}
+	for _, d := range hostDevs {
+		for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
+			m[h.Netns+" "+d+" "+a] = queueValue(t, h.Netns, d, a)
+		}
+	}
+	for _, c := range ctrs {
+		for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
+			m[c[0]+" "+c[1]+" "+a] = queueValue(t, c[0], c[1], a)
+		}
+	}
+	return m
+}
+
+func sameValues(t *testing.T, what string, want, got map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s = %q, want %q", what, k, got[k], v)
+		}
+	}
+}
+
+// checkRFSPlus enables RFS+ on h, which sets the study's 32768 everywhere
+// and leaves rps_cpus alone, checks status, and disables it again.
+func checkRFSPlus(t *testing.T, bin string, h testbed.Host, before map[string]string) {
+	t.Helper()
+	hostDevs, ctrs := studyDevs(h)
 	out, code := falcon(t, bin, "enable", "--netns", h.Netns, "--mode", "rfs", "--container-level")
 	if code != 0 || !strings.Contains(out, "no agent runs") {
 		t.Fatalf("enable: exit %d\n%s", code, out)
@@ -126,7 +159,7 @@ func TestStaticModesCLI(t *testing.T) {
 			want[k] = "32768"
 		}
 	}
-	same("rfs+", want, snap())
+	sameValues(t, "rfs+", want, studyValues(t, h))
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 || !strings.Contains(out, "mode rfs applied") {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
@@ -144,30 +177,21 @@ func TestStaticModesCLI(t *testing.T) {
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
 		t.Fatalf("disable: exit %d\n%s", code, out)
 	}
-	same("disabled", before, snap())
-	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("disable left %s", stateDir)
-	}
+	sameValues(t, "disabled", before, studyValues(t, h))
+}
 
-	// RPS in the foreground, as the DaemonSet runs it.
-	cmd := exec.Command(bin, "agent", "--netns", h.Netns, "--mode", "rps", "--threshold=85", "--split=")
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	// A hang guard: an agent under emulation takes over 30 s to be ready
-	// (internal/agent's helperAgent).
+// waitAgentReady waits for a foreground agent on ns to be ready; a hang
+// guard, as an agent under emulation takes over 30 s (internal/agent's
+// helperAgent).
+func waitAgentReady(t *testing.T, bin, ns string, exited <-chan error, log *strings.Builder) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code == 0 {
+		if out, code := falcon(t, bin, "status", "--netns", ns, "--ready"); code == 0 {
 			if !strings.Contains(out, "agent pid") {
 				t.Errorf("status --ready of a running agent: %s", out)
 			}
-			break
+			return
 		}
 		select {
 		case err := <-exited:
@@ -178,23 +202,5 @@ func TestStaticModesCLI(t *testing.T) {
 			t.Fatalf("agent not ready:\n%s", log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	mask := cpuset.Mask(mustOnline(t))
-	for k, v := range before {
-		want[k] = v
-		if strings.HasSuffix(k, "rps_cpus") && strings.HasPrefix(k, h.Netns+" ") {
-			want[k] = mask
-		}
-	}
-	same("rps agent", want, snap())
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-exited; err != nil {
-		t.Fatalf("agent after SIGTERM: %v\n%s", err, log.String())
-	}
-	same("after SIGTERM", before, snap())
-	if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("agent left %s", stateDir)
 	}
 }

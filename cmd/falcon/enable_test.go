@@ -113,11 +113,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	stateDir := stateDirOf(t, h.Netns)
 	vx0, ct0 := rps(t, h.Netns, h.Overlay), rps(t, c.Netns, "eth0")
 
-	for _, bad := range []struct {
-		args []string
-		code int
-		msg  string
-	}{
+	enableRejects(t, bin, h.Netns, stateDir, []rejected{
 		{[]string{"--cpus", "4095"}, 1, "CPU 4095 does not exist"},
 		{[]string{"--cpus", "1-"}, 2, "--cpus"},
 		{[]string{"--threshold", "101"}, 2, "outside 0..100"},
@@ -126,16 +122,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 		{[]string{"--devices", "nosuchdev"}, 1, "nosuchdev"},
 		{[]string{"--netns", "fct-no-such-netns"}, 1, "not found"},
 		{[]string{"--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},
-	} {
-		args := append([]string{"enable", "--netns", h.Netns}, bad.args...)
-		out, code := falcon(t, bin, args...)
-		if code != bad.code || !strings.Contains(out, bad.msg) {
-			t.Errorf("falcon %v: exit %d, %q; want exit %d and %q", args, code, out, bad.code, bad.msg)
-		}
-		if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("falcon %v left %s", args, stateDir)
-		}
-	}
+	})
 	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, "eth0") != ct0 {
 		t.Fatal("bad input changed RPS settings")
 	}
@@ -167,22 +154,7 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	if !strings.Contains(out, "threshold 90%") || !strings.Contains(out, ": ready") {
 		t.Errorf("status after re-enable:\n%s", out)
 	}
-	// Bad input leaves the running agent alone; the namespace by another
-	// name is the same namespace, with the same agent.
-	pid := statusJSON(t, bin, h.Netns).Pid
-	for _, args := range [][]string{{"--mode", "mflow:elephant=NaN"}, {"--mode", "mflow:elephant=Inf"}, {"--mode", "falcon:cpus=" + strings.Repeat("x,", 1<<14)}, {"--mode", strings.Repeat("m", 100_000)}} {
-		args = append([]string{"enable", "--netns", h.Netns}, args...)
-		if out, code := falcon(t, bin, args...); code != 2 || len(out) > 1000 {
-			t.Errorf("falcon %.80q: exit %d, %.2000s; want a short usage error", args, code, out)
-		}
-	}
-	alias := filepath.Join(netns.Dir, h.Netns)
-	if out, _ := falcon(t, bin, "enable", "--netns", alias, "--policy", "paper", "--threshold", "90"); !strings.Contains(out, "already enabled") {
-		t.Errorf("enable --netns %s: %s", alias, out)
-	}
-	if r := statusJSON(t, bin, alias); r.Pid != pid || !r.Ready {
-		t.Errorf("after bad input and an alias's enable: agent pid %d, ready %v; was pid %d", r.Pid, r.Ready, pid)
-	}
+	checkAgentKept(t, bin, h.Netns)
 
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 || !strings.Contains(out, "restored") {
 		t.Errorf("disable: exit %d\n%s", code, out)
@@ -198,6 +170,50 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	}
 	if out, _ := exec.Command("tc", "-n", h.Netns, "filter", "show", "dev", h.NIC, "ingress").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("filters left on %s: %s", h.NIC, out)
+	}
+}
+
+// checkAgentKept: bad input leaves the running agent on ns alone; the
+// namespace by another name is the same namespace, with the same agent.
+func checkAgentKept(t *testing.T, bin, ns string) {
+	t.Helper()
+	pid := statusJSON(t, bin, ns).Pid
+	for _, args := range [][]string{{"--mode", "mflow:elephant=NaN"}, {"--mode", "mflow:elephant=Inf"}, {"--mode", "falcon:cpus=" + strings.Repeat("x,", 1<<14)}, {"--mode", strings.Repeat("m", 100_000)}} {
+		args = append([]string{"enable", "--netns", ns}, args...)
+		if out, code := falcon(t, bin, args...); code != 2 || len(out) > 1000 {
+			t.Errorf("falcon %.80q: exit %d, %.2000s; want a short usage error", args, code, out)
+		}
+	}
+	alias := filepath.Join(netns.Dir, ns)
+	if out, _ := falcon(t, bin, "enable", "--netns", alias, "--policy", "paper", "--threshold", "90"); !strings.Contains(out, "already enabled") {
+		t.Errorf("enable --netns %s: %s", alias, out)
+	}
+	if r := statusJSON(t, bin, alias); r.Pid != pid || !r.Ready {
+		t.Errorf("after bad input and an alias's enable: agent pid %d, ready %v; was pid %d", r.Pid, r.Ready, pid)
+	}
+}
+
+// rejected is bad input to falcon enable: the exit code and the message
+// it deserves.
+type rejected struct {
+	args []string
+	code int
+	msg  string
+}
+
+// enableRejects checks that enable refuses each bad input on ns as it
+// deserves and leaves no state behind.
+func enableRejects(t *testing.T, bin, ns, stateDir string, bad []rejected) {
+	t.Helper()
+	for _, bad := range bad {
+		args := append([]string{"enable", "--netns", ns}, bad.args...)
+		out, code := falcon(t, bin, args...)
+		if code != bad.code || !strings.Contains(out, bad.msg) {
+			t.Errorf("falcon %v: exit %d, %q; want exit %d and %q", args, code, out, bad.code, bad.msg)
+		}
+		if _, err := os.Stat(stateDir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("falcon %v left %s", args, stateDir)
+		}
 	}
 }
 

@@ -63,11 +63,50 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	paced := seqcheck.SendOptions{Netns: clients[0].Netns, Dst: dst, Flows: 16, Size: 200, CPU: 0,
 		Pause: time.Millisecond, PauseEvery: 3}
 
-	// falcon top, watched for as long as it takes under traffic that runs
-	// until then: a fixed count lasted 4 s here, less than top's two
-	// terminal sessions, and over 2 minutes in the 6.1 guest under TCG.
+	mTop := topUnderTraffic(t, ctx, bin, h2, addr, servers[0].Netns, paced)
+	// The counts below start after the last of that traffic: the receiver
+	// waited for the flows to be idle.
+	m0 := scrape(t, addr)
+	if sum(m0, "falcon_stage_packets_total", "overlay") <= sum(mTop, "falcon_stage_packets_total", "overlay") {
+		t.Error("the VXLAN hook's packets did not grow under traffic")
+	}
+
+	received, total := sendCounted(t, ctx, servers[0].Netns, paced)
+	before, err := datapath.ReadCounters(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := scrape(t, addr)
+	after, err := datapath.ReadCounters(pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sent %d datagrams, %d received", total, received)
+	sameAsBPF(t, m1, before, after)
+
+	// The VXLAN hook saw every datagram that arrived, and no more than were
+	// sent (a few stray packets, such as neighbour discovery, allowed).
+	seen := sum(m1, "falcon_stage_packets_total", "overlay") - sum(m0, "falcon_stage_packets_total", "overlay")
+	if seen < float64(received) || seen > float64(total)+16 {
+		t.Errorf("the VXLAN hook saw %.0f packets; %d datagrams arrived of %d sent", seen, received, total)
+	}
+	checkHookOutcomes(t, m1)
+	checkSteeredAcross(t, m1)
+	checkAgentMetrics(t, m0, m1)
+	jsonLog(t, h2)
+
+	if out, code := falcon(t, bin, "top", "--netns", h1, "--once"); code != 1 || !strings.Contains(out, "falcon is not enabled in network namespace "+h1) {
+		t.Errorf("top where no agent runs: exit %d\n%s", code, out)
+	}
+}
+
+// topUnderTraffic watches falcon top on ns under traffic to srvNetns and
+// returns the metrics from before that traffic. The traffic runs until top
+// has been watched: a fixed count lasted 4 s here, less than top's two
+// terminal sessions, and over 2 minutes in the 6.1 guest under TCG.
+func topUnderTraffic(t *testing.T, ctx context.Context, bin, ns, addr, srvNetns string, paced seqcheck.SendOptions) map[string]*dto.MetricFamily {
 	mTop := scrape(t, addr)
-	drain, err := seqcheck.Listen(servers[0].Netns, dst, 7401)
+	drain, err := seqcheck.Listen(srvNetns, paced.Dst, 7401)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +122,8 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	topSent := make(chan error, 1)
 	go func() { topSent <- seqcheck.Send(topCtx, topTraffic) }()
 	time.Sleep(1500 * time.Millisecond)
-	t.Run("top --once", func(t *testing.T) { topOnce(t, bin, h2) })
-	t.Run("top in tmux", func(t *testing.T) { topInTmux(t, bin, h2) })
+	t.Run("top --once", func(t *testing.T) { topOnce(t, bin, ns) })
+	t.Run("top in tmux", func(t *testing.T) { topInTmux(t, bin, ns) })
 	stopTop()
 	if err := <-topSent; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
@@ -92,14 +131,13 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Fatal(err)
 	}
-	// The counts below start after the last of that traffic: the receiver
-	// waited for the flows to be idle.
-	m0 := scrape(t, addr)
-	if sum(m0, "falcon_stage_packets_total", "overlay") <= sum(mTop, "falcon_stage_packets_total", "overlay") {
-		t.Error("the VXLAN hook's packets did not grow under traffic")
-	}
+	return mTop
+}
 
-	r, err := seqcheck.Listen(servers[0].Netns, dst, 7400)
+// sendCounted sends 4000 datagrams a flow to srvNetns and returns how many
+// arrived of how many sent.
+func sendCounted(t *testing.T, ctx context.Context, srvNetns string, paced seqcheck.SendOptions) (received, total uint64) {
+	r, err := seqcheck.Listen(srvNetns, paced.Dst, 7400)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,31 +168,16 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	got := res.got
-	var received, total uint64
 	for _, s := range got {
 		received, total = received+s.Received, total+s.Total
 	}
-	before, err := datapath.ReadCounters(pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m1 := scrape(t, addr)
-	after, err := datapath.ReadCounters(pins)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("sent %d datagrams, %d received", total, received)
-	sameAsBPF(t, m1, before, after)
+	return received, total
+}
 
-	// The VXLAN hook saw every datagram that arrived, and no more than were
-	// sent (a few stray packets, such as neighbour discovery, allowed).
-	seen := sum(m1, "falcon_stage_packets_total", "overlay") - sum(m0, "falcon_stage_packets_total", "overlay")
-	if seen < float64(received) || seen > float64(total)+16 {
-		t.Errorf("the VXLAN hook saw %.0f packets; %d datagrams arrived of %d sent", seen, received, total)
-	}
+// checkHookOutcomes: each packet a hook sees takes one outcome, and each
+// it decides on is counted once more by the CPU of its next stage.
+func checkHookOutcomes(t *testing.T, m1 map[string]*dto.MetricFamily) {
 	for _, role := range []string{"nic", "overlay"} {
-		// Each packet a hook sees takes one outcome, and each it decides on
-		// is counted once more by the CPU of its next stage.
 		decidedOn := func(cpu string) float64 {
 			return sumOn(m1, "falcon_decisions_total", role, cpu) + sumOn(m1, "falcon_kept_decisions_total", role, cpu) +
 				sumOn(m1, "falcon_guard_holds_total", role, cpu)
@@ -184,12 +207,15 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 			t.Errorf("%s hook: no decisions by CPU", role)
 		}
 	}
-	// With policy paper and room on every CPU, the hooks send some flows'
-	// next stage to a CPU they did not run on. Counted per CPU as packets
-	// sent there beyond those the hook ran there: a lower bound, since
-	// flows crossing both ways cancel (the VXLAN hook's count alone was 0
-	// in CI with its stages spread over both CPUs); the NIC hook runs on
-	// the sender's CPU only, so nothing cancels there.
+}
+
+// checkSteeredAcross: with policy paper and room on every CPU, the hooks send some flows'
+// next stage to a CPU they did not run on. Counted per CPU as packets
+// sent there beyond those the hook ran there: a lower bound, since
+// flows crossing both ways cancel (the VXLAN hook's count alone was 0
+// in CI with its stages spread over both CPUs); the NIC hook runs on
+// the sender's CPU only, so nothing cancels there.
+func checkSteeredAcross(t *testing.T, m1 map[string]*dto.MetricFamily) {
 	var cross float64
 	for _, role := range []string{"nic", "overlay"} {
 		for _, m := range m1["falcon_steered_packets_total"].GetMetric() {
@@ -214,6 +240,10 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 		}
 		t.Errorf("no stage ran on another CPU than its hook: nothing was steered (decisions %v)", decisions)
 	}
+}
+
+// checkAgentMetrics checks the agent's own metrics from m0 to m1.
+func checkAgentMetrics(t *testing.T, m0, m1 map[string]*dto.MetricFamily) {
 	for name, want := range map[string]float64{"falcon_enabled": 1, "falcon_ready": 1, "falcon_steering": 1, "falcon_agent_containers": 1, "falcon_load_stale": 0} {
 		if v := sum(m1, name, ""); v != want {
 			t.Errorf("%s = %v, want %v", name, v, want)
@@ -229,11 +259,6 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	}
 	if sum(m1, "falcon_build_info", "") != 1 || m1["go_goroutines"] == nil {
 		t.Error("build_info or the Go runtime's metrics are missing")
-	}
-	jsonLog(t, h2)
-
-	if out, code := falcon(t, bin, "top", "--netns", h1, "--once"); code != 1 || !strings.Contains(out, "falcon is not enabled in network namespace "+h1) {
-		t.Errorf("top where no agent runs: exit %d\n%s", code, out)
 	}
 }
 

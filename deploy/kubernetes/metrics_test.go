@@ -73,19 +73,30 @@ func TestMetricsAreScrapeable(t *testing.T) {
 	if !ok {
 		t.Fatal("no Service for the ServiceMonitor")
 	}
+	checkMetricsService(t, svc, ds.Template.Metadata.Labels, port)
+	checkMetricsPolicy(t, optIn["NetworkPolicy"], ds.Template.Metadata.Labels, port)
+	checkServiceMonitor(t, svc)
+}
+
+// checkMetricsService: the opt-in Service is headless, selects the agents'
+// pods (labelled pods) and maps port to their metrics port.
+func checkMetricsService(t *testing.T, svc object, pods map[string]string, port string) {
+	t.Helper()
 	var ss serviceSpec
 	if err := json.Unmarshal(svc.Spec, &ss); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range ss.Selector {
-		if ds.Template.Metadata.Labels[k] != v {
-			t.Errorf("Service selects %s=%s, which the agent's pods lack", k, v)
-		}
-	}
+	selectsWithin(t, "Service", ss.Selector, "the agent's pods lack", pods)
 	if len(ss.Selector) == 0 || ss.ClusterIP != "None" || len(ss.Ports) != 1 || ss.Ports[0].Name != "metrics" ||
 		strconv.Itoa(ss.Ports[0].Port) != port || ss.Ports[0].TargetPort != "metrics" {
 		t.Errorf("Service %+v: want headless, selecting the agents, port %s named metrics to their metrics port", ss, port)
 	}
+}
+
+// checkMetricsPolicy: the opt-in NetworkPolicy lets scrapes in to the
+// agents' pods on port, and nothing else.
+func checkMetricsPolicy(t *testing.T, policy object, pods map[string]string, port string) {
+	t.Helper()
 	var np struct {
 		PodSelector struct {
 			MatchLabels map[string]string `json:"matchLabels"`
@@ -96,21 +107,20 @@ func TestMetricsAreScrapeable(t *testing.T) {
 			} `json:"ports"`
 		} `json:"ingress"`
 	}
-	if err := json.Unmarshal(optIn["NetworkPolicy"].Spec, &np); err != nil {
+	if err := json.Unmarshal(policy.Spec, &np); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range np.PodSelector.MatchLabels {
-		if ds.Template.Metadata.Labels[k] != v {
-			t.Errorf("NetworkPolicy selects %s=%s, which the agent's pods lack", k, v)
-		}
-	}
+	selectsWithin(t, "NetworkPolicy", np.PodSelector.MatchLabels, "the agent's pods lack", pods)
 	if len(np.PodSelector.MatchLabels) == 0 || len(np.Ingress) != 1 || len(np.Ingress[0].Ports) != 1 ||
 		fmt.Sprint(np.Ingress[0].Ports[0].Port) != port {
 		t.Errorf("NetworkPolicy %+v: want the agents' pods, one ingress rule to port %s", np, port)
 	}
+}
 
-	// The ServiceMonitor is a CRD the offline validator has no schema for:
-	// checked here against the Service instead.
+// checkServiceMonitor: the ServiceMonitor is a CRD the offline validator
+// has no schema for: checked here against the Service instead.
+func checkServiceMonitor(t *testing.T, svc object) {
+	t.Helper()
 	out, err := exec.Command(validator(t), "--json", "prometheus/servicemonitor.yaml").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -138,15 +148,22 @@ func TestMetricsAreScrapeable(t *testing.T) {
 	if sm.APIVersion != "monitoring.coreos.com/v1" || sm.Kind != "ServiceMonitor" || sm.Metadata.Namespace != namespace {
 		t.Errorf("servicemonitor.yaml is %s %s in %q", sm.APIVersion, sm.Kind, sm.Metadata.Namespace)
 	}
-	for k, v := range sm.Spec.Selector.MatchLabels {
-		if svc.Metadata.Labels[k] != v {
-			t.Errorf("ServiceMonitor selects %s=%s, which the Service lacks", k, v)
-		}
-	}
+	selectsWithin(t, "ServiceMonitor", sm.Spec.Selector.MatchLabels, "the Service lacks", svc.Metadata.Labels)
 	if len(sm.Spec.NamespaceSelector.MatchNames) != 1 || sm.Spec.NamespaceSelector.MatchNames[0] != namespace {
 		t.Errorf("ServiceMonitor looks in %v, want %s", sm.Spec.NamespaceSelector.MatchNames, namespace)
 	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" {
 		t.Errorf("ServiceMonitor endpoints %+v: want port metrics, path /metrics", sm.Spec.Endpoints)
+	}
+}
+
+// selectsWithin: what selects on no label its targets lack (they have
+// the labels have; lack says who they are).
+func selectsWithin(t *testing.T, what string, sel map[string]string, lack string, have map[string]string) {
+	t.Helper()
+	for k, v := range sel {
+		if have[k] != v {
+			t.Errorf("%s selects %s=%s, which %s", what, k, v, lack)
+		}
 	}
 }

@@ -219,223 +219,28 @@ func TestDrillContainerChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stages.Close()
-	mask := cpuset.Mask(a.Host().Opts.CPUs)
-	m := a.mode.(*falconMode)
-	counts := func() (stagesN, applied, journal, hooks int) {
-		m.mu.Lock()
-		stagesN, applied = len(m.stages), len(m.applied)
-		m.mu.Unlock()
-		journal = len(a.Host().journal.Entries())
-		if st, err := readState(a.Host().Dir); err == nil {
-			hooks = len(st.Hooks)
-		}
-		return
-	}
-	s0, ap0, j0, hk0 := counts()
+	s0, ap0, j0, hk0 := agentHolds(a)
 
-	tr, err := startTrafficProc(tb, []trafficGroup{{"steady", 41260, seqcheck.SendOptions{Flows: 16,
-		PktsPerFlow: 1 << 23, Size: 64, Pause: 20 * time.Millisecond, PauseEvery: 500}}}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trafficDone := false
-	defer func() {
-		if !trafficDone {
-			tr.finish()
-		}
-	}()
-	stopHog := hogSwing(300 * time.Millisecond)
-	hogDone := false
-	defer func() {
-		if !hogDone {
-			stopHog()
-		}
-	}()
-
-	const keep = 3 // churned containers alive at once
-	var (
-		all      []*churned
-		live     []*churned
-		removing []*churned
-		adding   []*churned
-		start    = time.Now()
-		period   = time.Minute / time.Duration(rate)
-		next     = start
-		mems     []memSample
-		reused   int // new containers whose guard key a removed one had
-		failed   []string
-	)
-	liveKeys := func() map[stageKey]bool {
-		k := map[stageKey]bool{{}: true}
-		for _, c := range live {
-			k[c.key] = true
-		}
-		return k
-	}
-	// look checks what is pending until the next action is due.
-	look := func(until time.Time) {
-		for {
-			for _, c := range adding {
-				e, err := readEnd(c.c.Netns, stages, a.Host().Dir)
-				if err != nil {
-					c.lacked = err.Error()
-					continue
-				}
-				c.key = e.key
-				if c.lacked = e.lacks(mask); c.lacked == "" {
-					c.steeredIn = time.Since(c.added)
-				}
-			}
-			adding = slices.DeleteFunc(adding, func(c *churned) bool {
-				if c.steeredIn == 0 && time.Since(c.added) > 10*time.Second {
-					failed = append(failed, fmt.Sprintf("%s never steered (%s)", c.c.Netns, c.lacked))
-					return true
-				}
-				return c.steeredIn > 0
-			})
-			lk := liveKeys()
-			for _, c := range removing {
-				if c.left = remnants(a, c, stages, lk); c.left == "" {
-					c.prunedIn = time.Since(c.removed)
-				} else if c.leftAt1s == "" && time.Since(c.removed) > time.Second {
-					c.leftAt1s = c.left
-				}
-			}
-			removing = slices.DeleteFunc(removing, func(c *churned) bool {
-				if c.prunedIn == 0 && time.Since(c.removed) > 10*time.Second {
-					failed = append(failed, fmt.Sprintf("%s never pruned: %s", c.c.Netns, c.left))
-					return true
-				}
-				return c.prunedIn > 0
-			})
-			if !time.Now().Before(until) {
-				return
-			}
-			time.Sleep(min(10*time.Millisecond, time.Until(until)))
-		}
-	}
-	remove := func(c *churned) {
-		if err := testbed.RemoveContainer(tb.Name, 1, c.c.Name); err != nil {
-			t.Fatal(err)
-		}
-		c.removed = time.Now()
-		live = slices.DeleteFunc(live, func(x *churned) bool { return x == c })
-		removing = append(removing, c)
-	}
-	sampleEvery := max(dur/10, time.Second)
-	nextSample := start.Add(sampleEvery)
-	for time.Since(start) < dur {
-		// A pod replaced: the old one goes as the new one comes, as in a
-		// rolling update.
-		if len(live) >= keep {
-			remove(live[0])
-		}
-		c, err := testbed.AddContainer(ctx, tb.Name, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nc := &churned{c: c, added: time.Now()}
-		if ino, err := netns.Inode(c.Netns); err == nil {
-			for _, r := range all {
-				if r.key.NetnsIno == uint32(ino) {
-					reused++
-					break
-				}
-			}
-		}
-		all = append(all, nc)
-		live = append(live, nc)
-		adding = append(adding, nc)
-		next = next.Add(period)
-		look(next)
-		if time.Now().After(nextSample) {
-			mems = append(mems, sampleMem(start, len(all)))
-			nextSample = nextSample.Add(sampleEvery)
-		}
-		if ctx.Err() != nil {
-			t.Fatal("out of time")
-		}
-	}
-	churnTime := time.Since(start)
-	for len(live) > 0 {
-		remove(live[0])
-	}
-	look(time.Now().Add(3 * time.Second))
-	for len(adding)+len(removing) > 0 && ctx.Err() == nil {
-		look(time.Now().Add(time.Second))
-	}
-	mems = append(mems, sampleMem(start, len(all)))
-	hogDone = true
-	if err := stopHog(); err != nil {
-		t.Fatal(err)
-	}
-	trafficDone = true
-	s, err := tr.finish()
-	if err != nil {
-		t.Error(err)
-	}
+	load := startDrillLoad(t, tb, []trafficGroup{{"steady", 41260, seqcheck.SendOptions{Flows: 16,
+		PktsPerFlow: 1 << 23, Size: 64, Pause: 20 * time.Millisecond, PauseEvery: 500}}})
+	defer load.abandon()
+	ch := &churn{t: t, tb: tb, a: a, stages: stages, mask: cpuset.Mask(a.Host().Opts.CPUs)}
+	ch.run(ctx, dur, rate)
+	s := load.stop(t)
 
 	// Every churned container gone: the agent is back where it started.
-	s1, ap1, j1, hk1 := counts()
+	s1, ap1, j1, hk1 := agentHolds(a)
 	if s1 != s0 || ap1 != ap0 || j1 != j0 || hk1 != hk0 {
 		t.Errorf("the agent holds more than before the churn: guard stages %d (was %d), RPS applied %d (was %d), journal entries %d (was %d), state hooks %d (was %d)",
 			s1, s0, ap1, ap0, j1, j0, hk1, hk0)
 	}
-	var stageEntries int
-	var k stageKey
-	var kind uint32
-	for it := stages.Iterate(); it.Next(&k, &kind); {
-		stageEntries++
-	}
-	if stageEntries != s0 {
-		t.Errorf("the guard's stage map holds %d devices, want %d (the VXLAN device and the fixed containers' ends)", stageEntries, s0)
-	}
-	ko, err := listKernelObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	arrive, defunct := ko.countLinks("falcon_arrive"), defunctLinks(ko)
-	if arrive != len(h.Containers) || defunct != 0 {
-		t.Errorf("kernel: %d arrival links (want %d, the fixed containers'), %d links on a vanished device", arrive, len(h.Containers), defunct)
-	}
-
-	var steerT, pruneT []time.Duration
-	late := 0
-	for _, c := range all {
-		if c.steeredIn > 0 {
-			steerT = append(steerT, c.steeredIn)
-			if c.steeredIn > time.Second {
-				late++
-				failed = append(failed, fmt.Sprintf("%s steered only after %v", c.c.Netns, c.steeredIn.Round(time.Millisecond)))
-			}
-		}
-		if c.prunedIn > 0 {
-			pruneT = append(pruneT, c.prunedIn)
-			if c.prunedIn > time.Second {
-				t.Logf("%s (guard key %+v) pruned only after %v (%s left after 1 s)", c.c.Netns, c.key, c.prunedIn.Round(time.Millisecond), c.leftAt1s)
-			}
-		}
-	}
-	t.Logf("%d containers added and removed in %v (%.0f a minute) under %d flows; %d got a guard key a removed container had had",
-		len(all), churnTime.Round(time.Second), float64(len(all))/churnTime.Minutes(), s.flows, reused)
-	t.Logf("steered after: median %v, p99 %v, longest %v; %d later than 1 s", quantile(steerT, 0.5).Round(time.Millisecond),
-		quantile(steerT, 0.99).Round(time.Millisecond), quantile(steerT, 1).Round(time.Millisecond), late)
-	t.Logf("pruned after: median %v, p99 %v, longest %v", quantile(pruneT, 0.5).Round(time.Millisecond),
-		quantile(pruneT, 0.99).Round(time.Millisecond), quantile(pruneT, 1).Round(time.Millisecond))
-	t.Logf("traffic: %d datagrams received, %d reordered, %d duplicated", s.received, s.reordered, s.duplicated)
-	t.Logf("agent log: %d containers followed, %d devices no longer followed, %d warnings while following",
-		alog.count("container followed"), alog.count("device gone"), alog.count("following the overlay")+alog.count("overlay discovery failed"))
-	for _, mm := range mems {
-		t.Logf("memory: %s (the cycle is the containers added so far)", mm)
-	}
-	for _, f := range failed {
-		t.Error(f)
-	}
+	noChurnLeft(t, stages, s0, len(h.Containers))
+	ch.report(s, alog)
 	if s.reordered != 0 || s.duplicated != 0 {
 		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", s.reordered, s.received, s.duplicated)
 	}
-	if len(mems) >= 2 {
-		if grew := flat(mems[0], mems[len(mems)-1]); len(grew) > 0 {
+	if m := ch.mems; len(m) >= 2 {
+		if grew := flat(m[0], m[len(m)-1]); len(grew) > 0 {
 			t.Errorf("the agent's process grew over the churn: %s", strings.Join(grew, ", "))
 		}
 	}
@@ -450,6 +255,215 @@ func TestDrillContainerChurn(t *testing.T) {
 	}
 	if t.Failed() || os.Getenv("FALCON_DRILL_LOG") != "" {
 		alog.dump(t)
+	}
+}
+
+// agentHolds counts what a running agent holds per container: guard
+// stages, RPS settings applied, journal entries and hooks in its state.
+func agentHolds(a *Agent) (stagesN, applied, journal, hooks int) {
+	m := a.mode.(*falconMode)
+	m.mu.Lock()
+	stagesN, applied = len(m.stages), len(m.applied)
+	m.mu.Unlock()
+	journal = len(a.Host().journal.Entries())
+	if st, err := readState(a.Host().Dir); err == nil {
+		hooks = len(st.Hooks)
+	}
+	return
+}
+
+// noChurnLeft: the guard's stage map holds its stages devices again, and
+// the kernel the fixed containers' arrival links and none on a vanished
+// device.
+func noChurnLeft(t *testing.T, stages *ebpf.Map, want, containers int) {
+	t.Helper()
+	var stageEntries int
+	var k stageKey
+	var kind uint32
+	for it := stages.Iterate(); it.Next(&k, &kind); {
+		stageEntries++
+	}
+	if stageEntries != want {
+		t.Errorf("the guard's stage map holds %d devices, want %d (the VXLAN device and the fixed containers' ends)", stageEntries, want)
+	}
+	ko, err := listKernelObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrive, defunct := ko.countLinks("falcon_arrive"), defunctLinks(ko)
+	if arrive != containers || defunct != 0 {
+		t.Errorf("kernel: %d arrival links (want %d, the fixed containers'), %d links on a vanished device", arrive, containers, defunct)
+	}
+}
+
+// churn adds and removes containers on host 1 of tb under the agent a and
+// follows each: steered once added, pruned once removed.
+type churn struct {
+	t                           *testing.T
+	tb                          *testbed.Testbed
+	a                           *Agent
+	stages                      *ebpf.Map
+	mask                        string
+	all, live, removing, adding []*churned
+	start                       time.Time
+	churnTime                   time.Duration
+	mems                        []memSample
+	reused                      int // new containers whose guard key a removed one had
+	failed                      []string
+}
+
+// run churns for dur, rate containers a minute, keeping 3 churned ones
+// alive at once, then removes them all and waits for their pruning.
+func (ch *churn) run(ctx context.Context, dur time.Duration, rate int) {
+	t := ch.t
+	const keep = 3 // churned containers alive at once
+	ch.start = time.Now()
+	period := time.Minute / time.Duration(rate)
+	next := ch.start
+	sampleEvery := max(dur/10, time.Second)
+	nextSample := ch.start.Add(sampleEvery)
+	for time.Since(ch.start) < dur {
+		// A pod replaced: the old one goes as the new one comes, as in a
+		// rolling update.
+		if len(ch.live) >= keep {
+			ch.remove(ch.live[0])
+		}
+		ch.add(ctx)
+		next = next.Add(period)
+		ch.look(next)
+		if time.Now().After(nextSample) {
+			ch.mems = append(ch.mems, sampleMem(ch.start, len(ch.all)))
+			nextSample = nextSample.Add(sampleEvery)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("out of time")
+		}
+	}
+	ch.churnTime = time.Since(ch.start)
+	for len(ch.live) > 0 {
+		ch.remove(ch.live[0])
+	}
+	ch.look(time.Now().Add(3 * time.Second))
+	for len(ch.adding)+len(ch.removing) > 0 && ctx.Err() == nil {
+		ch.look(time.Now().Add(time.Second))
+	}
+	ch.mems = append(ch.mems, sampleMem(ch.start, len(ch.all)))
+}
+
+func (ch *churn) add(ctx context.Context) {
+	c, err := testbed.AddContainer(ctx, ch.tb.Name, 1)
+	if err != nil {
+		ch.t.Fatal(err)
+	}
+	nc := &churned{c: c, added: time.Now()}
+	if ino, err := netns.Inode(c.Netns); err == nil {
+		for _, r := range ch.all {
+			if r.key.NetnsIno == uint32(ino) {
+				ch.reused++
+				break
+			}
+		}
+	}
+	ch.all = append(ch.all, nc)
+	ch.live = append(ch.live, nc)
+	ch.adding = append(ch.adding, nc)
+}
+
+func (ch *churn) remove(c *churned) {
+	if err := testbed.RemoveContainer(ch.tb.Name, 1, c.c.Name); err != nil {
+		ch.t.Fatal(err)
+	}
+	c.removed = time.Now()
+	ch.live = slices.DeleteFunc(ch.live, func(x *churned) bool { return x == c })
+	ch.removing = append(ch.removing, c)
+}
+
+func (ch *churn) liveKeys() map[stageKey]bool {
+	k := map[stageKey]bool{{}: true}
+	for _, c := range ch.live {
+		k[c.key] = true
+	}
+	return k
+}
+
+// look checks what is pending until the next action is due.
+func (ch *churn) look(until time.Time) {
+	for {
+		for _, c := range ch.adding {
+			e, err := readEnd(c.c.Netns, ch.stages, ch.a.Host().Dir)
+			if err != nil {
+				c.lacked = err.Error()
+				continue
+			}
+			c.key = e.key
+			if c.lacked = e.lacks(ch.mask); c.lacked == "" {
+				c.steeredIn = time.Since(c.added)
+			}
+		}
+		ch.adding = slices.DeleteFunc(ch.adding, func(c *churned) bool {
+			if c.steeredIn == 0 && time.Since(c.added) > 10*time.Second {
+				ch.failed = append(ch.failed, fmt.Sprintf("%s never steered (%s)", c.c.Netns, c.lacked))
+				return true
+			}
+			return c.steeredIn > 0
+		})
+		lk := ch.liveKeys()
+		for _, c := range ch.removing {
+			if c.left = remnants(ch.a, c, ch.stages, lk); c.left == "" {
+				c.prunedIn = time.Since(c.removed)
+			} else if c.leftAt1s == "" && time.Since(c.removed) > time.Second {
+				c.leftAt1s = c.left
+			}
+		}
+		ch.removing = slices.DeleteFunc(ch.removing, func(c *churned) bool {
+			if c.prunedIn == 0 && time.Since(c.removed) > 10*time.Second {
+				ch.failed = append(ch.failed, fmt.Sprintf("%s never pruned: %s", c.c.Netns, c.left))
+				return true
+			}
+			return c.prunedIn > 0
+		})
+		if !time.Now().Before(until) {
+			return
+		}
+		time.Sleep(min(10*time.Millisecond, time.Until(until)))
+	}
+}
+
+// report logs the churn's figures and fails for each container steered
+// late or never, or never pruned.
+func (ch *churn) report(s seqTotals, alog *drillLog) {
+	t := ch.t
+	var steerT, pruneT []time.Duration
+	late := 0
+	for _, c := range ch.all {
+		if c.steeredIn > 0 {
+			steerT = append(steerT, c.steeredIn)
+			if c.steeredIn > time.Second {
+				late++
+				ch.failed = append(ch.failed, fmt.Sprintf("%s steered only after %v", c.c.Netns, c.steeredIn.Round(time.Millisecond)))
+			}
+		}
+		if c.prunedIn > 0 {
+			pruneT = append(pruneT, c.prunedIn)
+			if c.prunedIn > time.Second {
+				t.Logf("%s (guard key %+v) pruned only after %v (%s left after 1 s)", c.c.Netns, c.key, c.prunedIn.Round(time.Millisecond), c.leftAt1s)
+			}
+		}
+	}
+	t.Logf("%d containers added and removed in %v (%.0f a minute) under %d flows; %d got a guard key a removed container had had",
+		len(ch.all), ch.churnTime.Round(time.Second), float64(len(ch.all))/ch.churnTime.Minutes(), s.flows, ch.reused)
+	t.Logf("steered after: median %v, p99 %v, longest %v; %d later than 1 s", quantile(steerT, 0.5).Round(time.Millisecond),
+		quantile(steerT, 0.99).Round(time.Millisecond), quantile(steerT, 1).Round(time.Millisecond), late)
+	t.Logf("pruned after: median %v, p99 %v, longest %v", quantile(pruneT, 0.5).Round(time.Millisecond),
+		quantile(pruneT, 0.99).Round(time.Millisecond), quantile(pruneT, 1).Round(time.Millisecond))
+	t.Logf("traffic: %d datagrams received, %d reordered, %d duplicated", s.received, s.reordered, s.duplicated)
+	t.Logf("agent log: %d containers followed, %d devices no longer followed, %d warnings while following",
+		alog.count("container followed"), alog.count("device gone"), alog.count("following the overlay")+alog.count("overlay discovery failed"))
+	for _, mm := range ch.mems {
+		t.Logf("memory: %s (the cycle is the containers added so far)", mm)
+	}
+	for _, f := range ch.failed {
+		t.Error(f)
 	}
 }
 

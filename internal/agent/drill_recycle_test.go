@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
 	"path/filepath"
+
+	"github.com/cilium/ebpf"
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestDrillRecycledNetnsInode: the kernel hands a new network namespace
@@ -48,58 +50,17 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 	}
 	defer stages.Close()
 	pfx := fmt.Sprintf("fct%dri", os.Getpid()%100000)
-	var made []string
+	c := &handContainers{t: t, h: h}
 	t.Cleanup(func() {
-		for _, ns := range made {
+		for _, ns := range c.made {
 			exec.Command("ip", "netns", "del", ns).Run()
 		}
 	})
-	sh := func(script string) {
-		t.Helper()
-		if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
-			t.Fatalf("%v\n%s\n%s", err, script, out)
-		}
-	}
-	// plug wires container namespace ns (made already) to the bridge, its
-	// eth0's rps_cpus set to rps first (as its operator left it).
-	n := 0
-	plug := func(ns, rps string) string {
-		n++
-		veth := fmt.Sprintf("vri%d%d", os.Getpid()%10000, n)
-		sh(fmt.Sprintf("ip -n %[2]s link add %[3]s type veth peer name eth0 netns %[1]s\nip -n %[1]s link set eth0 up", ns, h.Netns, veth))
-		write(t, ns, "/sys/class/net/eth0/queues/rx-0/rps_cpus", rps)
-		sh(fmt.Sprintf("ip -n %s link set %s master %s up", h.Netns, veth, h.Bridge))
-		return veth
-	}
-	addNS := func(ns string) uint64 {
-		t.Helper()
-		sh("ip netns add " + ns)
-		made = append(made, ns)
-		ino, err := netns.Inode(ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ino
-	}
-	followed := func(ns string) endState {
-		t.Helper()
-		var e endState
-		deadline := time.Now().Add(5 * time.Second) // a hang guard
-		for {
-			e, err = readEnd(ns, stages, a.Host().Dir)
-			// The whole state, not its first part: RPS is set last, but a
-			// read that failed meanwhile would miss a part that is there.
-			if err == nil && e.lacks(mask) == "" || time.Now().After(deadline) {
-				return e
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 
 	nsA := pfx + "a"
-	inoA := addNS(nsA)
-	vethA := plug(nsA, "1")
-	if e := followed(nsA); e.lacks(mask) != "" {
+	inoA := c.addNS(nsA)
+	vethA := c.plug(nsA, "1")
+	if e, err := followed(a, stages, nsA, mask); e.lacks(mask) != "" {
 		t.Fatalf("A not followed: %s (last read: %v)", e.lacks(mask), err)
 	}
 
@@ -110,10 +71,10 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 	// test makes that look itself: the agent's own following stops first.
 	a.cancel()
 	<-a.done
-	sh(fmt.Sprintf("ip -n %s link del %s\nip netns del %s", h.Netns, vethA, nsA))
-	made = made[1:]
+	c.sh(fmt.Sprintf("ip -n %s link del %s\nip netns del %s", h.Netns, vethA, nsA))
+	c.made = c.made[1:]
 	nsB := recycleNetns(t, inoA, pfx+"p")
-	plug(nsB, "0")
+	c.plug(nsB, "0")
 	ov, err := discoverOverlay(o)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +82,76 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 	if err := a.mode.Update(a.Host(), ov); err != nil {
 		t.Fatal(err)
 	}
+	checkRecycled(t, a, stages, nsA, nsB, inoA, mask)
 
+	stages.Close()
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, nsB, "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != "0" {
+		t.Errorf("B's rps_cpus = %s after disable, want its own 0 (A's was 1)", got)
+	}
+}
+
+// handContainers makes container namespaces by hand on host h, wired to
+// its bridge; made are those still to delete.
+type handContainers struct {
+	t    *testing.T
+	h    testbed.Host
+	made []string
+	n    int
+}
+
+func (c *handContainers) sh(script string) {
+	c.t.Helper()
+	if out, err := exec.Command("sh", "-ec", script).CombinedOutput(); err != nil {
+		c.t.Fatalf("%v\n%s\n%s", err, script, out)
+	}
+}
+
+// addNS makes namespace ns and returns its inode.
+func (c *handContainers) addNS(ns string) uint64 {
+	c.t.Helper()
+	c.sh("ip netns add " + ns)
+	c.made = append(c.made, ns)
+	ino, err := netns.Inode(ns)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ino
+}
+
+// plug wires container namespace ns (made already) to the bridge, its
+// eth0's rps_cpus set to rps first (as its operator left it).
+func (c *handContainers) plug(ns, rps string) string {
+	c.n++
+	veth := fmt.Sprintf("vri%d%d", os.Getpid()%10000, c.n)
+	c.sh(fmt.Sprintf("ip -n %[2]s link add %[3]s type veth peer name eth0 netns %[1]s\nip -n %[1]s link set eth0 up", ns, c.h.Netns, veth))
+	write(c.t, ns, "/sys/class/net/eth0/queues/rx-0/rps_cpus", rps)
+	c.sh(fmt.Sprintf("ip -n %s link set %s master %s up", c.h.Netns, veth, c.h.Bridge))
+	return veth
+}
+
+// followed waits for the agent a to follow the container end in ns, and
+// returns its state and the last read's error.
+func followed(a *Agent, stages *ebpf.Map, ns, mask string) (endState, error) {
+	deadline := time.Now().Add(5 * time.Second) // a hang guard
+	for {
+		e, err := readEnd(ns, stages, a.Host().Dir)
+		// The whole state, not its first part: RPS is set last, but a
+		// read that failed meanwhile would miss a part that is there.
+		if err == nil && e.lacks(mask) == "" || time.Now().After(deadline) {
+			return e, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// checkRecycled: nsB, which got nsA's inode inoA, is steered, and nothing
+// of nsA is left in the journal or the kernel.
+func checkRecycled(t *testing.T, a *Agent, stages *ebpf.Map, nsA, nsB string, inoA uint64, mask string) {
+	t.Helper()
 	e, err := readEnd(nsB, stages, a.Host().Dir)
 	if err != nil {
 		t.Fatal(err)
@@ -145,15 +175,6 @@ func TestDrillRecycledNetnsInode(t *testing.T) {
 	}
 	if d := defunctLinks(ko); d != 0 {
 		t.Errorf("%d falcon links on a vanished device (A's arrival counter not closed)", d)
-	}
-
-	stages.Close()
-	stopped = true
-	if err := a.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(t, nsB, "/sys/class/net/eth0/queues/rx-0/rps_cpus"); got != "0" {
-		t.Errorf("B's rps_cpus = %s after disable, want its own 0 (A's was 1)", got)
 	}
 }
 

@@ -198,6 +198,24 @@ func TestDrillSoak(t *testing.T) {
 		t.Logf("memory: %s (the cycle is the minute)", m)
 	}
 
+	soakVerdict(t, vanilla, withFalcon, base, dur, tot, policy, start, mems)
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := before.check(t); len(left) > 0 {
+		t.Errorf("left after disable:\n  %s", strings.Join(left, "\n  "))
+	}
+	if t.Failed() || os.Getenv("FALCON_DRILL_LOG") != "" {
+		alog.dump(t)
+	}
+}
+
+// soakVerdict holds the soak with falcon (dur) to the one without (base): no UDP
+// reordered, no stale fallback, the guard exercised, no TCP segment queued
+// out of order unless the kernel alone queued some, no growth.
+func soakVerdict(t *testing.T, vanilla, withFalcon mixedLoad, base, dur time.Duration, tot Decisions, policy string, start time.Time, mems []memSample) {
+	t.Helper()
 	u := withFalcon.udp
 	if u.reordered != 0 || u.duplicated != 0 {
 		t.Errorf("UDP: %d of %d datagrams arrived out of order (%d duplicated)", u.reordered, u.received, u.duplicated)
@@ -225,15 +243,5 @@ func TestDrillSoak(t *testing.T) {
 		if grew := flat(mems[0], mems[len(mems)-1]); len(grew) > 0 {
 			t.Errorf("the agent's process grew from minute %d to the end: %s", mems[0].cycle, strings.Join(grew, ", "))
 		}
-	}
-	stopped = true
-	if err := a.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if left := before.check(t); len(left) > 0 {
-		t.Errorf("left after disable:\n  %s", strings.Join(left, "\n  "))
-	}
-	if t.Failed() || os.Getenv("FALCON_DRILL_LOG") != "" {
-		alog.dump(t)
 	}
 }

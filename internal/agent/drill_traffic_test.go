@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -158,4 +161,175 @@ func TestHelperTraffic(t *testing.T) {
 	}
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
+}
+
+// traffic is sequenced UDP from each client container to its server
+// container, in groups of flows that differ in how they pause, running
+// until stopped.
+type traffic struct {
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+	got    []map[netip.AddrPort]seqcheck.Stats
+	groups []string
+	ended  []string // senders that finished before they were stopped
+}
+
+// trafficGroup is one group of flows on its own port.
+type trafficGroup struct {
+	name string
+	port uint16
+	so   seqcheck.SendOptions // Flows, PktsPerFlow, Size, Pause, PauseEvery
+}
+
+// startTraffic starts every group on every container pair of tb, each
+// sender pinned to CPU 0; receivers end after idle without a datagram.
+func startTraffic(ctx context.Context, tb *testbed.Testbed, groups []trafficGroup, idle time.Duration) (*traffic, error) {
+	clients, servers := tb.Endpoints()
+	sendCtx, stop := context.WithCancel(ctx)
+	tr := &traffic{stop: stop}
+	for i := range min(len(clients), len(servers)) {
+		dst := netip.MustParseAddr(servers[i].Addr)
+		for _, g := range groups {
+			r, err := seqcheck.Listen(servers[i].Netns, dst, g.port)
+			if err != nil {
+				tr.finish()
+				return nil, err
+			}
+			slot := len(tr.got)
+			tr.got = append(tr.got, nil)
+			tr.groups = append(tr.groups, fmt.Sprintf("%s pair %d", g.name, i))
+			tr.wg.Add(2)
+			go func() {
+				defer tr.wg.Done()
+				defer r.Close()
+				got, err := r.Wait(ctx, idle)
+				tr.mu.Lock()
+				defer tr.mu.Unlock()
+				tr.got[slot] = got
+				if err != nil {
+					tr.errs = append(tr.errs, fmt.Errorf("%s: %w", tr.groups[slot], err))
+				}
+			}()
+			go func() {
+				defer tr.wg.Done()
+				o := g.so
+				o.Netns, o.Dst, o.Port, o.CPU = clients[i].Netns, dst, g.port, 0
+				err := seqcheck.Send(sendCtx, o)
+				tr.mu.Lock()
+				defer tr.mu.Unlock()
+				switch {
+				case err == nil:
+					tr.ended = append(tr.ended, tr.groups[slot])
+				case sendCtx.Err() == nil:
+					tr.errs = append(tr.errs, fmt.Errorf("%s: send: %w", tr.groups[slot], err))
+				}
+			}()
+		}
+	}
+	return tr, nil
+}
+
+// seqTotals sums what the receivers saw.
+type seqTotals struct {
+	flows                                 int
+	sent, received, reordered, duplicated uint64
+	reorderedAt                           []time.Time
+}
+
+// finish stops the senders, waits for the receivers and sums what they
+// saw. The datagrams the stopped senders never sent count as lost, so
+// sent is what the receivers' flows announced.
+func (tr *traffic) finish() (seqTotals, error) {
+	tr.stop()
+	tr.wg.Wait()
+	var s seqTotals
+	for _, got := range tr.got {
+		for _, st := range got {
+			s.flows++
+			s.sent += st.Total
+			s.received += st.Received
+			s.reordered += st.Reordered
+			s.duplicated += st.Duplicates
+			s.reorderedAt = append(s.reorderedAt, st.ReorderedAt...)
+		}
+	}
+	errs := slices.Clone(tr.errs)
+	if len(tr.ended) > 0 {
+		errs = append(errs, fmt.Errorf("senders ran out of datagrams before the drill ended (%s): raise PktsPerFlow",
+			strings.Join(tr.ended, ", ")))
+	}
+	return s, errors.Join(errs...)
+}
+
+// hogSwing moves a busy loop between CPU 1 and CPU 0 every period until
+// stop is called, as the ordering tests do: the loads cross the threshold
+// both ways all the time.
+func hogSwing(period time.Duration) (stop func() error) {
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			halt, err := burn(1 - i%2)
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case <-done:
+				halt()
+				errc <- nil
+				return
+			case <-time.After(period):
+			}
+			halt()
+		}
+	}()
+	return func() error {
+		close(done)
+		return <-errc
+	}
+}
+
+// drillLoad is the drills' load: sequenced traffic from a process of its
+// own and a busy loop swinging between the CPUs.
+type drillLoad struct {
+	tr                   *trafficProc
+	stopHog              func() error
+	hogDone, trafficDone bool
+}
+
+func startDrillLoad(t *testing.T, tb *testbed.Testbed, groups []trafficGroup) *drillLoad {
+	t.Helper()
+	tr, err := startTrafficProc(tb, groups, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &drillLoad{tr: tr, stopHog: hogSwing(300 * time.Millisecond)}
+}
+
+// stop ends the load and returns the traffic's totals.
+func (l *drillLoad) stop(t *testing.T) seqTotals {
+	t.Helper()
+	l.hogDone = true
+	if err := l.stopHog(); err != nil {
+		t.Fatal(err)
+	}
+	l.trafficDone = true
+	s, err := l.tr.finish()
+	if err != nil {
+		t.Error(err)
+	}
+	return s
+}
+
+// abandon ends what stop has not, on the way out of a failed drill.
+func (l *drillLoad) abandon() {
+	if !l.hogDone {
+		l.stopHog()
+	}
+	if !l.trafficDone {
+		l.tr.finish()
+	}
 }

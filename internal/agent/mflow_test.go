@@ -11,6 +11,7 @@ import (
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/internal/steer"
 	"github.com/falconnet/falcon/lab/stagetrace"
+	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -76,15 +77,47 @@ func mflowOn(t *testing.T, layout string) {
 		return s
 	}
 	s0 := snmp()
+	results := elephantAndMouse(ctx, t, clients[0], servers[0], elephantPort, mousePort)
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := snmp()
+	r := status(t, o)
+
+	nicStage := h2.Netns + "/" + h2.NIC
+	elephant, mouse := elephantMouseFlows(t, recs, nicStage, elephantPort, mousePort)
+	er, mr := stagetrace.RunLengths(recs, elephant, nicStage), stagetrace.RunLengths(recs, mouse, nicStage)
+	t.Logf("elephant %.0f Mbit/s, %d retransmits: NIC stage runs %v; mouse %.1f Mbit/s: %v",
+		results[0].BitsPerSecond/1e6, results[0].Retransmits, er, results[1].BitsPerSecond/1e6, mr)
+	t.Logf("receiver: TCPOFOQueue +%d, TCPOFOMerge +%d; micro-flows %+v",
+		s1["TcpExt"]["TCPOFOQueue"]-s0["TcpExt"]["TCPOFOQueue"], s1["TcpExt"]["TCPOFOMerge"]-s0["TcpExt"]["TCPOFOMerge"], r.Split.Micro)
+
+	checkMicroFlows(t, er, mr, filepath.Join(o.pinRoot(), key), elephant, mouse, r)
+
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameValues(t, "after disable", before, queueValues(t, nss))
+	objs.gone(t)
+	noFilters(t, nss)
+	noTrace(t, tb, o)
+	noPaths(t, filepath.Join(o.pinRoot(), key), filepath.Join(o.stateRoot(), key))
+}
+
+// elephantAndMouse runs two iperf3 flows from cli to srv at once: an
+// elephant at full rate to elephantPort, a paced mouse to mousePort.
+func elephantAndMouse(ctx context.Context, t *testing.T, cli, srv testbed.Endpoint, elephantPort, mousePort int) []workload.Iperf3Result {
+	t.Helper()
 	var wg sync.WaitGroup
 	results := make([]workload.Iperf3Result, 2)
 	errs := make([]error, 2)
 	for i, port := range []int{elephantPort, mousePort} {
-		srv, err := workload.StartIperf3Server(ctx, servers[0].Netns, port, []int{1})
+		srvr, err := workload.StartIperf3Server(ctx, srv.Netns, port, []int{1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer srv.Stop()
+		defer srvr.Stop()
 		rate, size := "", 0 // full rate, iperf3's 128 KiB writes
 		if port == mousePort {
 			// Small writes, paced: a mouse at every time scale. In
@@ -97,7 +130,7 @@ func mflowOn(t *testing.T, layout string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr,
+			results[i], errs[i] = workload.RunIperf3(ctx, workload.Iperf3Opts{Netns: cli.Netns, Addr: srv.Addr,
 				Port: port, Duration: 3 * time.Second, CPUs: []int{0}, Bitrate: rate, Size: size})
 		}()
 	}
@@ -107,15 +140,13 @@ func mflowOn(t *testing.T, layout string) {
 			t.Fatal(err)
 		}
 	}
-	recs, err := tr.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s1 := snmp()
-	r := status(t, o)
+	return results
+}
 
-	nicStage := h2.Netns + "/" + h2.NIC
-	var elephant, mouse stagetrace.Flow
+// elephantMouseFlows finds the two flows, by their ports, among what the
+// tracer saw at the NIC's stage.
+func elephantMouseFlows(t *testing.T, recs []stagetrace.Record, nicStage string, elephantPort, mousePort uint16) (elephant, mouse stagetrace.Flow) {
+	t.Helper()
 	for _, rec := range recs {
 		if rec.Stage() == nicStage && rec.Flow.Dport == elephantPort {
 			elephant = rec.Flow
@@ -127,12 +158,14 @@ func mflowOn(t *testing.T, layout string) {
 	if !elephant.Src.IsValid() || !mouse.Src.IsValid() {
 		t.Fatalf("the tracer saw no data flow to ports %d and %d at %s: %+v", elephantPort, mousePort, nicStage, recs)
 	}
-	er, mr := stagetrace.RunLengths(recs, elephant, nicStage), stagetrace.RunLengths(recs, mouse, nicStage)
-	t.Logf("elephant %.0f Mbit/s, %d retransmits: NIC stage runs %v; mouse %.1f Mbit/s: %v",
-		results[0].BitsPerSecond/1e6, results[0].Retransmits, er, results[1].BitsPerSecond/1e6, mr)
-	t.Logf("receiver: TCPOFOQueue +%d, TCPOFOMerge +%d; micro-flows %+v",
-		s1["TcpExt"]["TCPOFOQueue"]-s0["TcpExt"]["TCPOFOQueue"], s1["TcpExt"]["TCPOFOMerge"]-s0["TcpExt"]["TCPOFOMerge"], r.Split.Micro)
+	return elephant, mouse
+}
 
+// checkMicroFlows: the elephant's NIC stage ran on both split CPUs in runs
+// of about the batch, the mouse was never split, status shows the
+// micro-flows, and no split CPU dropped a frame.
+func checkMicroFlows(t *testing.T, er, mr map[int]stagetrace.Runs, pin string, elephant, mouse stagetrace.Flow, r *Report) {
+	t.Helper()
 	all := stagetrace.AllRuns(er)
 	for _, cpu := range []int{0, 1} {
 		// Not an even share: a CPU at the threshold (100 %: the sender's,
@@ -148,7 +181,6 @@ func mflowOn(t *testing.T, layout string) {
 	// the interrupt CPU (a CPU at 100 %, often in a 6.1 guest under
 	// emulation: runs of 10-40 segments there), so its runs do not tell;
 	// the split program's own state of the flow does.
-	pin := filepath.Join(o.pinRoot(), key)
 	for _, f := range []struct {
 		name  string
 		flow  stagetrace.Flow
@@ -177,13 +209,4 @@ func mflowOn(t *testing.T, layout string) {
 			t.Errorf("split CPU %d dropped: %+v", cpu, s)
 		}
 	}
-
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	sameValues(t, "after disable", before, queueValues(t, nss))
-	objs.gone(t)
-	noFilters(t, nss)
-	noTrace(t, tb, o)
-	noPaths(t, filepath.Join(o.pinRoot(), key), filepath.Join(o.stateRoot(), key))
 }

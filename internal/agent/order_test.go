@@ -79,72 +79,11 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		o.Split, o.SplitCPUs = true, []int{0, 1}
 	}
 
-	var (
-		mu      sync.Mutex
-		a       *Agent
-		totals  Decisions
-		qdrops  uint64 // frames a full cpumap queue dropped: no tracepoint names their flows
-		qfull   uint64 // frames split dropped before its queue could fill, counted by the guard
-		cycles  int
-		downs   int // stand-downs that detached
-		events  timeline
-		restart = func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if vanilla {
-				return nil
-			}
-			if standdown && a != nil {
-				m := a.mode.(*falconMode)
-				if m.dp.Config().StoodDown {
-					events.mark("stand up begins")
-					m.standUp(a.Host(), "test")
-					events.mark("stood up")
-					cycles++
-					return nil
-				}
-				if r, err := Status(o); err == nil && r.Totals != nil {
-					add(&totals, r.Totals)
-				}
-				events.mark("stand down begins")
-				if m.standDown(a.Host(), "test") {
-					downs++
-				}
-				events.mark("stood down")
-				return nil
-			}
-			if a != nil {
-				if r, err := Status(o); err == nil && r.Totals != nil {
-					add(&totals, r.Totals)
-					d, f := queueDrops(r)
-					qdrops, qfull = qdrops+d, qfull+f
-				}
-				events.mark("stop begins")
-				if err := a.Stop(); err != nil {
-					return err
-				}
-				events.mark("stopped")
-				a = nil
-				time.Sleep(50 * time.Millisecond)
-			}
-			events.mark("start begins")
-			next, err := Start(ctx, o)
-			events.mark("started")
-			a = next
-			cycles++
-			return err
-		}
-	)
-	if err := restart(); err != nil {
+	c := &orderChurn{ctx: ctx, o: o, vanilla: vanilla, standdown: standdown}
+	if err := c.restart(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if a != nil {
-			a.Stop()
-		}
-	}()
+	defer c.stop()
 
 	const flows = 16
 	per := orderPackets(t) / (flows * 2) // two container pairs
@@ -174,21 +113,102 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		}
 		if (i%4 == 3 || standdown) && i >= 2 && os.Getenv("FALCON_ORDER_RESTARTS") != "0" {
 			churned = true
-			return restart()
+			return c.restart()
 		}
 		return nil
 	})
 	if churnErr != nil {
 		t.Fatal(churnErr)
 	}
-	mu.Lock()
-	if r, err := Status(o); err == nil && r.Totals != nil {
-		add(&totals, r.Totals)
-		d, f := queueDrops(r)
-		qdrops, qfull = qdrops+d, qfull+f
-	}
-	mu.Unlock()
+	c.mu.Lock()
+	c.collect(true)
+	c.mu.Unlock()
+	c.verdict(t, runs, forced, neighBefore)
+}
 
+// orderChurn is orderSaturated's agent, restarted or stood down and back
+// between the hog's swings, and what its agents counted.
+type orderChurn struct {
+	ctx                context.Context
+	o                  Options
+	vanilla, standdown bool
+
+	mu     sync.Mutex
+	a      *Agent
+	totals Decisions
+	qdrops uint64 // frames a full cpumap queue dropped: no tracepoint names their flows
+	qfull  uint64 // frames split dropped before its queue could fill, counted by the guard
+	cycles int
+	downs  int // stand-downs that detached
+	events timeline
+}
+
+// collect adds the running agent's counts to the totals, and with drops
+// its cpumap queues' drops.
+func (c *orderChurn) collect(drops bool) {
+	if r, err := Status(c.o); err == nil && r.Totals != nil {
+		add(&c.totals, r.Totals)
+		if drops {
+			d, f := queueDrops(r)
+			c.qdrops, c.qfull = c.qdrops+d, c.qfull+f
+		}
+	}
+}
+
+func (c *orderChurn) restart() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vanilla {
+		return nil
+	}
+	if c.standdown && c.a != nil {
+		m := c.a.mode.(*falconMode)
+		if m.dp.Config().StoodDown {
+			c.events.mark("stand up begins")
+			m.standUp(c.a.Host(), "test")
+			c.events.mark("stood up")
+			c.cycles++
+			return nil
+		}
+		c.collect(false)
+		c.events.mark("stand down begins")
+		if m.standDown(c.a.Host(), "test") {
+			c.downs++
+		}
+		c.events.mark("stood down")
+		return nil
+	}
+	if c.a != nil {
+		c.collect(true)
+		c.events.mark("stop begins")
+		if err := c.a.Stop(); err != nil {
+			return err
+		}
+		c.events.mark("stopped")
+		c.a = nil
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.events.mark("start begins")
+	next, err := Start(c.ctx, c.o)
+	c.events.mark("started")
+	c.a = next
+	c.cycles++
+	return err
+}
+
+func (c *orderChurn) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.a != nil {
+		c.a.Stop()
+	}
+}
+
+// verdict holds the case's runs to no reordering (vanilla: the kernel's
+// own, logged), no queue drops, enough arrivals and a guard exercised.
+func (c *orderChurn) verdict(t *testing.T, runs map[stagetrace.Flow]flowRun, forced *lineCounter, neighBefore neighStat) {
+	t.Helper()
+	vanilla, totals := c.vanilla, c.totals
 	var sent, received, reordered, dups uint64
 	for _, f := range sortedFlows(runs) {
 		s := runs[f].stats
@@ -197,29 +217,29 @@ func orderSaturated(t *testing.T, layout, variant string) {
 		reordered += s.Reordered
 		dups += s.Duplicates
 	}
-	if standdown {
-		t.Logf("%s: %d stand-downs detached, %d comebacks", t.Name(), downs, cycles-1)
-		if downs == 0 || cycles < 2 {
+	if c.standdown {
+		t.Logf("%s: %d stand-downs detached, %d comebacks", t.Name(), c.downs, c.cycles-1)
+		if c.downs == 0 || c.cycles < 2 {
 			t.Error("falcon never stood down and came back: the case tested nothing of it")
 		}
 	}
 	t.Logf("%s: %d datagrams sent, %d received, %d reordered, %d duplicated; %d enables; decisions: first %d, second %d, fallback %d (stale %d); guard: moved %d, held %d, timeouts %d; cpumap queue drops %d, split's drops before the queue filled %d; disables that gave up draining %d; neighbour table during the run: %s",
-		t.Name(), sent, received, reordered, dups, cycles, totals.First, totals.Second, totals.Fallback,
-		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts, qdrops, qfull, forced.count(), neighStats(t).since(neighBefore))
+		t.Name(), sent, received, reordered, dups, c.cycles, totals.First, totals.Second, totals.Fallback,
+		totals.FallbackStale, totals.Moved, totals.GuardHolds, totals.GuardTimeouts, c.qdrops, c.qfull, forced.count(), neighStats(t).since(neighBefore))
 	switch {
 	case vanilla && reordered+dups != 0:
 		// The baseline measures the kernel, not falcon: said loudly, not
 		// failed. The falcon cases are held to 0 all the same.
 		t.Logf("WITHOUT falcon the kernel itself reordered %d and duplicated %d of %d datagrams under this load", reordered, dups, received)
-		logReorders(t, runs, &events)
+		logReorders(t, runs, &c.events)
 	case reordered != 0 || dups != 0:
 		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", reordered, received, dups)
-		logReorders(t, runs, &events)
+		logReorders(t, runs, &c.events)
 	}
-	if qdrops != 0 {
+	if c.qdrops != 0 {
 		// The split program keeps each queue from filling (bpf/split.c):
 		// a frame the queue drops is lost where no program sees its flow.
-		t.Errorf("the cpumap queues dropped %d frames: the split program let them fill", qdrops)
+		t.Errorf("the cpumap queues dropped %d frames: the split program let them fill", c.qdrops)
 	}
 	if received < sent/4 {
 		t.Errorf("only %d of %d datagrams arrived: the run tested little", received, sent)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -124,17 +123,7 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	if got := xdpOn(t, h.Netns, h.NIC); got != "falcon_split" {
 		t.Errorf("XDP on %s: %q, want falcon_split", h.NIC, got)
 	}
-	st, err := readState(a.Host().Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorded := false
-	for _, hk := range st.Hooks {
-		recorded = recorded || (hk.Role == datapath.HookSplit && hk.Name == h.NIC)
-	}
-	if !recorded {
-		t.Errorf("state hooks %+v: the split hook is not recorded for disable after a crash", st.Hooks)
-	}
+	splitRecorded(t, a, h.NIC)
 
 	// Neighbours first: a packet waiting for ARP leaves on the CPU that
 	// got the answer.
@@ -143,31 +132,7 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 	}
 	fourFlowsInOrder(t, cl.Netns, sv.Netns, sv.Addr, 40126)
 
-	r, err := Status(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.Ready || r.Split == nil {
-		t.Fatalf("status: ready %v, problem %q, split %+v", r.Ready, r.Problem, r.Split)
-	}
-	if r.Split.CPUs != "1" || r.Split.Proto != datapath.SplitAll {
-		t.Errorf("split CPUs %q proto %q, want 1 and all", r.Split.CPUs, r.Split.Proto)
-	}
-	if len(r.Stages) == 0 || r.Stages[0].Role != datapath.HookSplit {
-		t.Fatalf("stages %+v: want the split stage first", r.Stages)
-	}
-	// A busy machine may switch splitting off for some flows (average
-	// load >= threshold): those stay on the interrupt CPU, 0.
-	sp, cs := r.Stages[0], r.Split.PerCPU[1]
-	t.Logf("split stage: ran on %v, sent to %v, decisions %+v; cpumap CPU 1: %+v", sp.RanOn, sp.SteeredTo, sp.Decisions, cs)
-	if sp.SteeredTo[0]+sp.SteeredTo[1] < 4*300 || (sp.Decisions.Fallback == 0 && sp.SteeredTo[1] < 4*300) || sp.SteeredTo[1] == 0 {
-		t.Errorf("split stage sent %v, want all %d packets to CPU 1 but those of fallen-back flows", sp.SteeredTo, 4*300)
-	}
-	// Held frames were built where they were polled: on CPU 1, counted
-	// as sent there but not redirected (the GRO gate, bpf/split.c).
-	if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > sp.SteeredTo[1] || got+sp.Decisions.GuardHolds < sp.SteeredTo[1] {
-		t.Errorf("cpumap CPU 1: %+v, but %d packets were sent to it, %d of all held", cs, sp.SteeredTo[1], sp.Decisions.GuardHolds)
-	}
+	checkSplitStatus(t, o)
 
 	stopped = true
 	if err := a.Stop(); err != nil {
@@ -191,32 +156,14 @@ func TestSplitEnableStatusDisable(t *testing.T) {
 // native XDP are refused before anything changes.
 func TestSplitBadInput(t *testing.T) {
 	needRoot(t)
-	// An overlay whose underlay is a bridge: no native XDP there.
-	ns := "fct" + strings.TrimPrefix(t.Name(), "Test") + strconv.Itoa(os.Getpid())
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	run("-n", ns, "link", "add", "fbr0", "type", "bridge")
-	run("-n", ns, "addr", "add", "192.0.2.1/24", "dev", "fbr0")
-	run("-n", ns, "link", "set", "fbr0", "up")
-	run("-n", ns, "link", "add", "fvx0", "type", "vxlan", "id", "42", "dstport", "4789", "local", "192.0.2.1", "dev", "fbr0")
-	run("-n", ns, "link", "set", "fvx0", "up")
+	ns := bridgeOverlay(t)
 	ov, err := discover.Discover(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, ov)
 
-	cases := []struct {
-		name string
-		mod  func(*Options)
-		want string
-	}{
+	cases := []badStart{
 		{"split cpu", func(o *Options) { o.Split, o.SplitCPUs = true, []int{4095} }, "--split-cpus: CPU 4095 does not exist"},
 		{"empty split cpus", func(o *Options) { o.Split, o.SplitCPUs = true, []int{} }, "--split-cpus: empty"},
 		{"proto", func(o *Options) { o.Split, o.SplitProto = true, "sctp" }, "--split-proto \"sctp\""},
@@ -236,24 +183,7 @@ func TestSplitBadInput(t *testing.T) {
 		{"host nic twice", func(o *Options) { o.Split, o.HostNICs = true, []string{"fbr0", "fbr0"} }, "fbr0 named twice"},
 	}
 	maps := cpumaps(t)
-	for _, c := range cases {
-		o := testOptions(t, ns)
-		c.mod(&o)
-		a, err := Start(context.Background(), o)
-		if err == nil {
-			a.Stop()
-			t.Errorf("%s: no error", c.name)
-			continue
-		}
-		if !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %q, want it to say %q", c.name, err, c.want)
-		} else {
-			t.Logf("%s: %v", c.name, err)
-		}
-		if _, err := os.Stat(o.stateRoot()); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s: state directory created", c.name)
-		}
-	}
+	startRejects(t, ns, cases)
 	if got := xdpOn(t, ns, "fbr0"); got != "" {
 		t.Errorf("XDP program %q on fbr0", got)
 	}
@@ -263,12 +193,28 @@ func TestSplitBadInput(t *testing.T) {
 	if n := cpumaps(t); n > maps {
 		t.Errorf("%d cpumaps, %d before", n, maps)
 	}
-	after := snapshot(t, ov)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("%s changed to %q, was %q", k, after[k], v)
+	unchanged(t, ov, before)
+}
+
+// bridgeOverlay makes a namespace with an overlay whose underlay is a
+// bridge (fvx0 over fbr0): no native XDP there.
+func bridgeOverlay(t *testing.T) string {
+	t.Helper()
+	ns := "fct" + strings.TrimPrefix(t.Name(), "Test") + strconv.Itoa(os.Getpid())
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
 	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	run("-n", ns, "link", "add", "fbr0", "type", "bridge")
+	run("-n", ns, "addr", "add", "192.0.2.1/24", "dev", "fbr0")
+	run("-n", ns, "link", "set", "fbr0", "up")
+	run("-n", ns, "link", "add", "fvx0", "type", "vxlan", "id", "42", "dstport", "4789", "local", "192.0.2.1", "dev", "fbr0")
+	run("-n", ns, "link", "set", "fvx0", "up")
+	return ns
 }
 
 // TestSplitHostNICs is FALCON's Host+ through the agent: on the host
@@ -344,4 +290,52 @@ func TestSplitHostNICs(t *testing.T) {
 		t.Errorf("XDP program %q left on %s", got, h2.NIC)
 	}
 	noTrace(t, tb, o)
+}
+
+// splitRecorded: the agent's state records the split hook on nic, for a
+// disable after a crash.
+func splitRecorded(t *testing.T, a *Agent, nic string) {
+	t.Helper()
+	st, err := readState(a.Host().Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := false
+	for _, hk := range st.Hooks {
+		recorded = recorded || (hk.Role == datapath.HookSplit && hk.Name == nic)
+	}
+	if !recorded {
+		t.Errorf("state hooks %+v: the split hook is not recorded for disable after a crash", st.Hooks)
+	}
+}
+
+// checkSplitStatus: status shows the split stage first, sending the flows'
+// packets to CPU 1, whose cpumap built them.
+func checkSplitStatus(t *testing.T, o Options) {
+	t.Helper()
+	r, err := Status(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready || r.Split == nil {
+		t.Fatalf("status: ready %v, problem %q, split %+v", r.Ready, r.Problem, r.Split)
+	}
+	if r.Split.CPUs != "1" || r.Split.Proto != datapath.SplitAll {
+		t.Errorf("split CPUs %q proto %q, want 1 and all", r.Split.CPUs, r.Split.Proto)
+	}
+	if len(r.Stages) == 0 || r.Stages[0].Role != datapath.HookSplit {
+		t.Fatalf("stages %+v: want the split stage first", r.Stages)
+	}
+	// A busy machine may switch splitting off for some flows (average
+	// load >= threshold): those stay on the interrupt CPU, 0.
+	sp, cs := r.Stages[0], r.Split.PerCPU[1]
+	t.Logf("split stage: ran on %v, sent to %v, decisions %+v; cpumap CPU 1: %+v", sp.RanOn, sp.SteeredTo, sp.Decisions, cs)
+	if sp.SteeredTo[0]+sp.SteeredTo[1] < 4*300 || (sp.Decisions.Fallback == 0 && sp.SteeredTo[1] < 4*300) || sp.SteeredTo[1] == 0 {
+		t.Errorf("split stage sent %v, want all %d packets to CPU 1 but those of fallen-back flows", sp.SteeredTo, 4*300)
+	}
+	// Held frames were built where they were polled: on CPU 1, counted
+	// as sent there but not redirected (the GRO gate, bpf/split.c).
+	if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > sp.SteeredTo[1] || got+sp.Decisions.GuardHolds < sp.SteeredTo[1] {
+		t.Errorf("cpumap CPU 1: %+v, but %d packets were sent to it, %d of all held", cs, sp.SteeredTo[1], sp.Decisions.GuardHolds)
+	}
 }

@@ -24,7 +24,7 @@ import (
 // the same spell again after a wait that doubles each time (retest in
 // engage.go). Coming back is exact for flows
 // that run through it: the hooks count and mark their own packets, so a
-// running flow may move once its marked packets arrived (bpf/choose.h).
+// running flow may move once its marked packets arrived (bpf/guard.h).
 const (
 	standUpCalm    = 5 * time.Second
 	standDownDrain = time.Second

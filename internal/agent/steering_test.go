@@ -83,8 +83,35 @@ func steeringOn(t *testing.T, layout string) {
 			a.Stop()
 		}
 	}()
-	// The hooks' programs, and the guard's arrival counter on each
-	// container's end.
+	objs, overlays := steeringObjects(t, h2, nss, layout)
+
+	const port = 41234
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: nss, Proto: 17, PortMin: port, PortMax: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	p := newPlacement(t, h2, cpus, overlays)
+	exact := p.attempts(ctx, t, tb, o, tr, port)
+	stopped = true
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameValues(t, "after disable", before, queueValues(t, nss))
+	objs.gone(t)
+	noFilters(t, nss)
+	noTrace(t, tb, o)
+	noPaths(t, filepath.Join(o.pinRoot(), key), filepath.Join(o.stateRoot(), key))
+	if !exact {
+		t.Skip("the machine stayed saturated (load 100 %): placement can't be predicted from the hashes alone")
+	}
+}
+
+// steeringObjects checks that falcon has one program per hook on h2 (the
+// NIC and each overlay) and one arrival counter for all the containers'
+// ends, and returns the objects and the number of overlays.
+func steeringObjects(t *testing.T, h2 testbed.Host, nss []string, layout string) (bpfObjects, int) {
+	t.Helper()
 	objs := falconObjects(t, nss)
 	distinct := map[ebpf.ProgramID]bool{}
 	for _, id := range objs.progs {
@@ -102,15 +129,14 @@ func steeringOn(t *testing.T, layout string) {
 		t.Fatalf("want falcon hooks on the NIC and %d overlay(s) and an arrival counter on each of %d containers' ends linked on h2, and their maps, found %+v",
 			overlays, ends, objs)
 	}
+	return objs, overlays
+}
 
-	const port = 41234
-	tr, err := stagetrace.Start(stagetrace.Options{Netns: nss, Proto: 17, PortMin: port, PortMax: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	// The NIC hook's salt: its VXLAN device's ifindex, the lowest of them
-	// where there are several (wantHooks).
+// newPlacement is the placement on h2: the NIC hook's salt is its VXLAN
+// device's ifindex, the lowest of them where there are several
+// (wantHooks).
+func newPlacement(t *testing.T, h2 testbed.Host, cpus []int, overlays int) placement {
+	t.Helper()
 	ovIdx := devIfindex(t, h2.OverlayNS(), h2.Overlay)
 	vxIdx := ovIdx
 	if overlays > 1 {
@@ -122,8 +148,15 @@ func steeringOn(t *testing.T, layout string) {
 			vxIdx = min(vxIdx, d.Ifindex)
 		}
 	}
-	p := placement{cpus: cpus, vxIdx: uint32(vxIdx), ovIdx: uint32(ovIdx),
+	return placement{cpus: cpus, vxIdx: uint32(vxIdx), ovIdx: uint32(ovIdx),
 		nicStage: h2.Netns + "/" + h2.NIC, vxStage: h2.OverlayNS() + "/" + h2.Overlay}
+}
+
+// attempts sends the flows up to three times, until a run's placement can
+// be predicted from the hashes; it reports whether one could.
+func (p placement) attempts(ctx context.Context, t *testing.T, tb *testbed.Testbed, o Options, tr *stagetrace.Tracer, port uint16) bool {
+	t.Helper()
+	h2 := tb.Hosts[1]
 	exact := false
 	seen := map[stagetrace.Flow]bool{} // flows of earlier attempts
 	for attempt := 1; attempt <= 3 && !exact; attempt++ {
@@ -154,18 +187,7 @@ func steeringOn(t *testing.T, layout string) {
 				attempt, nic.Decisions, ovl.Decisions, r1.Load)
 		}
 	}
-	stopped = true
-	if err := a.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	sameValues(t, "after disable", before, queueValues(t, nss))
-	objs.gone(t)
-	noFilters(t, nss)
-	noTrace(t, tb, o)
-	noPaths(t, filepath.Join(o.pinRoot(), key), filepath.Join(o.stateRoot(), key))
-	if !exact {
-		t.Skip("the machine stayed saturated (load 100 %): placement can't be predicted from the hashes alone")
-	}
+	return exact
 }
 
 // calm waits, within reason, until the load the datapath decides with is
@@ -247,6 +269,15 @@ func (p placement) check(t *testing.T, h2 testbed.Host, runs map[stagetrace.Flow
 		return false
 	}
 
+	return p.checkPlaced(t, h2, runs, n, received, sent, stages, nic, ovl)
+
+}
+
+// checkPlaced checks where the n flows' stages ran against the twin's
+// prediction, flow by flow and in the hooks' own counters.
+func (p placement) checkPlaced(t *testing.T, h2 testbed.Host, runs map[stagetrace.Flow]flowRun, n int, received, sent uint64,
+	stages map[stagetrace.Flow]map[string]map[int]uint64, nic, ovl StageReport) bool {
+	t.Helper()
 	apart, predictedApart := 0, 0
 	wantVx, wantCt := map[int]uint64{}, map[int]uint64{}
 	for _, f := range sortedFlows(runs) {

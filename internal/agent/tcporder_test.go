@@ -74,7 +74,6 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 
 	const secs = 6
 	vanillaRun := tcpRun(ctx, t, tb, 5311, secs, nil)
-	vanilla := vanillaRun.ofo
 
 	o := testOptions(t, tb.Hosts[1].Netns)
 	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
@@ -89,43 +88,12 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	m := a.mode.(*falconMode)
-	var downs, ups int
 	_, servers := tb.Endpoints()
-	var last int64
-	ofoNow := func() int64 { // on the swing's goroutine: a failed read keeps the last count
-		if s, err := procfs.ReadSNMP(servers[0].Netns); err == nil {
-			return s["TcpExt"]["TCPOFOQueue"]
-		}
-		return last
-	}
-	last = ofoNow()
-	var perSwitch []string
-	var switches []time.Duration // CLOCK_MONOTONIC, as the order check's
-	r := tcpRun(ctx, t, tb, 5312, secs, func(i int) error {
-		switches = append(switches, monotonic())
-		n := ofoNow()
-		switch {
-		case i == 0:
-			perSwitch = append(perSwitch, fmt.Sprintf("start +%d", n-last))
-		case i%2 == 1:
-			perSwitch = append(perSwitch, fmt.Sprintf("down +%d", n-last))
-		default:
-			perSwitch = append(perSwitch, fmt.Sprintf("up +%d", n-last))
-		}
-		last = n
-		if i%2 == 0 {
-			if m.standDown(a.Host(), "test") {
-				downs++
-			}
-		} else if m.standUp(a.Host(), "test") == nil {
-			ups++
-		}
-		return nil
-	})
-	withFalcon := r.ofo
-	perSwitch = append(perSwitch, fmt.Sprintf("end +%d", ofoNow()-last))
-	t.Logf("out of order from the flow's start to the first switch, from each switch (stand-down or comeback) to the next, and after the last: %v", perSwitch)
+	sw := &switcher{a: a, m: a.mode.(*falconMode), netns: servers[0].Netns}
+	sw.last = sw.ofoNow()
+	r := tcpRun(ctx, t, tb, 5312, secs, sw.swing)
+	sw.perSwitch = append(sw.perSwitch, fmt.Sprintf("end +%d", sw.ofoNow()-sw.last))
+	t.Logf("out of order from the flow's start to the first switch, from each switch (stand-down or comeback) to the next, and after the last: %v", sw.perSwitch)
 	var moved, holds, timeouts uint64
 	if rep := status(t, o); rep.Totals != nil {
 		moved, holds, timeouts = rep.Totals.Moved, rep.Totals.GuardHolds, rep.Totals.GuardTimeouts
@@ -135,10 +103,61 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 		"TCPOFOQueue: %d without falcon, %d with falcon (%.0f Mbit/s, %d retransmits, sender saw %d reorderings); %d stand-downs, %d comebacks; "+
 		"guard since the last comeback: moved %d, held %d, timeouts %d",
 		vanillaRun.reordered, vanillaRun.segs, r.reordered, r.segs,
-		vanilla, withFalcon, r.BitsPerSecond/1e6, r.Retransmits, r.senderReorder, downs, ups, moved, holds, timeouts)
-	if downs == 0 || ups == 0 {
-		t.Errorf("falcon stood down %d times and came back %d: the run tested no switch", downs, ups)
+		vanillaRun.ofo, r.ofo, r.BitsPerSecond/1e6, r.Retransmits, r.senderReorder, sw.downs, sw.ups, moved, holds, timeouts)
+	if sw.downs == 0 || sw.ups == 0 {
+		t.Errorf("falcon stood down %d times and came back %d: the run tested no switch", sw.downs, sw.ups)
 	}
+	tcpVerdict(t, vanillaRun, r, sw.switches)
+}
+
+// switcher stands falcon down and back at each swing of the load, and
+// counts what the receiver queued out of order between switches.
+type switcher struct {
+	a         *Agent
+	m         *falconMode
+	netns     string // the server's
+	last      int64
+	perSwitch []string
+	switches  []time.Duration // CLOCK_MONOTONIC, as the order check's
+	downs     int
+	ups       int
+}
+
+// ofoNow runs on the swing's goroutine: a failed read keeps the last count.
+func (sw *switcher) ofoNow() int64 {
+	if s, err := procfs.ReadSNMP(sw.netns); err == nil {
+		return s["TcpExt"]["TCPOFOQueue"]
+	}
+	return sw.last
+}
+
+func (sw *switcher) swing(i int) error {
+	sw.switches = append(sw.switches, monotonic())
+	n := sw.ofoNow()
+	switch {
+	case i == 0:
+		sw.perSwitch = append(sw.perSwitch, fmt.Sprintf("start +%d", n-sw.last))
+	case i%2 == 1:
+		sw.perSwitch = append(sw.perSwitch, fmt.Sprintf("down +%d", n-sw.last))
+	default:
+		sw.perSwitch = append(sw.perSwitch, fmt.Sprintf("up +%d", n-sw.last))
+	}
+	sw.last = n
+	if i%2 == 0 {
+		if sw.m.standDown(sw.a.Host(), "test") {
+			sw.downs++
+		}
+	} else if sw.m.standUp(sw.a.Host(), "test") == nil {
+		sw.ups++
+	}
+	return nil
+}
+
+// tcpVerdict holds the run with falcon (r) to no segment reordered, unless
+// the kernel alone reordered some (vanillaRun).
+func tcpVerdict(t *testing.T, vanillaRun, r tcpResult, switches []time.Duration) {
+	t.Helper()
+	vanilla, withFalcon := vanillaRun.ofo, r.ofo
 	switch {
 	case vanillaRun.reordered != 0:
 		t.Logf("WITHOUT falcon %d segments reached the receiver after one sent later under this load: falcon not held to 0", vanillaRun.reordered)

@@ -47,7 +47,25 @@ func (h hdr) build(body []byte, base int, fields *[]span) []byte {
 	} else {
 		b = binary.BigEndian.AppendUint16(b, 0x0800)
 	}
+	l4 := h.l4(body)
+	if h.v6 {
+		b = h.appendIPv6(b, len(l4)+len(body), base, fields)
+	} else {
+		b = h.appendIPv4(b, len(l4)+len(body), base, fields)
+	}
+	if len(l4) > 0 {
+		mark(b, 2)
+		*fields = append(*fields, span{base + len(b) + 2, 2})
+		if h.proto == protoUDP {
+			*fields = append(*fields, span{base + len(b) + 4, 2})
+		}
+	}
+	b = append(b, l4...)
+	return append(b, body...)
+}
 
+// l4 is h's TCP or UDP header for body, none for other protocols.
+func (h hdr) l4(body []byte) []byte {
 	var l4 []byte
 	switch h.proto {
 	case protoTCP:
@@ -61,81 +79,83 @@ func (h hdr) build(body []byte, base int, fields *[]span) []byte {
 		binary.BigEndian.PutUint16(l4[0:], h.sport)
 		binary.BigEndian.PutUint16(l4[2:], h.dport)
 	}
+	return l4
+}
 
+// appendIPv4 appends h's IPv4 header before payload bytes, with options.
+func (h hdr) appendIPv4(b []byte, payload, base int, fields *[]span) []byte {
 	ip := len(b)
-	if !h.v6 {
-		ihl := 5 + h.v4opts
-		hd := make([]byte, ihl*4)
-		hd[0] = 0x40 | byte(ihl)
-		binary.BigEndian.PutUint16(hd[2:], uint16(len(hd)+len(l4)+len(body)))
-		binary.BigEndian.PutUint16(hd[6:], h.frag)
-		hd[8] = 64
-		hd[9] = h.proto
-		s, d := h.src.As4(), h.dst.As4()
-		copy(hd[12:], s[:])
-		copy(hd[16:], d[:])
-		for i := 20; i < len(hd); i++ {
-			hd[i] = 1 // NOP options
-		}
-		for _, f := range []span{{0, 1}, {2, 2}, {6, 2}, {9, 1}} {
-			*fields = append(*fields, span{base + ip + f.off, f.n})
-		}
-		b = append(b, hd...)
-	} else {
-		hd := make([]byte, 40)
-		hd[0] = 0x60
-		hd[7] = 64
-		s, d := h.src.As16(), h.dst.As16()
-		copy(hd[8:], s[:])
-		copy(hd[24:], d[:])
-		var ext []byte
-		next := h.proto
-		for i := len(h.exts) - 1; i >= 0; i-- {
-			var e []byte
-			switch t := h.exts[i]; t {
-			case 44: // fragment: fixed size, offset 0 with M set
-				e = []byte{next, 0, 0, 1, 0, 0, 0, 7}
-			case 51:
-				e = make([]byte, (int(h.extLens[i])+2)*4)
-			default:
-				e = make([]byte, (int(h.extLens[i])+1)*8)
-				e[2], e[3] = 1, byte(len(e)-4) // one PadN over the rest
-			}
-			e[0] = next
-			if h.exts[i] != 44 {
-				e[1] = h.extLens[i]
-			}
-			ext = append(e, ext...)
-			next = h.exts[i]
-		}
-		hd[6] = next
-		binary.BigEndian.PutUint16(hd[4:], uint16(len(ext)+len(l4)+len(body)))
-		for _, f := range []span{{0, 1}, {4, 2}, {6, 1}} {
-			*fields = append(*fields, span{base + ip + f.off, f.n})
-		}
-		b = append(b, hd...)
-		e := len(b)
-		for i := range h.exts {
-			*fields = append(*fields, span{base + e, 1}, span{base + e + 1, 1})
-			if h.exts[i] == 51 {
-				e += (int(h.extLens[i]) + 2) * 4
-			} else if h.exts[i] == 44 {
-				e += 8
-			} else {
-				e += (int(h.extLens[i]) + 1) * 8
-			}
-		}
-		b = append(b, ext...)
+	ihl := 5 + h.v4opts
+	hd := make([]byte, ihl*4)
+	hd[0] = 0x40 | byte(ihl)
+	binary.BigEndian.PutUint16(hd[2:], uint16(len(hd)+payload))
+	binary.BigEndian.PutUint16(hd[6:], h.frag)
+	hd[8] = 64
+	hd[9] = h.proto
+	s, d := h.src.As4(), h.dst.As4()
+	copy(hd[12:], s[:])
+	copy(hd[16:], d[:])
+	for i := 20; i < len(hd); i++ {
+		hd[i] = 1 // NOP options
 	}
-	if len(l4) > 0 {
-		mark(b, 2)
-		*fields = append(*fields, span{base + len(b) + 2, 2})
-		if h.proto == protoUDP {
-			*fields = append(*fields, span{base + len(b) + 4, 2})
-		}
+	for _, f := range []span{{0, 1}, {2, 2}, {6, 2}, {9, 1}} {
+		*fields = append(*fields, span{base + ip + f.off, f.n})
 	}
-	b = append(b, l4...)
-	return append(b, body...)
+	return append(b, hd...)
+}
+
+// extSize is the size of h's i-th IPv6 extension header.
+func (h hdr) extSize(i int) int {
+	switch h.exts[i] {
+	case 44: // fragment: fixed size
+		return 8
+	case 51:
+		return (int(h.extLens[i]) + 2) * 4
+	default:
+		return (int(h.extLens[i]) + 1) * 8
+	}
+}
+
+// appendIPv6 appends h's IPv6 header and extension headers before payload
+// bytes.
+func (h hdr) appendIPv6(b []byte, payload, base int, fields *[]span) []byte {
+	ip := len(b)
+	hd := make([]byte, 40)
+	hd[0] = 0x60
+	hd[7] = 64
+	s, d := h.src.As16(), h.dst.As16()
+	copy(hd[8:], s[:])
+	copy(hd[24:], d[:])
+	var ext []byte
+	next := h.proto
+	for i := len(h.exts) - 1; i >= 0; i-- {
+		e := make([]byte, h.extSize(i))
+		switch h.exts[i] {
+		case 44: // offset 0 with M set
+			e = []byte{next, 0, 0, 1, 0, 0, 0, 7}
+		case 51:
+		default:
+			e[2], e[3] = 1, byte(len(e)-4) // one PadN over the rest
+		}
+		e[0] = next
+		if h.exts[i] != 44 {
+			e[1] = h.extLens[i]
+		}
+		ext = append(e, ext...)
+		next = h.exts[i]
+	}
+	hd[6] = next
+	binary.BigEndian.PutUint16(hd[4:], uint16(len(ext)+payload))
+	for _, f := range []span{{0, 1}, {4, 2}, {6, 1}} {
+		*fields = append(*fields, span{base + ip + f.off, f.n})
+	}
+	b = append(b, hd...)
+	e := len(b)
+	for i := range h.exts {
+		*fields = append(*fields, span{base + e, 1}, span{base + e + 1, 1})
+		e += h.extSize(i)
+	}
+	return append(b, ext...)
 }
 
 func randAddr(r *rand.Rand, v6 bool) netip.Addr {

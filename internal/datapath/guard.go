@@ -19,7 +19,7 @@ import (
 // skb:kfree_skb that count, per
 // flow, the segments the last stage has delivered (once the NAPI poll that
 // carried them returns) or that were dropped on the way. A hook moves a flow only when they match what it sent
-// (bpf/choose.h).
+// (bpf/guard.h).
 
 // arriveProgName is the guard's arrival counter (bpf/guard.c), and
 // atNICProgName its twin on host NICs.
@@ -371,7 +371,7 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 			done += c.C[slot]
 			last = max(last, c.LastNs)
 		}
-		// Idle as the guard's last resort counts it (bpf/choose.h, lost):
+		// Idle as the guard's last resort counts it (bpf/guard.h, lost):
 		// nothing seen by the hook, nothing counted at the last stage.
 		idle := int64(now-v.LastSeenNs) > int64(timeout) && int64(now-last) > int64(timeout)
 		out := max(int64(v.Base+v.Sent-done), 0)
@@ -387,7 +387,7 @@ func steered(flowlets, hooks, doneMap *ebpf.Map, guardTimeout time.Duration) (Pe
 	return p, it.Err()
 }
 
-// doneSlot is the count a hook compares its sent with: bpf/choose.h's
+// doneSlot is the count a hook compares its sent with: bpf/guard.h's
 // done_slot for the tc roles, and for the split hook DONE_SPLIT when its
 // packets are marked (bpf/split.c), DONE_ALL otherwise.
 func doneSlot(h falconHook) int {

@@ -63,12 +63,7 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 	cfg := guardOnlyConfig()
 	cfg.CPUs = []int{8, 9}
 	h := newHarness(t, cfg)
-	// A flow whose two hash choices differ.
-	f := udp4
-	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
-	for h1 := steer.Hash32(f.hash() + salt); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + salt) {
-		f.sport++
-	}
+	f := twoChoiceFlow(h)
 	pkt := frame(f, pktOpts{})
 	fh := f.hash()
 
@@ -139,6 +134,17 @@ func TestGuardHoldsUntilArrived(t *testing.T) {
 	if c.Holds != 8 || c.Moved != 2 || c.Timeouts != 1 {
 		t.Errorf("guard counters: holds %d moved %d timeouts %d, want 8 2 1", c.Holds, c.Moved, c.Timeouts)
 	}
+}
+
+// twoChoiceFlow is a flow whose two hash choices at h's overlay hook
+// differ over two CPUs.
+func twoChoiceFlow(h *harness) flowSpec {
+	f := udp4
+	salt := uint32(h.hooks[HookOnOverlay].NextIfindex)
+	for h1 := steer.Hash32(f.hash() + salt); h1%2 == steer.Hash32(h1)%2; h1 = steer.Hash32(f.hash() + salt) {
+		f.sport++
+	}
+	return f
 }
 
 // TestTwinGuard replays random packet sequences, loads and arrivals through

@@ -89,33 +89,23 @@ func TestMflowWhichFlows(t *testing.T) {
 	h := newHarness(t, cfg)
 	h.addSplit(7)
 	h.setLoad(make([]uint32, MaxCPUs), 0, true)
-	outer := func(f flowSpec) []byte {
-		return vxlanFrame(netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("192.168.0.2"), DefaultVXLANPorts[0],
-			frame(f, pktOpts{payload: 100}), pktOpts{})
-	}
-	micro := func() uint64 { p, _ := h.microPackets(HookSplit); return p }
+	p := mflowProbe{h}
 
-	// nextWindow sends one packet of f after a window: a window at the
-	// elephant rate, whose bytes are that one packet.
-	nextWindow := func(f flowSpec) {
-		time.Sleep(MflowWindow + 2*time.Millisecond)
-		h.run(HookSplit, outer(f))
-	}
-	h.run(HookSplit, outer(tcp4))
-	if n := micro(); n != 0 {
+	h.run(HookSplit, p.outer(tcp4))
+	if n := p.micro(); n != 0 {
 		t.Fatalf("a flow's first packet went in a micro-flow (%d): no window has measured its rate yet", n)
 	}
-	nextWindow(tcp4)
-	if n := micro(); n != 0 {
+	p.nextWindow(tcp4)
+	if n := p.micro(); n != 0 {
 		t.Fatalf("after one window at the elephant rate: %d micro-flow packets, want none (it may be a burst)", n)
 	}
-	nextWindow(tcp4)
-	if n := micro(); n != 1 {
+	p.nextWindow(tcp4)
+	if n := p.micro(); n != 1 {
 		t.Fatalf("after two windows at the elephant rate: %d micro-flow packets, want 1", n)
 	}
 	// The tc hooks see an elephant: inline, no decision.
 	for _, role := range []HookRole{HookOnNIC, HookOnOverlay} {
-		pkt := outer(tcp4)
+		pkt := p.outer(tcp4)
 		if role == HookOnOverlay {
 			pkt = frame(tcp4, pktOpts{payload: 100})
 		}
@@ -131,51 +121,74 @@ func TestMflowWhichFlows(t *testing.T) {
 	// A pause: the window that ends with it (one packet in 30 windows'
 	// time) is below the rate, and one window at it after the pause is not
 	// enough to be an elephant again.
-	before := micro()
+	before := p.micro()
 	time.Sleep(30 * MflowWindow)
-	h.run(HookSplit, outer(tcp4))
-	nextWindow(tcp4)
-	if n := micro(); n != before {
+	h.run(HookSplit, p.outer(tcp4))
+	p.nextWindow(tcp4)
+	if n := p.micro(); n != before {
 		t.Fatalf("after a pause and one window at the rate: %d micro-flow packets, want none", n-before)
 	}
-	nextWindow(tcp4)
-	if n := micro(); n != before+1 {
+	p.nextWindow(tcp4)
+	if n := p.micro(); n != before+1 {
 		t.Fatalf("after a pause and two windows at the rate: %d micro-flow packets, want 1", n-before)
 	}
+	p.udpAndMice(t, cfg)
+}
 
-	// UDP: only with ReorderUDP.
-	h.run(HookSplit, outer(udp4))
-	before = micro()
-	nextWindow(udp4)
-	nextWindow(udp4)
-	if n := micro(); n != before {
+// mflowProbe sends packets through a harness's split hook and counts its
+// micro-flow packets.
+type mflowProbe struct{ h *harness }
+
+func (p mflowProbe) outer(f flowSpec) []byte {
+	return vxlanFrame(netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("192.168.0.2"), DefaultVXLANPorts[0],
+		frame(f, pktOpts{payload: 100}), pktOpts{})
+}
+
+func (p mflowProbe) micro() uint64 { n, _ := p.h.microPackets(HookSplit); return n }
+
+// nextWindow sends one packet of f after a window: a window at the
+// elephant rate, whose bytes are that one packet.
+func (p mflowProbe) nextWindow(f flowSpec) {
+	time.Sleep(MflowWindow + 2*time.Millisecond)
+	p.h.run(HookSplit, p.outer(f))
+}
+
+// udpAndMice: a UDP elephant is split only with ReorderUDP; a mouse, far
+// below the rate, never; nor anything while draining.
+func (p mflowProbe) udpAndMice(t *testing.T, cfg Config) {
+	t.Helper()
+	h := p.h
+	h.run(HookSplit, p.outer(udp4))
+	before := p.micro()
+	p.nextWindow(udp4)
+	p.nextWindow(udp4)
+	if n := p.micro(); n != before {
 		t.Errorf("a UDP elephant went in a micro-flow without ReorderUDP")
 	}
 	cfg.ReorderUDP = true
 	h.writeConfig(cfg)
-	h.run(HookSplit, outer(udp4)) // first seen now: no rate yet
-	nextWindow(udp4)
-	nextWindow(udp4)
-	if n := micro(); n != before+1 {
+	h.run(HookSplit, p.outer(udp4)) // first seen now: no rate yet
+	p.nextWindow(udp4)
+	p.nextWindow(udp4)
+	if n := p.micro(); n != before+1 {
 		t.Errorf("with ReorderUDP: %d micro-flow packets, want %d", n, before+1)
 	}
 
-	// A mouse: far below the rate, never split; nor anything while draining.
 	cfg.ElephantBps = 1_000_000_000
 	h.writeConfig(cfg)
 	mouse := flowSpec{protoTCP, netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("10.0.0.8"), 40001, 5201}
-	before = micro()
+	before = p.micro()
 	for i := 0; i < 3; i++ {
-		h.run(HookSplit, outer(mouse))
+		h.run(HookSplit, p.outer(mouse))
 		time.Sleep(MflowWindow + 2*time.Millisecond)
 	}
-	if n := micro(); n != before {
+	if n := p.micro(); n != before {
 		t.Errorf("a mouse went in %d micro-flow packets", n-before)
 	}
 	cfg.Draining = true
 	h.writeConfig(cfg)
-	h.run(HookSplit, outer(tcp4))
-	if n := micro(); n != before {
+	h.run(HookSplit, p.outer(tcp4))
+	if n := p.micro(); n != before {
 		t.Errorf("draining: an elephant still went in a micro-flow")
 	}
 }

@@ -36,62 +36,12 @@ func TestParseAndSteer(t *testing.T) {
 	load := []uint32{0, 90, 0, 0, 0, 0, 0, 0, 95} // CPUs 1 and 8 over the threshold
 	h.setLoad(load, 20, true)
 
-	steered := []struct {
-		name string
-		role HookRole
-		flow flowSpec
-		pkt  []byte
-	}{
-		{"overlay tcp4", HookOnOverlay, tcp4, frame(tcp4, pktOpts{payload: 100})},
-		{"overlay udp4", HookOnOverlay, udp4, frame(udp4, pktOpts{})},
-		{"overlay tcp6", HookOnOverlay, tcp6, frame(tcp6, pktOpts{payload: 10})},
-		{"overlay udp6", HookOnOverlay, udp6, frame(udp6, pktOpts{})},
-		{"overlay icmp", HookOnOverlay, icmp, frame(icmp, pktOpts{payload: 8})},
-		{"overlay vlan", HookOnOverlay, tcp4, frame(tcp4, pktOpts{vlan: true})},
-		{"overlay ip options", HookOnOverlay, udp4, frame(udp4, pktOpts{ipOptions: 3})},
-		{"overlay v6 hop-by-hop", HookOnOverlay, tcp6, frame(tcp6, pktOpts{v6HopOpts: true})},
-		{"nic v4 in v4", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})},
-		{"nic v6 in v4", HookOnNIC, udp6, vxlanFrame(underlay4a, underlay4b, 8472, frame(udp6, pktOpts{}), pktOpts{})},
-		{"nic v4 in v6", HookOnNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{}), pktOpts{})},
-		{"nic v6 in v6", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 1400}), pktOpts{})},
-		{"nic outer vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{vlan: true})},
-		{"nic inner vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{vlan: true}), pktOpts{})},
-		{"nic outer v6 hop-by-hop", HookOnNIC, tcp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp4, pktOpts{}), pktOpts{v6HopOpts: true})},
-		// headers beyond MAX_DIRECT_OFF: read with bpf_skb_load_bytes
-		{"nic deep headers", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
-	}
+	steered := steerCases()
 	for _, c := range steered {
 		h.checkSteer(c.name, h.run(c.role, c.pkt), c.role, c.flow.hash(), load, 20, false)
 	}
 
-	passed := []struct {
-		name, reason string
-		role         HookRole
-		pkt          []byte
-	}{
-		{"overlay arp", "non_ip", HookOnOverlay, arpFrame()},
-		{"nic arp", "non_ip", HookOnNIC, arpFrame()},
-		{"inner arp", "non_ip", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, arpFrame(), pktOpts{})},
-		{"v4 more fragments", "fragment", HookOnOverlay, frame(udp4, pktOpts{moreFrags: true})},
-		{"v4 later fragment", "fragment", HookOnOverlay, frame(udp4, pktOpts{fragOff: 185})},
-		{"v6 fragment header", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6Frag: true})},
-		{"v6 hop-by-hop then fragment", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6HopOpts: true, v6Frag: true})},
-		{"outer fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{moreFrags: true})},
-		{"inner fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(udp4, pktOpts{fragOff: 3}), pktOpts{})},
-		{"unconfigured port", "not_vxlan", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4790, frame(tcp4, pktOpts{}), pktOpts{})},
-		{"plain tcp at nic", "not_vxlan", HookOnNIC, frame(tcp4, pktOpts{})},
-		{"plain udp at nic", "not_vxlan", HookOnNIC, frame(udp6, pktOpts{})},
-		{"vxlan without I flag", "malformed", HookOnNIC, func() []byte {
-			p := vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})
-			p[14+20+8] = 0
-			return p
-		}()},
-		{"ip version 5", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x55; return p }()},
-		{"ihl 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x44; return p }()},
-		{"v6 header says 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp6, pktOpts{}); p[14] = 0x40; return p }()},
-		{"ethertype says v6, v4 inside", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{payload: 40}); p[12], p[13] = 0x86, 0xdd; return p }()},
-		{"short tcp", "truncated", HookOnOverlay, frame(tcp4, pktOpts{})[:14+20+19]},
-	}
+	passed := passCases()
 	want := map[string]uint64{}
 	for _, c := range passed {
 		r := h.run(c.role, c.pkt)
@@ -121,6 +71,74 @@ func TestParseAndSteer(t *testing.T) {
 	}
 	if ran != uint64(len(steered)+len(passed)) {
 		t.Errorf("packets ran = %d, want %d", ran, len(steered)+len(passed))
+	}
+}
+
+// steerCase is a frame a hook of role decides on: the inner flow's.
+type steerCase struct {
+	name string
+	role HookRole
+	flow flowSpec
+	pkt  []byte
+}
+
+// steerCases are TestParseAndSteer's frames of every shape the parser
+// reads to the inner flow.
+func steerCases() []steerCase {
+	return []steerCase{
+		{"overlay tcp4", HookOnOverlay, tcp4, frame(tcp4, pktOpts{payload: 100})},
+		{"overlay udp4", HookOnOverlay, udp4, frame(udp4, pktOpts{})},
+		{"overlay tcp6", HookOnOverlay, tcp6, frame(tcp6, pktOpts{payload: 10})},
+		{"overlay udp6", HookOnOverlay, udp6, frame(udp6, pktOpts{})},
+		{"overlay icmp", HookOnOverlay, icmp, frame(icmp, pktOpts{payload: 8})},
+		{"overlay vlan", HookOnOverlay, tcp4, frame(tcp4, pktOpts{vlan: true})},
+		{"overlay ip options", HookOnOverlay, udp4, frame(udp4, pktOpts{ipOptions: 3})},
+		{"overlay v6 hop-by-hop", HookOnOverlay, tcp6, frame(tcp6, pktOpts{v6HopOpts: true})},
+		{"nic v4 in v4", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})},
+		{"nic v6 in v4", HookOnNIC, udp6, vxlanFrame(underlay4a, underlay4b, 8472, frame(udp6, pktOpts{}), pktOpts{})},
+		{"nic v4 in v6", HookOnNIC, udp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(udp4, pktOpts{}), pktOpts{})},
+		{"nic v6 in v6", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{payload: 1400}), pktOpts{})},
+		{"nic outer vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{vlan: true})},
+		{"nic inner vlan", HookOnNIC, tcp4, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{vlan: true}), pktOpts{})},
+		{"nic outer v6 hop-by-hop", HookOnNIC, tcp4, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp4, pktOpts{}), pktOpts{v6HopOpts: true})},
+		// headers beyond MAX_DIRECT_OFF: read with bpf_skb_load_bytes
+		{"nic deep headers", HookOnNIC, tcp6, vxlanFrame(underlay6a, underlay6b, 4789, frame(tcp6, pktOpts{v6HopOpts: true, v6HopLen: 20}), pktOpts{v6HopOpts: true, v6HopLen: 30})},
+	}
+}
+
+// passCase is a frame a hook of role must pass untouched, counted under
+// reason.
+type passCase struct {
+	name, reason string
+	role         HookRole
+	pkt          []byte
+}
+
+// passCases are TestParseAndSteer's frames the parser must not decide on.
+func passCases() []passCase {
+	return []passCase{
+		{"overlay arp", "non_ip", HookOnOverlay, arpFrame()},
+		{"nic arp", "non_ip", HookOnNIC, arpFrame()},
+		{"inner arp", "non_ip", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, arpFrame(), pktOpts{})},
+		{"v4 more fragments", "fragment", HookOnOverlay, frame(udp4, pktOpts{moreFrags: true})},
+		{"v4 later fragment", "fragment", HookOnOverlay, frame(udp4, pktOpts{fragOff: 185})},
+		{"v6 fragment header", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6Frag: true})},
+		{"v6 hop-by-hop then fragment", "fragment", HookOnOverlay, frame(udp6, pktOpts{v6HopOpts: true, v6Frag: true})},
+		{"outer fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{moreFrags: true})},
+		{"inner fragment", "fragment", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4789, frame(udp4, pktOpts{fragOff: 3}), pktOpts{})},
+		{"unconfigured port", "not_vxlan", HookOnNIC, vxlanFrame(underlay4a, underlay4b, 4790, frame(tcp4, pktOpts{}), pktOpts{})},
+		{"plain tcp at nic", "not_vxlan", HookOnNIC, frame(tcp4, pktOpts{})},
+		{"plain udp at nic", "not_vxlan", HookOnNIC, frame(udp6, pktOpts{})},
+		{"vxlan without I flag", "malformed", HookOnNIC, func() []byte {
+			p := vxlanFrame(underlay4a, underlay4b, 4789, frame(tcp4, pktOpts{}), pktOpts{})
+			p[14+20+8] = 0
+			return p
+		}()},
+		{"ip version 5", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x55; return p }()},
+		{"ihl 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{}); p[14] = 0x44; return p }()},
+		{"v6 header says 4", "malformed", HookOnOverlay, func() []byte { p := frame(tcp6, pktOpts{}); p[14] = 0x40; return p }()},
+		{"ethertype says v6, v4 inside", "malformed", HookOnOverlay, func() []byte { p := frame(tcp4, pktOpts{payload: 40}); p[12], p[13] = 0x86, 0xdd; return p }()},
+		{"short tcp", "truncated", HookOnOverlay, frame(tcp4, pktOpts{})[:14+20+19]},
 	}
 }
 

@@ -42,76 +42,20 @@ func TestSplitHostNIC(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("sh%d", os.Getpid())
-	tb, err := testbed.Up(ctx, testbed.Spec{Name: name, Layout: "host"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := testbed.Down(name); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sh%d", os.Getpid()), Layout: "host"})
 	h1, h2 := tb.Hosts[0], tb.Hosts[1]
 	nicIdx := ifindex(t, h2.Netns, h2.NIC)
 	ping(t, h1.Netns, h2.Addr)
-
-	cfg := DefaultConfig()
-	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
-	cfg.CPUs = []int{0, 1}
-	cfg.SplitCPUs = []int{1}
-	cfg.StaleAfter = 0
-	d, err := Load(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := splitOnHostNIC(t, h2, nicIdx)
 	closed := false
 	defer func() {
 		if !closed {
 			d.Close()
 		}
 	}()
-	if err := d.SetLoad(make([]uint32, 2), 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	ino, err := netns.Inode(h2.Netns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.AddStage(StageDev{NetnsIno: uint32(ino), Ifindex: nicIdx, Last: true}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.AttachArrival(Hook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}); err != nil {
-		t.Fatal(err)
-	}
-	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}
-	if err := d.AttachSplit(nic); err != nil {
-		t.Fatal(err)
-	}
-	var hk falconHook
-	if err := d.maps.FalconHooks.Lookup(d.splits[nic.Hook().key()].id, &hk); err != nil {
-		t.Fatal(err)
-	}
-	if hk.HostNic != 1 || hk.Marks != 1 {
-		t.Fatalf("split hook: host_nic %d, marks %d; want both 1 (its arrival counter carries the mark)", hk.HostNic, hk.Marks)
-	}
-	time.Sleep(cfg.GuardTimeout) // flows first seen by a young hook stay inline
 	nicStage := h2.Netns + "/" + h2.NIC
 	dst := netip.MustParseAddr(h2.Addr)
-
-	// owed: what the split sent of flows still active and the arrival
-	// counter has not counted yet.
-	owed := func(t *testing.T) {
-		t.Helper()
-		time.Sleep(20 * time.Millisecond) // well inside the guard timeout: the flows are not idle yet
-		p, err := d.Steered()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.InFlight != 0 || p.IdleInFlight != 0 {
-			t.Errorf("after the traffic: %+v; want nothing in flight (every packet the split sent counted at h2's wire)", p)
-		}
-	}
+	owed := noneOwed(d)
 
 	t.Run("udp", func(t *testing.T) {
 		const port = 40134
@@ -163,6 +107,68 @@ func TestSplitHostNIC(t *testing.T) {
 	}
 	if n := tcPrograms(t, h2.Netns, nicIdx); n != 0 {
 		t.Errorf("%d tc programs still on %s's ingress after Close", n, h2.NIC)
+	}
+}
+
+// splitOnHostNIC loads a datapath that splits over {1} at h2's wire end,
+// with the arrival counter there as the last stage, and waits out the
+// guard timeout: flows first seen by a young hook stay inline.
+func splitOnHostNIC(t *testing.T, h2 testbed.Host, nicIdx int) *Datapath {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
+	cfg.CPUs = []int{0, 1}
+	cfg.SplitCPUs = []int{1}
+	cfg.StaleAfter = 0
+	d, err := Load(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := func(format string, args ...any) {
+		d.Close()
+		t.Fatalf(format, args...)
+	}
+	if err := d.SetLoad(make([]uint32, 2), 0, 0); err != nil {
+		fail("%v", err)
+	}
+	ino, err := netns.Inode(h2.Netns)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := d.AddStage(StageDev{NetnsIno: uint32(ino), Ifindex: nicIdx, Last: true}); err != nil {
+		fail("%v", err)
+	}
+	if err := d.AttachArrival(Hook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}); err != nil {
+		fail("%v", err)
+	}
+	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, HostNIC: true}
+	if err := d.AttachSplit(nic); err != nil {
+		fail("%v", err)
+	}
+	var hk falconHook
+	if err := d.maps.FalconHooks.Lookup(d.splits[nic.Hook().key()].id, &hk); err != nil {
+		fail("%v", err)
+	}
+	if hk.HostNic != 1 || hk.Marks != 1 {
+		fail("split hook: host_nic %d, marks %d; want both 1 (its arrival counter carries the mark)", hk.HostNic, hk.Marks)
+	}
+	time.Sleep(cfg.GuardTimeout)
+	return d
+}
+
+// noneOwed checks that nothing the split sent of flows still active is
+// owed: the arrival counter has counted it all.
+func noneOwed(d *Datapath) func(t *testing.T) {
+	return func(t *testing.T) {
+		t.Helper()
+		time.Sleep(20 * time.Millisecond) // well inside the guard timeout: the flows are not idle yet
+		p, err := d.Steered()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.InFlight != 0 || p.IdleInFlight != 0 {
+			t.Errorf("after the traffic: %+v; want nothing in flight (every packet the split sent counted at h2's wire)", p)
+		}
 	}
 }
 

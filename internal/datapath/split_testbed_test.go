@@ -220,54 +220,118 @@ func TestSplitOnTestbed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	b := newSplitBed(ctx, t)
+	defer b.d.Close()
+	// Flows first seen while the hooks are younger than the guard timeout
+	// stay inline (they may have packets from before the hooks queued).
+	time.Sleep(b.guardTimeout)
+	progID, mapID := b.checkAttached(t)
+
+	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
+		defer st.Close()
+	}
+	t.Run("udp", b.udp)
+	t.Run("tcp", b.tcp)
+	t.Run("unmark", b.unmark)
+	t.Run("overload", b.overload)
+	t.Run("running", b.running)
+
+	if ps, err := b.d.ProgramStats(); err == nil {
+		for _, s := range ps {
+			t.Logf("cost at %s (%s): %d runs, %v per packet", s.Hook, s.Hook.Role, s.RunCount, s.PerRun())
+		}
+	}
+
+	// Close removes the XDP program, the cpumap and the tracepoints.
+	if err := b.d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if id := xdpProg(t, b.h2.Netns, b.nicIdx); id != 0 {
+		t.Errorf("XDP program %d still on %s", id, b.h2.NIC)
+	}
+	checkProgsGone(t, []ebpf.ProgramID{progID})
+	waitMapGone(t, mapID)
+	if err := b.d.DetachSplit(b.nic); err != nil && !errors.Is(err, os.ErrClosed) {
+		t.Errorf("DetachSplit after Close: %v", err)
+	}
+}
+
+// splitBed is TestSplitOnTestbed's testbed and datapath: the tc hooks on
+// h2's NIC and VXLAN device, the split on its NIC, over CPUs 0 and 1 at
+// load 0, the split set {1}.
+type splitBed struct {
+	ctx                          context.Context
+	d                            *Datapath
+	tb                           *testbed.Testbed
+	h2                           testbed.Host
+	cl, sv                       testbed.Container
+	cpus                         []int
+	load                         []uint32
+	nicIdx, ovlIdx, devIdx       int
+	nic                          SplitHook
+	nicStage, ovlStage, devStage string
+	guardTimeout                 time.Duration
+}
+
+func newSplitBed(ctx context.Context, t *testing.T) *splitBed {
+	t.Helper()
 	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sp%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
-	cl, sv := tb.Hosts[0].Containers[0], h2.Containers[0]
-	nicIdx, ovlIdx, devIdx := ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)
+	b := &splitBed{ctx: ctx, tb: tb, h2: h2, cl: tb.Hosts[0].Containers[0], sv: h2.Containers[0], cpus: []int{0, 1}, load: make([]uint32, 2)}
+	cl, sv := b.cl, b.sv
+	b.nicIdx, b.ovlIdx, b.devIdx = ifindex(t, h2.Netns, h2.NIC), ifindex(t, h2.Netns, h2.Overlay), ifindex(t, sv.Netns, sv.Dev)
+	b.nicStage, b.ovlStage, b.devStage = h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
 	setRPS(t, h2.Netns, h2.Overlay, "3")
 	setRPS(t, sv.Netns, sv.Dev, "3")
 	ping(t, cl.Netns, sv.Addr)
 
-	cpus := []int{0, 1}
 	cfg := DefaultConfig()
 	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
-	cfg.CPUs = cpus
+	cfg.CPUs = b.cpus
 	cfg.SplitCPUs = []int{1}
 	cfg.StaleAfter = 0
+	b.guardTimeout = cfg.GuardTimeout
 	d, err := Load(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	load := make([]uint32, 2)
-	if err := d.SetLoad(load, 0, 0); err != nil {
+	b.d = d
+	if err := d.SetLoad(b.load, 0, 0); err != nil {
+		d.Close()
 		t.Fatal(err)
 	}
 	for _, h := range []Hook{
-		{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC, Role: HookOnNIC, NextIfindex: ovlIdx},
-		{Netns: h2.Netns, Ifindex: ovlIdx, Name: h2.Overlay, Role: HookOnOverlay, NextIfindex: devIdx},
+		{Netns: h2.Netns, Ifindex: b.nicIdx, Name: h2.NIC, Role: HookOnNIC, NextIfindex: b.ovlIdx},
+		{Netns: h2.Netns, Ifindex: b.ovlIdx, Name: h2.Overlay, Role: HookOnOverlay, NextIfindex: b.devIdx},
 	} {
 		if err := d.Attach(h); err != nil {
+			d.Close()
 			t.Fatal(err)
 		}
 	}
-	nic := SplitHook{Netns: h2.Netns, Ifindex: nicIdx, Name: h2.NIC}
+	b.nic = SplitHook{Netns: h2.Netns, Ifindex: b.nicIdx, Name: h2.NIC}
 	// The wire's sending end, in h1, runs with tx checksum offload off.
-	if s, err := CheckSplit(h2.Netns, nicIdx, h2.NIC); err != nil || !s.PeerKnown || s.PeerTxChecksum {
+	if s, err := CheckSplit(h2.Netns, b.nicIdx, h2.NIC); err != nil || !s.PeerKnown || s.PeerTxChecksum {
 		t.Errorf("CheckSplit: %+v, %v; want the peer in h1 found, without checksum offload", s, err)
 	}
-	if err := d.AttachSplit(nic); err != nil {
+	if err := d.AttachSplit(b.nic); err != nil {
+		d.Close()
 		t.Fatal(err)
 	}
-	if err := d.AttachSplit(nic); err != nil {
+	if err := d.AttachSplit(b.nic); err != nil {
+		d.Close()
 		t.Fatalf("attaching again: %v", err)
 	}
-	// Flows first seen while the hooks are younger than the guard timeout
-	// stay inline (they may have packets from before the hooks queued).
-	time.Sleep(cfg.GuardTimeout)
-	progID, mapID := d.XDPProgramID(nic), d.CPUMapID()
-	if progID == 0 || mapID == 0 || xdpProg(t, h2.Netns, nicIdx) != uint32(progID) {
-		t.Fatalf("split program %d, cpumap %d, XDP on %s: %d", progID, mapID, h2.NIC, xdpProg(t, h2.Netns, nicIdx))
+	return b
+}
+
+// checkAttached: the split program is on the NIC, and the cpumap holds CPU
+// 1 alone; it returns their ids.
+func (b *splitBed) checkAttached(t *testing.T) (ebpf.ProgramID, ebpf.MapID) {
+	t.Helper()
+	progID, mapID := b.d.XDPProgramID(b.nic), b.d.CPUMapID()
+	if progID == 0 || mapID == 0 || xdpProg(t, b.h2.Netns, b.nicIdx) != uint32(progID) {
+		t.Fatalf("split program %d, cpumap %d, XDP on %s: %d", progID, mapID, b.h2.NIC, xdpProg(t, b.h2.Netns, b.nicIdx))
 	}
 	var ents int
 	var k, v uint32
@@ -285,347 +349,91 @@ func TestSplitOnTestbed(t *testing.T) {
 	if ents != 1 {
 		t.Errorf("cpumap has %d entries, want 1 (CPU 1)", ents)
 	}
+	return progID, mapID
+}
 
-	if st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err == nil {
-		defer st.Close()
-	}
-	nicStage, ovlStage, devStage := h2.Netns+"/"+h2.NIC, h2.Netns+"/"+h2.Overlay, sv.Netns+"/"+sv.Dev
-
-	t.Run("udp", func(t *testing.T) {
-		const port = 40124
-		dst := netip.MustParseAddr(sv.Addr)
-		tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{h2.Netns, sv.Netns}, Proto: 17, PortMin: port, PortMax: port})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		before := splitStage(t, d)
-		sendInOrder(ctx, t, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0}, sv.Netns)
-		recs, err := tr.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		flows := stagetrace.StagesByFlow(recs)
-		if len(flows) != 8 {
-			t.Fatalf("saw %d flows, want 8", len(flows))
-		}
-		var atNIC uint64
-		for f, st := range flows {
-			atNIC += stagetrace.Total(st[nicStage])
-			t.Logf("%s: nic %s | vxlan %s | container %s", f,
-				stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]), stagetrace.FormatCPUs(st[devStage]))
-			if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
-				t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", f, stagetrace.FormatCPUs(st[nicStage]))
-			}
-			fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
-			wantOvl, _ := steer.Choose(fh, uint32(ovlIdx), cpus, load, 85, 0, false)
-			if c, ok := mainCPU(st[ovlStage]); !ok || c != wantOvl {
-				t.Errorf("%s: VXLAN stage on %s, the twin predicts CPU %d", f, stagetrace.FormatCPUs(st[ovlStage]), wantOvl)
-			}
-		}
-
-		after := splitStage(t, d)
-		c, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		redirected := after.SteeredTo[1] - before.SteeredTo[1]
-		cs := c.CPUMap[1]
-		t.Logf("split: ran on %v, redirected to CPU 1: %d; cpumap CPU 1: %+v", after.RanOn, redirected, cs)
-		// Frames the split program polls on a CPU before a poll there
-		// returned after its first one pass unmarked and uncounted (the
-		// GRO gate, split.c): at most one poll's worth. Under emulation
-		// the sender's own backlog drops some before the NIC (6.1 guest:
-		// 3287 of 4000 arrived), so the bar is what reached the NIC.
-		held := after.Holds - before.Holds
-		if atNIC < 8*500 {
-			t.Logf("%d of the %d datagrams sent reached the NIC: lost on the sending side", atNIC, 8*500)
-		}
-		if redirected+held < atNIC || held > 64 {
-			t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d that reached the NIC with at most 64 held",
-				redirected, held, atNIC)
-		}
-		// Every redirected frame is dropped at the full queue or reaches
-		// the kthread, which builds it or drops it.
-		// (less frames the gate held on CPU 1: built there, counted as
-		// sent there)
-		if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > after.SteeredTo[1] || got+after.Holds < after.SteeredTo[1] || cs.Batches == 0 {
-			t.Errorf("cpumap CPU 1: kthread built %d + dropped %d in %d batches, queue dropped %d, but the program redirected %d",
-				cs.Built, cs.BuildDrops, cs.Batches, cs.EnqueueDrops, after.SteeredTo[1])
-		}
-		if cs.Enqueued > after.SteeredTo[1] {
-			t.Errorf("cpumap CPU 1: %d enqueued, more than the %d redirected", cs.Enqueued, after.SteeredTo[1])
-		}
-		if cs.RedirectFail != 0 {
-			t.Errorf("%d redirects failed", cs.RedirectFail)
-		}
-	})
-
-	t.Run("tcp", func(t *testing.T) {
-		// A TCP sender also transmits from the softirq that takes an ACK,
-		// and its container's veth queues each segment on the backlog of
-		// the CPU that sent it (netif_rx): segments sent from two CPUs
-		// leave h1 out of order before any receive path sees them (vanilla
-		// showed TcpExt TCPOFOQueue > 0 here). RPS on h1's NIC takes every
-		// ACK to CPU 0, so all of h1's sending happens there and the wire
-		// order is the send order.
-		setRPS(t, tb.Hosts[0].Netns, tb.Hosts[0].NIC, "1")
-		data, st := splitTCP(ctx, t, d, cl.Netns, sv.Netns, sv.Addr, 40125, []string{h2.Netns}, nicStage, nil)
-		t.Logf("%s: nic %s | vxlan %s", data, stagetrace.FormatCPUs(st[nicStage]), stagetrace.FormatCPUs(st[ovlStage]))
-		if c, ok := mainCPU(st[nicStage]); !ok || c != 1 {
-			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[nicStage]))
-		}
-	})
-
-	// Unmarking before a detach: on the CPU that polls the NIC the split
-	// program stops marking once GRO let go of what it marked there, and
-	// passes the rest unmarked, in no count (a hold each); when the drain
-	// ends it marks again after the first poll. A detach then changes no
-	// frame's metadata under GRO (bpf/split.c gro_gate).
-	t.Run("unmark", func(t *testing.T) {
-		dst := netip.MustParseAddr(sv.Addr)
-		send := func(port uint16) (held uint64) {
-			t.Helper()
-			before := splitStage(t, d).Holds
-			sendInOrder(ctx, t, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 1, PktsPerFlow: 300, Size: 64, CPU: 0}, sv.Netns)
-			return splitStage(t, d).Holds - before
-		}
-		meta := func() uint32 {
-			t.Helper()
-			var g falconGroState
-			if err := d.maps.FalconGro.Lookup(d.splits[nic.Hook().key()].id, &g); err != nil {
-				t.Fatal(err)
-			}
-			return g.Meta
-		}
-		if m := meta(); m != 1 {
-			t.Fatalf("before: the split marks %d, want 1", m)
-		}
-		if err := d.SetDraining(true); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.SetUnmarking(true); err != nil {
-			t.Fatal(err)
-		}
-		held := send(40128)
-		t.Logf("unmarking: %d of 300 frames passed unmarked", held)
-		if held < 300 {
-			t.Errorf("unmarking: %d of 300 frames passed unmarked, want all (GRO held nothing marked)", held)
-		}
-		if ok, err := d.Unmarked(); err != nil || !ok || meta() != 0 {
-			t.Errorf("unmarking: Unmarked %v (%v), the split marks %d; want true, 0", ok, err, meta())
-		}
-		if err := d.SetDraining(false); err != nil {
-			t.Fatal(err)
-		}
-		if d.Config().Unmarking {
-			t.Error("SetDraining(false) left Unmarking on")
-		}
-		held = send(40129)
-		t.Logf("marking again: %d of 300 frames passed unmarked", held)
-		if held > 64 {
-			t.Errorf("marking again: %d of 300 frames unmarked, want at most the first poll's (64)", held)
-		}
-		if m := meta(); m != 1 {
-			t.Errorf("after: the split marks %d, want 1", m)
-		}
-	})
-
-	// Overload: the kthread's CPU also runs a busy loop while eight flows
-	// come at full rate. The split program keeps the queue from filling
-	// and counts each frame it drops for its flow, so the kernel drops
-	// none where no program sees the flow, and once the queues are empty
-	// every split flow's guard balances: what it sent arrived or was
-	// counted dropped (with a dropped frame unseen, a full-rate flow could
-	// never move again, nor falcon stand down).
-	t.Run("overload", func(t *testing.T) {
-		const port = 40126
-		dst := netip.MustParseAddr(sv.Addr)
-		r, err := seqcheck.Listen(sv.Netns, dst, port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		// The guard as the agent sets it up: the container's end counts
-		// arrivals, the VXLAN device its drops.
-		for _, st := range []struct {
-			ns, name string
-			ifindex  int
-			last     bool
-		}{{sv.Netns, sv.Dev, devIdx, true}, {h2.Netns, h2.Overlay, ovlIdx, false}} {
-			ino, err := netns.Inode(st.ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.AddStage(StageDev{NetnsIno: uint32(ino), Ifindex: st.ifindex, Last: st.last}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := d.AttachArrival(Hook{Netns: sv.Netns, Ifindex: devIdx, Name: sv.Dev}); err != nil {
-			t.Fatal(err)
-		}
-		id := d.splits[nic.Hook().key()].id
-		var hk falconHook
-		if err := d.maps.FalconHooks.Lookup(id, &hk); err != nil {
-			t.Fatal(err)
-		}
-		if hk.Marks == 0 {
-			t.Error("the split hook does not mark its packets, with the NIC's tc hook there to carry the mark")
-		}
-		var (
-			k   falconFlowletKey
-			v   falconFlowlet
-			per []falconDone
-		)
-		earlier := map[uint32]bool{} // the flows of the subtests before
-		for it := d.maps.FalconFlowlets.Iterate(); it.Next(&k, &v); {
-			earlier[k.Flowhash] = true
-		}
-		c0, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// At nice -19 the loop leaves the kthread a few per cent of CPU 1.
-		busy := exec.CommandContext(ctx, "nice", "-n", "-19", "taskset", "-c", "1", "sh", "-c", "while :; do :; done")
-		if err := busy.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer busy.Wait()
-		defer busy.Process.Kill()
-		sendCtx, stop := context.WithTimeout(ctx, 2*time.Second)
-		defer stop()
-		done := make(chan error, 1)
-		go func() {
-			_, err := r.Wait(ctx, 0)
-			done <- err
-		}()
-		err = seqcheck.Send(sendCtx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 1 << 28, Size: 64, CPU: 0})
-		if err != nil && sendCtx.Err() == nil {
-			t.Fatal(err)
-		}
-		busy.Process.Kill()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		c1, err := d.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		kernel := c1.CPUMap[1].EnqueueDrops - c0.CPUMap[1].EnqueueDrops
-		full := c1.CPUMap[1].QueueFull - c0.CPUMap[1].QueueFull
-		t.Logf("cpumap CPU 1: %d frames queued, %d dropped by the split program as the queue might fill, %d by the full queue",
-			c1.CPUMap[1].Enqueued-c0.CPUMap[1].Enqueued, full, kernel)
-		if kernel != 0 {
-			t.Errorf("the full queue dropped %d frames: the split program let it fill", kernel)
-		}
-		if full == 0 {
-			t.Log("the queue never came near full: this run did not test the bound")
-		}
-		n := 0
-		for it := d.maps.FalconFlowlets.Iterate(); it.Next(&k, &v); {
-			if k.Hook != id || earlier[k.Flowhash] {
-				continue
-			}
-			var arrived uint64
-			if d.maps.FalconDone.Lookup(&k.Flowhash, &per) == nil {
-				for _, c := range per {
-					arrived += c.C[doneSlot(hk)]
-				}
-			}
-			if v.Base+v.Sent != arrived {
-				t.Errorf("split flow %x: sent %d (base %d), arrived or counted dropped %d", k.Flowhash, v.Sent, v.Base, arrived)
-			}
-			n++
-		}
-		if n != 8 {
-			t.Errorf("%d new split flows in the guard, want the 8 sent", n)
-		}
-	})
-
-	// A split attached under running flows: their first counted frames
-	// stay on the NIC's CPU, behind those from before the attach, and
-	// their marks guard them from there, so they are split while they run
-	// (not once they pause for the guard timeout, which a full-rate flow
-	// never does), and stay in order.
-	t.Run("running", func(t *testing.T) {
-		const port = 40127
-		if err := d.DetachSplit(nic); err != nil {
-			t.Fatal(err)
-		}
-		dst := netip.MustParseAddr(sv.Addr)
-		r, err := seqcheck.Listen(sv.Netns, dst, port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		// The flows run from before the attach until a while after it;
-		// the attach itself may take seconds (a guest under emulation).
-		sendCtx, stop := context.WithCancel(ctx)
-		defer stop()
-		done := make(chan map[netip.AddrPort]seqcheck.Stats, 1)
-		go func() {
-			st, err := r.Wait(ctx, 0)
-			if err != nil {
-				t.Error(err)
-			}
-			done <- st
-		}()
-		sent := make(chan error, 1)
-		go func() {
-			sent <- seqcheck.Send(sendCtx, seqcheck.SendOptions{Netns: cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 1 << 28, Size: 64, CPU: 0})
-		}()
-		time.Sleep(time.Second)
-		if err := d.AttachSplit(nic); err != nil {
-			stop()
-			<-sent
-			t.Fatal(err)
-		}
-		// A flow moves once its first counted frames arrived: at once on
-		// hardware, within seconds under emulation.
-		before, start := splitStage(t, d).SteeredTo[1], time.Now()
-		var redirected uint64
-		for redirected == 0 && time.Since(start) < 10*time.Second {
-			time.Sleep(100 * time.Millisecond)
-			redirected = splitStage(t, d).SteeredTo[1] - before
-		}
-		waited := time.Since(start)
-		time.Sleep(500 * time.Millisecond) // split flows running on
-		stop()
-		if err := <-sent; err != nil && sendCtx.Err() == nil {
-			t.Fatal(err)
-		}
-		var got, bad uint64
-		for _, st := range <-done {
-			got += st.Received
-			bad += st.Reordered + st.Duplicates
-		}
-		g := splitStage(t, d).Guard
-		t.Logf("%d datagrams received, %d reordered or duplicated; the first frames redirected to CPU 1 %s after the attach; split guard: %d holds, %d moves, %d timeouts",
-			got, bad, waited.Round(time.Millisecond), g.Holds, g.Moved, g.Timeouts)
-		if bad != 0 {
-			t.Errorf("%d datagrams reordered or duplicated", bad)
-		}
-		if redirected == 0 {
-			t.Error("no frame of the running flows was split in the 10 s after the attach")
-		}
-	})
-
-	if ps, err := d.ProgramStats(); err == nil {
-		for _, s := range ps {
-			t.Logf("cost at %s (%s): %d runs, %v per packet", s.Hook, s.Hook.Role, s.RunCount, s.PerRun())
-		}
-	}
-
-	// Close removes the XDP program, the cpumap and the tracepoints.
-	if err := d.Close(); err != nil {
+func (b *splitBed) udp(t *testing.T) {
+	const port = 40124
+	dst := netip.MustParseAddr(b.sv.Addr)
+	tr, err := stagetrace.Start(stagetrace.Options{Netns: []string{b.h2.Netns, b.sv.Netns}, Proto: 17, PortMin: port, PortMax: port})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if id := xdpProg(t, h2.Netns, nicIdx); id != 0 {
-		t.Errorf("XDP program %d still on %s", id, h2.NIC)
+	defer tr.Close()
+	before := splitStage(t, b.d)
+	sendInOrder(b.ctx, t, seqcheck.SendOptions{Netns: b.cl.Netns, Dst: dst, Port: port, Flows: 8, PktsPerFlow: 500, Size: 64, CPU: 0}, b.sv.Netns)
+	recs, err := tr.Snapshot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	checkProgsGone(t, []ebpf.ProgramID{progID})
-	waitMapGone(t, mapID)
-	if err := d.DetachSplit(nic); err != nil && !errors.Is(err, os.ErrClosed) {
-		t.Errorf("DetachSplit after Close: %v", err)
+	flows := stagetrace.StagesByFlow(recs)
+	if len(flows) != 8 {
+		t.Fatalf("saw %d flows, want 8", len(flows))
+	}
+	var atNIC uint64
+	for f, st := range flows {
+		atNIC += stagetrace.Total(st[b.nicStage])
+		t.Logf("%s: b.nic %s | vxlan %s | container %s", f,
+			stagetrace.FormatCPUs(st[b.nicStage]), stagetrace.FormatCPUs(st[b.ovlStage]), stagetrace.FormatCPUs(st[b.devStage]))
+		if c, ok := mainCPU(st[b.nicStage]); !ok || c != 1 {
+			t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", f, stagetrace.FormatCPUs(st[b.nicStage]))
+		}
+		fh := steer.FlowHash(f.Proto, f.Src, f.Dst, f.Sport, f.Dport)
+		wantOvl, _ := steer.Choose(fh, uint32(b.ovlIdx), b.cpus, b.load, 85, 0, false)
+		if c, ok := mainCPU(st[b.ovlStage]); !ok || c != wantOvl {
+			t.Errorf("%s: VXLAN stage on %s, the twin predicts CPU %d", f, stagetrace.FormatCPUs(st[b.ovlStage]), wantOvl)
+		}
+	}
+
+	after := splitStage(t, b.d)
+	c, err := b.d.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	redirected := after.SteeredTo[1] - before.SteeredTo[1]
+	cs := c.CPUMap[1]
+	t.Logf("split: ran on %v, redirected to CPU 1: %d; cpumap CPU 1: %+v", after.RanOn, redirected, cs)
+	// Frames the split program polls on a CPU before a poll there
+	// returned after its first one pass unmarked and uncounted (the
+	// GRO gate, split.c): at most one poll's worth. Under emulation
+	// the sender's own backlog drops some before the NIC (6.1 guest:
+	// 3287 of 4000 arrived), so the bar is what reached the NIC.
+	held := after.Holds - before.Holds
+	if atNIC < 8*500 {
+		t.Logf("%d of the %d datagrams sent reached the NIC: lost on the sending side", atNIC, 8*500)
+	}
+	if redirected+held < atNIC || held > 64 {
+		t.Errorf("%d packets redirected to CPU 1 and %d held inline by the GRO gate, want the %d that reached the NIC with at most 64 held",
+			redirected, held, atNIC)
+	}
+	// Every redirected frame is dropped at the full queue or reaches
+	// the kthread, which builds it or drops it.
+	// (less frames the gate held on CPU 1: built there, counted as
+	// sent there)
+	if got := cs.Built + cs.BuildDrops + cs.EnqueueDrops; got > after.SteeredTo[1] || got+after.Holds < after.SteeredTo[1] || cs.Batches == 0 {
+		t.Errorf("cpumap CPU 1: kthread built %d + dropped %d in %d batches, queue dropped %d, but the program redirected %d",
+			cs.Built, cs.BuildDrops, cs.Batches, cs.EnqueueDrops, after.SteeredTo[1])
+	}
+	if cs.Enqueued > after.SteeredTo[1] {
+		t.Errorf("cpumap CPU 1: %d enqueued, more than the %d redirected", cs.Enqueued, after.SteeredTo[1])
+	}
+	if cs.RedirectFail != 0 {
+		t.Errorf("%d redirects failed", cs.RedirectFail)
+	}
+}
+
+func (b *splitBed) tcp(t *testing.T) {
+	// A TCP sender also transmits from the softirq that takes an ACK,
+	// and its container's veth queues each segment on the backlog of
+	// the CPU that sent it (netif_rx): segments sent from two CPUs
+	// leave h1 out of order before any receive path sees them (vanilla
+	// showed TcpExt TCPOFOQueue > 0 here). RPS on h1's NIC takes every
+	// ACK to CPU 0, so all of h1's sending happens there and the wire
+	// order is the send order.
+	setRPS(t, b.tb.Hosts[0].Netns, b.tb.Hosts[0].NIC, "1")
+	data, st := splitTCP(b.ctx, t, b.d, b.cl.Netns, b.sv.Netns, b.sv.Addr, 40125, []string{b.h2.Netns}, b.nicStage, nil)
+	t.Logf("%s: b.nic %s | vxlan %s", data, stagetrace.FormatCPUs(st[b.nicStage]), stagetrace.FormatCPUs(st[b.ovlStage]))
+	if c, ok := mainCPU(st[b.nicStage]); !ok || c != 1 {
+		t.Errorf("%s: NIC stage on %s, want CPU 1 (the split set)", data, stagetrace.FormatCPUs(st[b.nicStage]))
 	}
 }

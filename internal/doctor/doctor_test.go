@@ -98,7 +98,6 @@ func TestPlanted(t *testing.T) {
 func testPlanted(t *testing.T, layout string) {
 	tb := up(t, layout)
 	h := tb.Hosts[1]
-	c0, c1 := h.Containers[0], h.Containers[1]
 
 	clean, err := Run(Options{Netns: h.Netns})
 	if err != nil {
@@ -107,6 +106,50 @@ func testPlanted(t *testing.T, layout string) {
 	if p := problems(clean); len(p) > 0 {
 		t.Errorf("clean %s testbed has problems:\n%s", layout, strings.Join(p, "\n"))
 	}
+	checkRoles(t, layout, h, clean)
+
+	plants := plantProblems(t, layout, h, clean)
+
+	r, err := Run(Options{Netns: h.Netns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plants {
+		fs := findings(r, p.check, p.ns, p.dev)
+		if len(fs) != 1 || fs[0].Severity != p.sev || fs[0].Safe != p.safe || fs[0].Fix == "" {
+			t.Errorf("%s: findings %+v, want one %s %s on %s/%s, safe %v, with a fix", p.what, fs, p.sev, p.check, p.ns, p.dev, p.safe)
+		}
+	}
+	if got, want := len(problems(r)), len(plants); got != want {
+		t.Errorf("%d problems, want %d (one per plant):\n%s", got, want, strings.Join(problems(r), "\n"))
+	}
+
+	checkFixed(t, h, plants)
+
+	again, err := Run(Options{Netns: h.Netns, Fix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range again.Findings {
+		if f.Fixed {
+			t.Errorf("second --fix changed %s %s/%s again", f.Check, f.Netns, f.Device)
+		}
+	}
+	var left []string
+	for _, p := range plants {
+		if !p.safe {
+			left = append(left, p.check+" "+p.dev)
+		}
+	}
+	if got := problems(again); len(got) != len(left) {
+		t.Errorf("after --fix, problems:\n%s\nwant only the unsafe ones: %v", strings.Join(got, "\n"), left)
+	}
+}
+
+// checkRoles: a clean testbed's overlay has the devices of every role its
+// layout has.
+func checkRoles(t *testing.T, layout string, h testbed.Host, clean *Report) {
+	t.Helper()
 	wantRoles := map[discover.Role]int{discover.RoleNIC: 1, discover.RoleOverlay: 1, discover.RoleHostVeth: 2, discover.RoleContainer: 2}
 	if h.Bridge != "" {
 		wantRoles[discover.RoleBridge] = 1
@@ -117,13 +160,19 @@ func testPlanted(t *testing.T, layout string) {
 		wantRoles = map[discover.Role]int{discover.RoleNIC: 1, discover.RoleOverlay: 2, discover.RoleBridge: 2,
 			discover.RoleHostVeth: 4, discover.RoleContainer: 4}
 	}
-	ons := h.OverlayNS() // where the VXLAN device and the host veths are
 	for role, n := range wantRoles {
 		if got := len(clean.Overlay.Role(role)); got != n {
 			t.Errorf("clean %s: %d devices with role %s, want %d", layout, got, role, n)
 		}
 	}
+}
 
+// plantProblems plants on h a problem of every kind doctor finds, and
+// returns what it planted.
+func plantProblems(t *testing.T, layout string, h testbed.Host, clean *Report) []planted {
+	t.Helper()
+	c0, c1 := h.Containers[0], h.Containers[1]
+	ons := h.OverlayNS() // where the VXLAN device and the host veths are
 	// Someone tuned GRO on for every veth (Docker's own included: the
 	// ingress's and the load balancer's); two lost it.
 	for _, d := range append(clean.Overlay.Role(discover.RoleHostVeth), clean.Overlay.Role(discover.RoleContainer)...) {
@@ -162,21 +211,14 @@ func testPlanted(t *testing.T, layout string) {
 	} else if layout == "docker" {
 		t.Logf("rps_sock_flow_entries is %d (someone uses RFS): RFS plant skipped", orig)
 	}
+	return plants
+}
 
-	r, err := Run(Options{Netns: h.Netns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range plants {
-		fs := findings(r, p.check, p.ns, p.dev)
-		if len(fs) != 1 || fs[0].Severity != p.sev || fs[0].Safe != p.safe || fs[0].Fix == "" {
-			t.Errorf("%s: findings %+v, want one %s %s on %s/%s, safe %v, with a fix", p.what, fs, p.sev, p.check, p.ns, p.dev, p.safe)
-		}
-	}
-	if got, want := len(problems(r)), len(plants); got != want {
-		t.Errorf("%d problems, want %d (one per plant):\n%s", got, want, strings.Join(problems(r), "\n"))
-	}
-
+// checkFixed runs --fix: each safe plant is fixed and reads back fixed,
+// and the unsafe ones are left as they are.
+func checkFixed(t *testing.T, h testbed.Host, plants []planted) {
+	t.Helper()
+	ons := h.OverlayNS()
 	fixed, err := Run(Options{Netns: h.Netns, Fix: true})
 	if err != nil {
 		t.Fatal(err)
@@ -196,25 +238,6 @@ func testPlanted(t *testing.T, layout string) {
 	}
 	if feature(t, ons, h.Overlay, "tx-checksum-ip-generic") != "off" {
 		t.Error("--fix changed tx checksum offload on the VXLAN device, which is not a safe fix")
-	}
-
-	again, err := Run(Options{Netns: h.Netns, Fix: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range again.Findings {
-		if f.Fixed {
-			t.Errorf("second --fix changed %s %s/%s again", f.Check, f.Netns, f.Device)
-		}
-	}
-	var left []string
-	for _, p := range plants {
-		if !p.safe {
-			left = append(left, p.check+" "+p.dev)
-		}
-	}
-	if got := problems(again); len(got) != len(left) {
-		t.Errorf("after --fix, problems:\n%s\nwant only the unsafe ones: %v", strings.Join(got, "\n"), left)
 	}
 }
 

@@ -83,7 +83,7 @@ type Step struct {
 	TimedOut bool // ... after the guard gave up on lost packets
 }
 
-// Start is the entry a flow's first packet at a hook makes (bpf/choose.h,
+// Start is the entry a flow's first packet at a hook makes (bpf/guard.h,
 // decide), at time now with done its arrivals so far. A hook younger than
 // the guard timeout may have packets of the flow from before it queued on
 // this CPU's path, in no count: the flow starts inline, behind them, and
@@ -101,7 +101,7 @@ func Start(now, done, segs, recheck, expiry uint64, young, marked bool, want fun
 	return e
 }
 
-// Guard is the ordering guard (bpf/choose.h, decide) for one packet of segs
+// Guard is the ordering guard (bpf/guard.h, decide) for one packet of segs
 // segments at time now: done is the sum of the flow's arrivals at the next
 // stage and last when the latest of them was counted, want the policy's
 // choice given the current target. A changed choice takes effect only when

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -38,5 +41,36 @@ func TestFuncName(t *testing.T) {
 	}
 	if got := strings.Join(names, ","); got != "F,R.M,G.N" {
 		t.Errorf("got %s", got)
+	}
+}
+
+// TestMeasureC: bpf/'s own C files are held to the file limit, the kernel
+// headers vendored under bpf/include/ and C elsewhere are not.
+func TestMeasureC(t *testing.T) {
+	root := t.TempDir()
+	long := strings.Repeat("int x;\n", maxFileLines+1)
+	for _, rel := range []string{"bpf/long.c", "bpf/long.h", "bpf/short.c", "bpf/include/asm/long.h", "tools/long.c"} {
+		body := long
+		if strings.Contains(rel, "short") {
+			body = "int x;\n"
+		}
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	found, err := measure(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range found {
+		keys = append(keys, fmt.Sprintf("%s %d", o.key, o.lines))
+	}
+	want := fmt.Sprintf("file bpf/long.c %d,file bpf/long.h %d", maxFileLines+1, maxFileLines+1)
+	if got := strings.Join(keys, ","); got != want {
+		t.Errorf("got %s, want %s", got, want)
 	}
 }
