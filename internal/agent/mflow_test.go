@@ -180,7 +180,11 @@ func checkMicroFlows(t *testing.T, er, mr map[int]stagetrace.Runs, pin string, e
 	// The mouse moves whole, under the guard, between the split CPUs and
 	// the interrupt CPU (a CPU at 100 %, often in a 6.1 guest under
 	// emulation: runs of 10-40 segments there), so its runs do not tell;
-	// the split program's own state of the flow does.
+	// the split program's own state of the flow does. A paced mouse that
+	// catches up after its sender stalled (a loaded host, an emulated
+	// guest) runs at the elephant rate while it does, and is one
+	// meanwhile, in order under the guard (6.1 under TCG: 25 of 607): at
+	// a tenth of the elephant rate, that can be but a small share.
 	for _, f := range []struct {
 		name  string
 		flow  stagetrace.Flow
@@ -191,8 +195,8 @@ func checkMicroFlows(t *testing.T, er, mr map[int]stagetrace.Runs, pin string, e
 			t.Fatalf("%s: the split program's state: %+v, %v, %v", f.name, m, ok, err)
 		}
 		t.Logf("%s: %+v", f.name, m)
-		if (m.Split > 0) != f.split {
-			t.Errorf("the %s sent %d packets in micro-flows", f.name, m.Split)
+		if segs := uint64(stagetrace.AllRuns(mr).DataSegs); f.split && m.Split == 0 || !f.split && m.Split*10 > segs {
+			t.Errorf("the %s sent %d packets in micro-flows (the mouse %d in all)", f.name, m.Split, segs)
 		}
 	}
 	if m := stagetrace.AllRuns(mr); m.DataSegs < 100 {
