@@ -375,6 +375,15 @@ func (ch *churn) remove(c *churned) {
 	}
 	c.removed = time.Now()
 	ch.live = slices.DeleteFunc(ch.live, func(x *churned) bool { return x == c })
+	// Removed before it was steered: within the bound of 1 s that is no
+	// verdict (the last one added lives one period, 600 ms at 100 a
+	// minute); past it, a failure look can no longer see.
+	if c.steeredIn == 0 && slices.Contains(ch.adding, c) {
+		ch.adding = slices.DeleteFunc(ch.adding, func(x *churned) bool { return x == c })
+		if age := c.removed.Sub(c.added); age > time.Second {
+			ch.failed = append(ch.failed, fmt.Sprintf("%s not steered in its %v (%s)", c.c.Netns, age.Round(time.Millisecond), c.lacked))
+		}
+	}
 	ch.removing = append(ch.removing, c)
 }
 
