@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -170,13 +171,24 @@ func checkQuickRun(t *testing.T, work string, out []byte) {
 }
 
 // netnsList is the host's named network namespaces.
+// benchNetns matches the namespaces of the testbeds falcon bench names
+// (b<pid>-<n>): the stopped run's, and no other test's or session's.
+var benchNetns = regexp.MustCompile(`^fb-b[0-9]+-[0-9]+(-|$)`)
+
+// netnsList lists the bench testbeds' namespaces.
 func netnsList(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ip netns list: %v\n%s", err, out)
 	}
-	return string(out)
+	var ours []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && benchNetns.MatchString(f[0]) {
+			ours = append(ours, f[0])
+		}
+	}
+	return strings.Join(ours, "\n")
 }
 
 func firstLines(b []byte) string {
