@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"time"
 
@@ -14,11 +15,43 @@ import (
 // unsafeMatches are nftables expressions (and the xtables matches that
 // iptables-nft translates to) whose verdict can differ between packets of
 // one flow: a cached flow would skip them after its first packet passed.
-var unsafeMatches = []string{
-	"limit rate", "quota", "ct count", "queue", "numgen", "meta hour", "meta day", "meta time",
-	"xt match \"limit\"", "xt match \"hashlimit\"", "xt match \"connlimit\"", "xt match \"quota\"",
-	"xt match \"time\"", "xt match \"statistic\"", "xt match \"recent\"", "xt target \"NFQUEUE\"",
+// Each is matched as whole words ("nfacct counter" holds no "ct count").
+var unsafeMatches = regexp.MustCompile(`(^|\s)(limit rate|quota|ct count|queue|numgen|meta (hour|day|time)|` +
+	`xt match "?(limit|hashlimit|connlimit|quota|time|statistic|recent)"?|xt target "?NFQUEUE"?)(\s|$)`)
+
+// perFlowLines returns the lines of ruleset rs whose verdict can apply to
+// any packet of a flow: those of tables with a base chain other than nat.
+// A nat table's chains see a connection's first packet only (later ones
+// follow its conntrack entry), so what they match cannot change within a
+// flow: kube-proxy's random choice among a service's endpoints
+// (statistic) is made there.
+func perFlowLines(rs string) []string {
+	tables := strings.Split(rs, "\ntable ")
+	var out []string
+	for _, tb := range tables {
+		if !strings.Contains(tb, " hook ") || onlyNat.MatchString(tb) && !otherHook.MatchString(tb) {
+			continue
+		}
+		out = append(out, strings.Split(tb, "\n")...)
+	}
+	return out
 }
+
+// unsafeLines are the rules of ruleset rs that the fast path cannot honour.
+func unsafeLines(rs string) []string {
+	var found []string
+	for _, line := range perFlowLines(rs) {
+		if unsafeMatches.MatchString(line) {
+			found = append(found, strings.TrimSpace(line))
+		}
+	}
+	return found
+}
+
+var (
+	onlyNat   = regexp.MustCompile(`type nat hook`)
+	otherHook = regexp.MustCompile(`type (filter|route) hook`)
+)
 
 // ruleset is the host namespace's nftables ruleset as text. Without nft
 // it cannot be read, and rules may be there all the same (iptables-nft
@@ -50,15 +83,7 @@ func unsafeRules(ns string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var found []string
-	for _, line := range strings.Split(rs, "\n") {
-		for _, m := range unsafeMatches {
-			if strings.Contains(line, m) {
-				found = append(found, strings.TrimSpace(line))
-				break
-			}
-		}
-	}
+	found := unsafeLines(rs)
 	if len(found) > 0 {
 		if len(found) > 3 {
 			found = append(found[:3], fmt.Sprintf("and %d more", len(found)-3))
