@@ -176,10 +176,10 @@ func sameSnapshot(t *testing.T, what string, before, after map[string]string) {
 	}
 }
 
-// metric is the sum of a counter's series in the agent's metrics, read
-// from its address in namespace ns (the node's, the ConfigMap's
-// metrics-addr), which must serve them.
-func metric(t *testing.T, ns, name string) float64 {
+// agentMetrics are the series of the agent's metrics (name{labels} to
+// value), read from its address in namespace ns (the node's, the
+// ConfigMap's metrics-addr), which must serve them.
+func agentMetrics(t *testing.T, ns string) map[string]float64 {
 	t.Helper()
 	var body []byte
 	// The agent serves a snapshot of its counters up to this old.
@@ -200,14 +200,31 @@ func metric(t *testing.T, ns, name string) float64 {
 	if err != nil || !bytes.HasPrefix(body, []byte("HTTP/1.0 200")) && !bytes.HasPrefix(body, []byte("HTTP/1.1 200")) {
 		t.Fatalf("%s: the agent's metrics at 127.0.0.1:9750: %v\n%.300s", ns, err, body)
 	}
-	var sum float64
+	m := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && (f[0] == name || strings.HasPrefix(f[0], name+"{")) {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			sum += v
+		if f := strings.Fields(sc.Text()); len(f) == 2 && strings.HasPrefix(f[0], "falcon_") {
+			m[f[0]], _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
-	return sum
+	return m
+}
+
+// steering is what the hooks did between two readings of the metrics:
+// packets they decided on, and of those the ones given to another CPU than
+// the one their stage ran on (per hook and CPU, steered beyond seen:
+// docs/METRICS.md).
+func steering(before, after map[string]float64) (decided, moved float64) {
+	const steered, stage = "falcon_steered_packets_total{", "falcon_stage_packets_total{"
+	for k, v := range after {
+		labels, ok := strings.CutPrefix(k, steered)
+		if !ok {
+			continue
+		}
+		d := v - before[k]
+		decided += d
+		seen := after[stage+labels] - before[stage+labels]
+		moved += max(0, d-seen)
+	}
+	return decided, moved
 }
