@@ -64,6 +64,7 @@ func TestK8sDaemonSet(t *testing.T) {
 			t.Errorf("%s: falcon_steered_packets_total moved by %.0f during 2 MB of UDP each way: falcon did not steer the pods' traffic", h.Name, decided)
 		}
 	}
+	latePod(t, kc, tb.Hosts[1].Netns)
 	deleteDaemonSet(t, kc)
 	for i := range before {
 		sameSnapshot(t, tb.Hosts[i].Name+" after kubectl delete", before[i], nodeSnapshot(t, tb, i))
@@ -199,4 +200,33 @@ func describe(kc func(...string) ([]byte, error)) string {
 	out, _ := kc("-n", "falcon-system", "describe", "pods")
 	logs, _ := kc("-n", "falcon-system", "logs", "--tail=20", "-l", "app.kubernetes.io/name=falcon", "--prefix")
 	return fmt.Sprintf("%s\n%s", out, logs)
+}
+
+// latePod starts a pod on h2 after its agent (netns ns) is up, and checks
+// that the agent follows it: its namespace, pinned by containerd under the
+// node's /run/netns, reaches the agent's read-only mount of that directory
+// (HostToContainer). The pod is deleted again (its sleep, PID 1, ignores
+// SIGTERM: no grace period to wait out).
+func latePod(t *testing.T, kc func(...string) ([]byte, error), ns string) {
+	t.Helper()
+	n := agentMetrics(t, ns)["falcon_agent_containers"]
+	for _, a := range [][]string{
+		{"run", "late", "--image=" + k8sServer, "--image-pull-policy=Never", `--overrides={"apiVersion":"v1","spec":{"nodeName":"h2"}}`},
+		{"wait", "--for=condition=Ready", "pod/late", "--timeout=60s"},
+	} {
+		if out, err := kc(a...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", a[0], err, out)
+		}
+	}
+	start := time.Now()
+	for agentMetrics(t, ns)["falcon_agent_containers"] <= n {
+		if time.Since(start) > 30*time.Second {
+			t.Errorf("h2's agent does not follow a pod started after it (falcon_agent_containers stays %.0f)", n)
+			break
+		}
+	}
+	t.Logf("h2's agent followed a new pod %s after it was Ready", time.Since(start).Round(time.Millisecond))
+	if out, err := kc("delete", "pod", "late", "--grace-period=1", "--wait=true", "--timeout=60s"); err != nil {
+		t.Fatalf("kubectl delete pod: %v\n%s", err, out)
+	}
 }
