@@ -70,8 +70,11 @@ func TestK8sDaemonSet(t *testing.T) {
 		sameSnapshot(t, tb.Hosts[i].Name+" after kubectl delete", before[i], nodeSnapshot(t, tb, i))
 	}
 
-	// An unknown mode on h2: its agent stops and changes nothing; h1's runs.
-	applyDaemonSet(t, kc, "mode.h2=turbo")
+	// An unknown mode on h2: its agent stops and changes nothing; h1's runs
+	// another mode, RPS+ (RPS on the node's devices and its pods' eth0).
+	// (Not RFS: its table is the machine's, in the initial namespace only,
+	// which no node of the testbed is.)
+	applyDaemonSet(t, kc, "mode.h1=rps+", "mode.h2=turbo")
 	waitPods(t, kc, func(ps map[string]agentPod) bool {
 		return ps["h1"].Ready && strings.Contains(ps["h2"].Message, "unknown mode")
 	})
@@ -79,6 +82,9 @@ func TestK8sDaemonSet(t *testing.T) {
 	t.Logf("h2's termination message: %s", ps["h2"].Message)
 	if !strings.Contains(ps["h2"].Message, `"turbo"`) || !strings.Contains(ps["h2"].Message, "falcon") {
 		t.Errorf("h2's termination message names neither the mode nor the valid ones: %q", ps["h2"].Message)
+	}
+	if n := changed(before[0], nodeSnapshot(t, tb, 0)); n == 0 {
+		t.Errorf("h1's agent in mode rps+ changed nothing")
 	}
 	sameSnapshot(t, "h2 with an unknown mode", before[1], nodeSnapshot(t, tb, 1))
 	deleteDaemonSet(t, kc)
