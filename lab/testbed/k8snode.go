@@ -28,12 +28,25 @@ func containerdSock(name, host string) string {
 // kubelet and the CNI library keep there whatever they are told: device
 // plugins' sockets, kubelet's certificates, CNI results), with the
 // testbed's daemon directory, the working directory, bound back in place.
-// All of it goes when the node's last process does.
+// Like a machine, the node has its own sysfs (sysfs shows the devices of
+// the namespace that mounted it: a DaemonSet's hostPath /sys must show the
+// node's NIC, not the machine's), with the machine's cgroup trees moved
+// onto it and its own bpffs and tracefs; and its mounts are shared, as
+// systemd makes a machine's, so that pods may mount hostPaths with
+// HostToContainer propagation. All of it goes when the node's last process
+// does.
 const nodeMounts = `mount -t tmpfs -o mode=755 falcon-node /run
-mkdir -p "$DIR"
+mkdir -p "$DIR" /run/.cgroup
 mount --no-canonicalize --bind /proc/self/cwd "$DIR"
 mount -t tmpfs -o mode=755 falcon-node /var/log
 mount -t tmpfs -o mode=755 falcon-node /var/lib
+mount --rbind /sys/fs/cgroup /run/.cgroup
+mount -t sysfs falcon-node /sys
+mount --move /run/.cgroup /sys/fs/cgroup
+rmdir /run/.cgroup
+mount -t bpf falcon-node /sys/fs/bpf
+mount -t tracefs falcon-node /sys/kernel/tracing
+mount --make-rshared /
 `
 
 // enterNode is the command that runs a node daemon: in host h's network
