@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,39 +68,18 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// snapshot reads every RPS/RFS value of the overlay's devices, host and
-// container side, keyed by namespace and path.
+// snapshot reads every RPS/RFS value of the namespaces of the overlay's
+// devices, host and container side (queueValues), keyed by namespace and
+// path.
 func snapshot(t *testing.T, ov *discover.Overlay) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	byNS := map[string][]discover.Device{}
+	var nss []string
 	for _, d := range ov.Devices {
-		byNS[d.Netns] = append(byNS[d.Netns], d)
-	}
-	for ns, devs := range byNS {
-		err := netns.WithSysfs(ns, func(string) error {
-			for _, d := range devs {
-				for _, attr := range []string{"rps_cpus", "rps_flow_cnt"} {
-					qs, err := QueuePaths(d.Name, attr)
-					if err != nil {
-						return err
-					}
-					for _, p := range qs {
-						b, err := os.ReadFile(p)
-						if err != nil {
-							return err
-						}
-						out[ns+":"+p] = strings.TrimSpace(string(b))
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		if !slices.Contains(nss, d.Netns) {
+			nss = append(nss, d.Netns)
 		}
 	}
-	return out
+	return queueValues(t, nss)
 }
 
 func read(t *testing.T, ns, path string) string {
