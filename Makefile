@@ -26,8 +26,8 @@ test: test-setup build vet lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
 	scripts/fuzz.sh $(CI_FUZZTIME)
 
-# What the tests need beyond the demo's: the layouts' daemons (built once,
-# about 3 minutes, then cached outside the checkout), every workload's
+# What the tests need beyond the demo's: the layouts' daemons and Kubernetes
+# (built once, about 10 minutes, then cached outside the checkout), every workload's
 # tools, QEMU for the kernel guests. Nothing to do once it is all there;
 # as a user, nothing at all (the tests that need root skip).
 test-setup:

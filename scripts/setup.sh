@@ -13,10 +13,11 @@
 #   scripts/setup.sh --k8s      also the k8s layout's: Debian's containerd,
 #                               runc and iptables, and Kubernetes with etcd,
 #                               flanneld and the CNI plugins (built once from
-#                               the module proxy: scripts/k8s/build.sh)
+#                               the module proxy, about 7 minutes:
+#                               scripts/k8s/build.sh)
 #   scripts/setup.sh --test     everything `make test` and `make test-kernels`
 #                               need (they run it themselves): --bench,
-#                               --daemons, tmux (falcon top's test), chromium
+#                               --daemons, --k8s, tmux (falcon top's test), chromium
 #                               (report --html's), the Kubernetes manifest
 #                               validator, QEMU, busybox and kmod (the kernel
 #                               guests)
@@ -32,7 +33,7 @@ for a in "$@"; do
 	--bench) bench=1 ;;
 	--daemons) daemons=1 ;;
 	--k8s) k8s=1 ;;
-	--test) bench=1 daemons=1 test=1 ;;
+	--test) bench=1 daemons=1 k8s=1 test=1 ;;
 	-h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
 	esac

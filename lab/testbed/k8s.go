@@ -45,7 +45,7 @@ var k8sTools = []struct{ cmd, pkg string }{
 // error that says how to build them.
 func K8sDir() (string, error) {
 	return builtDir(K8sEnv, "k8s", k8sFiles, "layout k8s needs Kubernetes, etcd, flanneld and the CNI plugins",
-		"scripts/k8s/build.sh (scripts/setup.sh --k8s; about 30 minutes on 2 CPUs, once)")
+		"scripts/k8s/build.sh (scripts/setup.sh --k8s; about 7 minutes on 2 CPUs, once)")
 }
 
 // CheckK8s reports what keeps the k8s layout from being built here.
