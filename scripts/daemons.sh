@@ -27,23 +27,9 @@ TENCENT_VPC=v1.3.75 TENCENT_COMMON=v1.3.211
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 pins="flannel=$FLANNEL etcd=$ETCD cni=$CNI_PLUGINS flannel-cni=$FLANNEL_CNI tencent=$TENCENT_VPC,$TENCENT_COMMON $(go env GOVERSION)"
-if [ -z "${FALCON_CACHE:-}" ]; then
-	FALCON_CACHE=/var/cache/falcon
-	[ "$(id -u)" -eq 0 ] || FALCON_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/falcon
-fi
-dir=$FALCON_CACHE/daemons/$(printf %s "$pins" | sha256sum | cut -c1-12)
-current=$root/.cache/daemons/current
-mkdir -p "$root/.cache/daemons"
-
-if [ "${1:-}" != --force ] && [ -f "$dir/ok" ]; then
-	ln -sfn "$dir" "$current"
-	echo "daemons: built ($pins) in $dir"
-	exit 0
-fi
-
-start=$(date +%s)
-rm -rf "$dir"
-mkdir -p "$dir/bin" "$dir/cni" "$dir/build"
+# shellcheck source=lib/cache.sh
+. "$root/scripts/lib/cache.sh"
+cache_open daemons "" "${1:-}"
 export CGO_ENABLED=0 GOFLAGS=-trimpath
 build=(nice -n 10 go)
 
@@ -79,8 +65,4 @@ GOBIN=$dir/cni "${build[@]}" install -ldflags "-s -w" \
 GOBIN=$dir/cni "${build[@]}" install -ldflags "-s -w" \
 	"github.com/containernetworking/plugins/plugins/meta/flannel@$FLANNEL_CNI"
 
-rm -rf "$dir/build"
-printf '%s\n' "$pins" >"$dir/pins"
-touch "$dir/ok"
-ln -sfn "$dir" "$current"
-echo "daemons: built ($pins) in $dir in $(($(date +%s) - start)) s"
+cache_close daemons

@@ -27,23 +27,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 daemons=$(readlink -f "$root/.cache/daemons/current")
 
 pins="k8s=$K8S cni=$CNI_PLUGINS daemons=$(basename "$daemons") $(go env GOVERSION)"
-if [ -z "${FALCON_CACHE:-}" ]; then
-	FALCON_CACHE=/var/cache/falcon
-	[ "$(id -u)" -eq 0 ] || FALCON_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/falcon
-fi
-dir=$FALCON_CACHE/k8s/$K8S-$(printf %s "$pins" | sha256sum | cut -c1-12)
-current=$root/.cache/k8s/current
-mkdir -p "$root/.cache/k8s"
-
-if [ "${1:-}" != --force ] && [ -f "$dir/ok" ]; then
-	ln -sfn "$dir" "$current"
-	echo "k8s: built ($pins) in $dir"
-	exit 0
-fi
-
-start=$(date +%s)
-rm -rf "$dir"
-mkdir -p "$dir/bin" "$dir/cni" "$dir/build"
+# shellcheck source=../lib/cache.sh
+. "$root/scripts/lib/cache.sh"
+cache_open k8s "$K8S-" "${1:-}"
 export CGO_ENABLED=0 GOFLAGS=-trimpath
 go=(nice -n 19 go)
 
@@ -105,8 +91,4 @@ GOBIN=$dir/cni "${go[@]}" install -ldflags "-s -w" \
 cp "$daemons"/bin/etcd "$daemons"/bin/flanneld "$dir/bin/"
 cp "$daemons"/cni/* "$dir/cni/"
 
-rm -rf "$dir/build"
-printf '%s\n' "$pins" >"$dir/pins"
-touch "$dir/ok"
-ln -sfn "$dir" "$current"
-echo "k8s: built ($pins) in $dir in $(($(date +%s) - start)) s"
+cache_close k8s
