@@ -82,7 +82,7 @@ func ping(t *testing.T, c, s Endpoint, size int) {
 
 // iperf runs a short iperf3 TCP or UDP transfer from c to s and checks the
 // server received data.
-func iperf(t *testing.T, c, s Endpoint, udp bool) {
+func iperf(t *testing.T, c, s Endpoint, udp bool, extra ...string) {
 	t.Helper()
 	srv := inNS(s.Netns, "iperf3", "-s", "-1", "-B", s.Addr, "-p", "5201")
 	if err := srv.Start(); err != nil {
@@ -94,6 +94,7 @@ func iperf(t *testing.T, c, s Endpoint, udp bool) {
 	if udp {
 		args = append(args, "-u", "-b", "200M", "-l", "1400")
 	}
+	args = append(args, extra...)
 	var out []byte
 	var err error
 	// The server may not listen yet; iperf3 then fails at once (with -J
