@@ -237,6 +237,16 @@ func kubectl(name, ns, bin string, stdin []byte, args ...string) ([]byte, error)
 	return out, nil
 }
 
+// kubeletTails is the end of every node's kubelet log: where a node that
+// does not become ready says why.
+func kubeletTails(t *Testbed) string {
+	var b strings.Builder
+	for _, h := range t.Hosts {
+		fmt.Fprintf(&b, "\n%s's kubelet.log ends:\n%s", h.Name, logTail(filepath.Join(hostDir(t.Name, h.Name), "kubelet")))
+	}
+	return b.String()
+}
+
 // k8sNetwork waits for both nodes to be ready with a pod CIDR each, then
 // starts each flanneld and waits for it to take its node's subnet and
 // route the other's.
@@ -251,7 +261,7 @@ func (b *builder) k8sNetwork(bin string) error {
 		ready := strings.Count(string(out), "=True/10.")
 		return ready == len(t.Hosts), fmt.Errorf("nodes (ready/pod CIDR): %s", out)
 	}); err != nil {
-		return err
+		return fmt.Errorf("%w%s", err, kubeletTails(t))
 	}
 	for hi := range t.Hosts {
 		if err := b.startFlanneld(bin, hi); err != nil {
