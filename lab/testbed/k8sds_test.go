@@ -57,20 +57,7 @@ func TestK8sDaemonSet(t *testing.T) {
 			t.Logf("%s: the agent changed %d values (queues, hooks, pins, state)", tb.Hosts[i].Name, n)
 		}
 	}
-	m := []map[string]float64{agentMetrics(t, tb.Hosts[0].Netns), agentMetrics(t, tb.Hosts[1].Netns)}
-	a, b := tb.Hosts[0].Containers[0], tb.Hosts[1].Containers[0]
-	// 8 flows each way: each hashes to a CPU of its own choosing, so some
-	// stages run on another CPU than the one before them.
-	iperf(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, true, "-P", "8")
-	iperf(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, true, "-P", "8")
-	for i, h := range tb.Hosts[:2] {
-		decided, moved := steering(m[i], agentMetrics(t, h.Netns))
-		t.Logf("%s: the hooks decided on %.0f packets during the transfers, %.0f of them given to another CPU", h.Name, decided, moved)
-		if decided < 1000 || moved == 0 {
-			t.Errorf("%s: during 2 MB of UDP in 8 flows each way falcon_steered_packets_total moved by %.0f, %.0f of them to another CPU: falcon did not steer the pods' traffic",
-				h.Name, decided, moved)
-		}
-	}
+	steerPods(t, tb)
 	latePod(t, kc, tb.Hosts[1].Netns)
 	deleteDaemonSet(t, kc)
 	for i := range before {
@@ -104,6 +91,26 @@ func TestK8sDaemonSet(t *testing.T) {
 		t.Errorf("mounts left under %s:\n%s", daemonDir(tb.Name), mi)
 	}
 	t.Logf("test (image, up, two applies and deletes, down) in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// steerPods sends 8 UDP flows each way between the first pods of h1 and h2
+// and requires each node's hooks to have decided on them and given some
+// to another CPU: each flow hashes to a CPU of its own choosing, so some
+// stages run on another CPU than the one before them.
+func steerPods(t *testing.T, tb *Testbed) {
+	t.Helper()
+	m := []map[string]float64{agentMetrics(t, tb.Hosts[0].Netns), agentMetrics(t, tb.Hosts[1].Netns)}
+	a, b := tb.Hosts[0].Containers[0], tb.Hosts[1].Containers[0]
+	iperf(t, Endpoint{a.Netns, a.Addr, a.Dev}, Endpoint{b.Netns, b.Addr, b.Dev}, true, "-P", "8")
+	iperf(t, Endpoint{b.Netns, b.Addr, b.Dev}, Endpoint{a.Netns, a.Addr, a.Dev}, true, "-P", "8")
+	for i, h := range tb.Hosts[:2] {
+		decided, moved := steering(m[i], agentMetrics(t, h.Netns))
+		t.Logf("%s: the hooks decided on %.0f packets during the transfers, %.0f of them given to another CPU", h.Name, decided, moved)
+		if decided < 1000 || moved == 0 {
+			t.Errorf("%s: during 2 MB of UDP in 8 flows each way falcon_steered_packets_total moved by %.0f, %.0f of them to another CPU: falcon did not steer the pods' traffic",
+				h.Name, decided, moved)
+		}
+	}
 }
 
 // changed counts the values of now that differ from before.
