@@ -44,8 +44,9 @@ const ModeFalcon = "falcon"
 // The implementations: the code behind the catalogue's modes.
 var implementations = map[string]implementation{
 	ModeFalcon: {
-		new:  func() Mode { return &falconMode{} },
-		what: "falcon to steer",
+		new:    func() Mode { return &falconMode{} },
+		what:   "falcon to steer",
+		steers: true,
 		preflight: func(o Options) error {
 			if o.Fastpath {
 				if err := datapath.FastPathSupported(); err != nil {
@@ -80,6 +81,7 @@ type implementation struct {
 	new       func() Mode           // a fresh Mode for one agent
 	what      string                // "falcon to steer": what a layout without an overlay lacks
 	preflight func(o Options) error // can this kernel run it at all (nil: yes)
+	steers    bool                  // it pins the steering's maps (config, load, counters)
 }
 
 // Mode is what an agent does to an overlay. The agent owns discovery, the

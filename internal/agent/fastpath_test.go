@@ -137,6 +137,13 @@ func TestFastPathLayouts(t *testing.T) {
 				t.Errorf("%d invalidations for %d announcements", in.Invalidations, flushes)
 			}
 			for _, a := range as {
+				if r, err := Status(a.host.Opts); err != nil {
+					t.Error(err)
+				} else if !r.Ready || r.Problem != "" {
+					t.Errorf("%s: status not ready (%q)", r.Netns, r.Problem)
+				}
+			}
+			for _, a := range as {
 				if err := a.Stop(); err != nil {
 					t.Error(err)
 				}

@@ -136,7 +136,8 @@ func Status(opts Options) (*Report, error) {
 	case !st.Ready:
 		r.Problem = "the agent is starting, or failed to undo its changes: see " + dir + "/" + LogFile
 	}
-	if st.PinDir == "" {
+	if impl, _ := lookupMode(st.Options.Mode); st.PinDir == "" || !impl.steers {
+		// No steering maps to read (the fast path's report is read above).
 		r.Ready = (r.Running || st.Static) && st.Ready
 		return r, nil
 	}
