@@ -78,6 +78,16 @@ static __always_inline void count(enum fp_counter c)
 		s->n[c]++;
 }
 
+/* The fast path's clock. Each bound it keeps is a second (GUARD_NS,
+ * TOUCH_NS, the agent's renewal), so the coarse clock, at most a tick
+ * behind CLOCK_MONOTONIC, is exact enough; the precise one reads the TSC,
+ * which cost a quarter of the programs' time on a KVM guest (0.17 us a
+ * datagram over the four programs on its path). */
+static __always_inline __u64 now_ns(void)
+{
+	return bpf_ktime_get_coarse_ns();
+}
+
 /* The configuration, or 0 while the fast path is off: also when the agent
  * has stopped renewing it, so a killed agent's programs, whose caches no
  * one invalidates any more, stop using them within a second. */
@@ -148,7 +158,7 @@ static __always_inline void touch(__u64 *used, __u64 now)
 SEC("tc")
 int fpath_nic_in(struct __sk_buff *skb)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = now_ns();
 	struct fp_config *c = config(now);
 	struct fp_pending init = {};
 	struct fp_ingress *e;
@@ -213,7 +223,7 @@ slow:
 SEC("tc")
 int fpath_pod_in(struct __sk_buff *skb)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = now_ns();
 	struct fp_config *c = config(now);
 	struct inner in;
 
@@ -231,7 +241,7 @@ int fpath_pod_in(struct __sk_buff *skb)
 SEC("tc")
 int fpath_veth_eg(struct __sk_buff *skb)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = now_ns();
 	struct fp_config *c = config(now);
 	struct fp_ingress e = {};
 	struct fp_pending *p;
@@ -302,7 +312,7 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e)
 SEC("tc")
 int fpath_veth_in(struct __sk_buff *skb)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = now_ns();
 	struct fp_config *c = config(now);
 	struct fp_pending init = {};
 	struct fp_egress *e;
@@ -358,7 +368,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 SEC("tc")
 int fpath_nic_eg(struct __sk_buff *skb)
 {
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = now_ns();
 	struct fp_config *c = config(now);
 	struct fp_egress e = {};
 	struct fp_pending *p;
