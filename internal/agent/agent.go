@@ -108,6 +108,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 	}
 
 	// From here on the system changes.
+	sweepOrphans(opts, h.Key, h.Log())
 	if h.lock, err = tryLock(h.Dir); err != nil {
 		if errors.Is(err, errLocked) {
 			pid := 0

@@ -29,6 +29,7 @@ func Disable(opts Options) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	sweepOrphans(opts, key, opts.log())
 	dir, pinDir := opts.stateDir(key), opts.pinDir(key)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		// Nothing recorded; pins alone would be a bug's leftovers.

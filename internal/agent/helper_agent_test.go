@@ -12,6 +12,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 // TestKilledAgent kills an agent with SIGKILL, as the OOM killer would;
@@ -69,7 +70,8 @@ func helperAgent(t *testing.T, o Options, policy string) *exec.Cmd {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		if _, err := Disable(o); err != nil {
+		// A test may have removed the namespace (TestSweepGoneNamespace).
+		if _, err := Disable(o); err != nil && netns.Exists(o.Netns) {
 			t.Errorf("disable after the test: %v", err)
 		}
 	})
