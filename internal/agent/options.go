@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -164,6 +166,20 @@ func Key(ns string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("ns-%d-%d", id.Dev, id.Ino), nil
+}
+
+var keyName = regexp.MustCompile(`^ns-([0-9]+)-([0-9]+)$`)
+
+// parseKey is Key's inverse: the namespace a state or pin directory's name
+// stands for.
+func parseKey(key string) (netns.ID, bool) {
+	m := keyName.FindStringSubmatch(key)
+	if m == nil {
+		return netns.ID{}, false
+	}
+	dev, err1 := strconv.ParseUint(m[1], 10, 64)
+	ino, err2 := strconv.ParseUint(m[2], 10, 64)
+	return netns.ID{Dev: dev, Ino: ino}, err1 == nil && err2 == nil
 }
 
 func (o *Options) stateDir(key string) string { return filepath.Join(o.stateRoot(), key) }

@@ -5,17 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
 )
-
-var keyName = regexp.MustCompile(`^ns-([0-9]+)-([0-9]+)$`)
 
 // sweepOrphans removes what agents left for network namespaces that no
 // longer exist: a killed agent's pins, which keep its programs loaded (and
@@ -41,10 +37,7 @@ func sweepOrphans(o Options, own string, log *slog.Logger) {
 		return
 	}
 	for _, key := range keys {
-		m := keyName.FindStringSubmatch(key)
-		dev, _ := strconv.ParseUint(m[1], 10, 64)
-		ino, _ := strconv.ParseUint(m[2], 10, 64)
-		if dev != self.Dev || live[ino] {
+		if id, _ := parseKey(key); id.Dev != self.Dev || live[id.Ino] {
 			continue
 		}
 		if err := sweepOrphan(o, key); err != nil {
@@ -62,7 +55,7 @@ func orphanCandidates(o Options, own string) []string {
 		ents, _ := os.ReadDir(root)
 		for _, e := range ents {
 			k := e.Name()
-			if e.IsDir() && keyName.MatchString(k) && k != own && !slices.Contains(keys, k) && !running(o.stateDir(k)) {
+			if _, ok := parseKey(k); ok && e.IsDir() && k != own && !slices.Contains(keys, k) && !running(o.stateDir(k)) {
 				keys = append(keys, k)
 			}
 		}
