@@ -104,8 +104,8 @@ func (l *drillLog) dump(t *testing.T) {
 // FALCON_DRILL_CYCLES sets the number of cycles. The suite runs 20:
 // leftovers are checked after every cycle, and over the 15 cycles after
 // the warm-up the memory bounds catch a goroutine or descriptor leaked
-// every third cycle, or 280 KiB of heap a cycle (40 cycles would catch a
-// third of that, at twice CI's time). That is 36 s where a cycle takes
+// every third cycle, or 280 KiB of heap a cycle (40 cycles would catch
+// 120 KiB, at twice CI's time). That is 36 s where a cycle takes
 // 1.8 s and 2.5 min where the program loads compete with the saturated
 // CPUs for 7 s a cycle (2 vCPUs under KVM in docker, CI); 1000 cycles
 // need -timeout 40m (results/reliability-2cpu-vm/reliability-cycles.md).
