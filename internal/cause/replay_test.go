@@ -80,7 +80,7 @@ func sim(name string, windows int, offered func(i int) uint64, capacity uint64, 
 		}
 		n := min(offered(i), uint64(15/cost))
 		ticks := float64(n) * cost
-		w := Window{Ms: 150, Delivered: n, AppCPUs: []int{5}, NICCPUs: []int{2}, Engaged: on}
+		w := Window{Ms: 150, Delivered: n, AppCPUs: []int{5}, NICCPUs: []int{2}, Engaged: on, Listed: i == 0, NewSockets: i == 0}
 		for c := range 16 {
 			busy := 3.0
 			switch {
