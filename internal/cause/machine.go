@@ -71,9 +71,9 @@ const (
 	// listing of its socket, to count as known: the reader's memory of a
 	// CPU a receiver ran on (appMemory), so that every CPU it ran on in
 	// that time is among them. With the agent's listing at a flow's first
-	// window, a new flow may engage 2 s after it began at the earliest,
-	// and about 4 s where the listing lags (a socket opened beside a
-	// running flow is listed within rescanEvery, 2 s).
+	// window, a new flow may engage 2 s after it began at the earliest. A
+	// socket opened beside a running flow is listed within rescanEvery
+	// (2 s); a CPU its receiver adds restarts the 2 s.
 	appKnownMs = 2000.0
 	// newFlowQuietMs: traffic after this long without is a new flow.
 	newFlowQuietMs = 1000.0
@@ -134,9 +134,10 @@ func (m *Machine) Feed(w Window, mayBegin bool) Step {
 	return s
 }
 
-// see follows the flow and its receivers: a new flow (a new socket, or
-// traffic after a quiet spell) forgets the receivers' CPUs and a failed
-// cause; they are known again from a listing after it.
+// see follows the flow and its receivers: traffic after a quiet window
+// forgets the receivers' CPUs until a listing after it (the agent lists at
+// once then); a new flow (a new socket, or traffic after newFlowQuietMs
+// without) forgets a failed cause.
 func (m *Machine) see(w Window) {
 	if !Traffic(w) {
 		m.quiet += w.Ms
@@ -144,7 +145,11 @@ func (m *Machine) see(w Window) {
 		return
 	}
 	if w.NewSockets || m.quiet >= newFlowQuietMs {
-		m.failed, m.listed, m.apps, m.appMs = nil, false, nil, 0
+		// A new flow: a new cause. Its receiver's CPUs need not be
+		// learnt again: a CPU that the listing adds restarts appMs below
+		// (a listing counts a new holder at the CPU it last ran on), and
+		// a web server's connections would otherwise never stay known.
+		m.failed = nil
 	}
 	m.quiet = 0
 	m.listed = m.listed || w.Listed
