@@ -48,6 +48,7 @@ type fastPath struct {
 	far    []string // unreachable's, at the last sync
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
+	ct     *ctKeeper // nil where the namespace tracks no connections
 	// invalidations: caches dropped since start (by announcements and
 	// container changes).
 	invalidations atomic.Uint64
@@ -59,8 +60,10 @@ type FastReport struct {
 	Invalidations uint64   `json:"invalidations"`
 	Hooks         []string `json:"hooks"`
 	// Unreachable: containers' host-side veths left to the slow path, why.
-	Unreachable []string  `json:"unreachable,omitempty"`
-	Updated     time.Time `json:"updated"`
+	Unreachable []string `json:"unreachable,omitempty"`
+	// Conntrack: how the host's conntrack is kept in step.
+	Conntrack *CtReport `json:"conntrack,omitempty"`
+	Updated   time.Time `json:"updated"`
 }
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
@@ -168,6 +171,12 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks = fp, map[string]datapath.Hook{}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	if f.ct, err = startCtKeeper(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
+		closeAll(fds)
+		return errors.Join(err, f.stop(h))
+	}
 	if err := f.sync(h, ov); err != nil {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
@@ -176,8 +185,6 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
 	f.bg.Add(2)
 	go func() {
 		defer f.bg.Done()
@@ -238,7 +245,10 @@ func (f *fastPath) report() (*FastReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now()}
+	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &CtReport{}}
+	if f.ct != nil {
+		r.Conntrack = f.ct.report()
+	}
 	f.mu.Lock()
 	for _, hk := range f.hooks {
 		r.Hooks = append(r.Hooks, fmt.Sprintf("%s (%s)", hk.Name, hk.Role))

@@ -42,7 +42,7 @@ var FastCounters = []string{
 	"ingress_hit", "ingress_miss", "egress_hit", "egress_miss",
 	"ingress_learned", "egress_learned", "guard_wait", "stale",
 	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
-	"helper_failed",
+	"helper_failed", "conntrack_wait", "idle",
 }
 
 // FastSlowReasons are the counters of packets left to the slow path, by
