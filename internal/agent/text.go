@@ -274,6 +274,9 @@ func writeFast(w io.Writer, f *FastReport) {
 	for _, u := range f.Unreachable {
 		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
 	}
+	if f.Off != "" {
+		fmt.Fprintf(w, "  OFF: %s\n", f.Off)
+	}
 	writeConntrack(w, f.Conntrack)
 }
 

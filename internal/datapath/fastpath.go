@@ -116,6 +116,18 @@ func (f *FastPath) Renew(d time.Duration) error {
 	return f.objs.FpConf.Put(uint32(0), f.cfg)
 }
 
+// SetOn turns the programs' use of their caches on or off; off, every
+// packet takes the slow path (and nothing is learned).
+func (f *FastPath) SetOn(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.On = 0
+	if on {
+		f.cfg.On = 1
+	}
+	return f.objs.FpConf.Put(uint32(0), f.cfg)
+}
+
 // Invalidate makes every cached entry unusable at once: the next packet of
 // every flow takes the slow path, which teaches the caches again.
 func (f *FastPath) Invalidate() error {
