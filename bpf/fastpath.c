@@ -69,6 +69,17 @@ FLOW_MAP(fp_eg, struct fp_egress);
 FLOW_MAP(fp_pend_in, struct fp_pending);
 FLOW_MAP(fp_pend_eg, struct fp_pending);
 
+/* The learning points' requests to the agent (struct fp_ct_event). One
+ * lost when the ring is full only delays the flow: the agent also sweeps
+ * the caches for entries still waiting. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} fp_ctq SEC(".maps");
+
+/* Keeps struct fp_ct_event in the object's BTF for bpf2go's Go type. */
+const struct fp_ct_event *fp_ct_event_type __attribute__((unused));
+
 static __always_inline void count(enum fp_counter c)
 {
 	__u32 zero = 0;
@@ -149,6 +160,37 @@ static __always_inline int ttl_dec(struct __sk_buff *skb, __u32 off)
 	return bpf_skb_store_bytes(skb, off + 8, &new, sizeof(new), 0);
 }
 
+/* What a newly learned entry of key k holds in its ct field: TCP waits
+ * for the agent to keep conntrack in step, unless it already has under
+ * this generation (prev: the replaced entry's, or FP_CT_WAIT for a fresh
+ * one). */
+static __always_inline __u8 ct_learned(struct fp_config *c, struct fp_key *k, __u8 prev)
+{
+	return !c->ct_gate || k->proto != PROTO_TCP ? FP_CT_KEPT : prev;
+}
+
+/* Asks the agent to keep conntrack in step with an entry just learned
+ * waiting (after the entry is in its map, so the agent finds it). */
+static __always_inline void ct_ask(struct fp_key *k, __u32 dir, __u32 gen)
+{
+	struct fp_ct_event ev = {.k = *k, .dir = dir, .gen = gen};
+
+	bpf_ringbuf_output(&fp_ctq, &ev, sizeof(ev), 0);
+}
+
+/* Why a cached entry of the current generation may not be used now, as a
+ * counter, or FP_CNT_MAX if it may: idle for longer than conntrack may
+ * keep the flow (the entry is dropped, so the flow relearns), or a TCP
+ * flow conntrack is not kept in step with yet. */
+static __always_inline int unusable(struct fp_config *c, __u64 used_ns, __u8 ct, __u64 now)
+{
+	if (c->idle_ns && now - used_ns > c->idle_ns)
+		return FP_IDLE;
+	if (ct != FP_CT_KEPT)
+		return FP_CT_WAITING;
+	return FP_CNT_MAX;
+}
+
 static __always_inline void touch(__u64 *used, __u64 now)
 {
 	if (now - *used > TOUCH_NS)
@@ -164,7 +206,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 	struct fp_ingress *e;
 	struct outer o;
 	struct inner in;
-	int r;
+	int r, why;
 
 	if (!c || vxlan_outer(skb, c, &o))
 		return PASS;
@@ -185,6 +227,10 @@ int fpath_nic_in(struct __sk_buff *skb)
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05) /* FIN or RST: the flow ends, relearn a new one */
+			bpf_map_delete_elem(&fp_in, &in.k);
+	} else if ((why = unusable(c, e->used_ns, e->ct, now)) != FP_CNT_MAX) {
+		count(why);
+		if (why == FP_IDLE)
 			bpf_map_delete_elem(&fp_in, &in.k);
 	} else if (skb->gso_segs > 1 || skb->gso_size) {
 		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
@@ -243,10 +289,11 @@ int fpath_veth_eg(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
 	struct fp_config *c = config(now);
-	struct fp_ingress e = {};
+	struct fp_ingress e = {}, *old;
 	struct fp_pending *p;
 	struct inner in;
 	__u8 dec = 0;
+	int fresh;
 
 	if (!c || !slow_recent(FP_DIR_IN, now))
 		return PASS;
@@ -265,8 +312,14 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	e.port = p->port;
 	e.ttl_dec = dec;
 	e.used_ns = now;
-	if (!bpf_map_update_elem(&fp_in, &in.k, &e, BPF_ANY))
-		count(FP_IN_LEARN);
+	old = bpf_map_lookup_elem(&fp_in, &in.k);
+	fresh = !old || old->gen != c->gen;
+	e.ct = ct_learned(c, &in.k, fresh ? FP_CT_WAIT : old->ct);
+	if (bpf_map_update_elem(&fp_in, &in.k, &e, BPF_ANY))
+		return PASS;
+	count(FP_IN_LEARN);
+	if (fresh && e.ct == FP_CT_WAIT)
+		ct_ask(&in.k, FP_DIR_IN, e.gen);
 	return PASS;
 }
 
@@ -317,7 +370,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 	struct fp_pending init = {};
 	struct fp_egress *e;
 	struct inner in;
-	int r;
+	int r, why;
 
 	if (!c)
 		return PASS;
@@ -338,6 +391,10 @@ int fpath_veth_in(struct __sk_buff *skb)
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05)
+			bpf_map_delete_elem(&fp_eg, &in.k);
+	} else if ((why = unusable(c, e->used_ns, e->ct, now)) != FP_CNT_MAX) {
+		count(why);
+		if (why == FP_IDLE)
 			bpf_map_delete_elem(&fp_eg, &in.k);
 	} else if (!guard_open(&fp_pend_eg, FP_DIR_EG, &in.k, now)) {
 		count(FP_GUARD_WAIT);
@@ -370,12 +427,12 @@ int fpath_nic_eg(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
 	struct fp_config *c = config(now);
-	struct fp_egress e = {};
+	struct fp_egress e = {}, *old;
 	struct fp_pending *p;
 	struct outer o;
 	struct inner in;
 	__u8 dec = 0;
-	int learn;
+	int learn, fresh;
 
 	if (!c || !slow_recent(FP_DIR_EG, now) || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
 		return PASS;
@@ -394,7 +451,13 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	e.ifindex = p->ifindex;
 	e.ttl_dec = dec;
 	e.used_ns = now;
-	if (!bpf_map_update_elem(&fp_eg, &in.k, &e, BPF_ANY))
-		count(FP_EG_LEARN);
+	old = bpf_map_lookup_elem(&fp_eg, &in.k);
+	fresh = !old || old->gen != c->gen;
+	e.ct = ct_learned(c, &in.k, fresh ? FP_CT_WAIT : old->ct);
+	if (bpf_map_update_elem(&fp_eg, &in.k, &e, BPF_ANY))
+		return PASS;
+	count(FP_EG_LEARN);
+	if (fresh && e.ct == FP_CT_WAIT)
+		ct_ask(&in.k, FP_DIR_EG, e.gen);
 	return PASS;
 }

@@ -26,10 +26,14 @@ struct fp_key {
  * an entry learned under an older generation is never used. */
 struct fp_config {
 	__u64 alive_until_ns; /* CLOCK_MONOTONIC: off after this unless renewed */
+	/* An entry unused this long is dropped: the host's conntrack may let
+	 * the flow's entry expire after it, which only a slow packet renews. */
+	__u64 idle_ns;
 	__u32 gen;
 	__u32 on;
 	__u32 nports;
 	__u32 decap_flags; /* BPF_F_ADJ_ROOM_DECAP_L3_IPV4 where the kernel has it */
+	__u32 ct_gate; /* the host tracks connections: TCP entries wait for FP_CT_KEPT */
 	__u16 ports[FP_PORTS]; /* VXLAN UDP ports, host order */
 };
 
@@ -63,7 +67,8 @@ struct fp_ingress {
 	__u16 port;
 	__u8 eth[14]; /* the Ethernet header the slow path gave it */
 	__u8 ttl_dec; /* routed layouts: the slow path decremented the TTL */
-	__u8 pad[3];
+	__u8 ct;      /* enum fp_ct */
+	__u8 pad[2];
 };
 
 /* Egress: learned at the NIC (egress) from the encapsulated packet the slow
@@ -74,8 +79,27 @@ struct fp_egress {
 	__u32 nic;     /* where it left */
 	__u32 ifindex; /* the container's host-side veth it came from */
 	__u8 ttl_dec;
-	__u8 pad[3];
+	__u8 ct; /* enum fp_ct */
+	__u8 pad[2];
 	__u8 hdr[FP_HDR];
+};
+
+/* Whether an entry may be used as far as the host's conntrack goes
+ * (docs/fastpath.md#conntrack): a TCP flow's packets skip conntrack's
+ * window tracking, so its entry is used only once the agent has made the
+ * connection's conntrack entry track both directions liberally, and the
+ * packets that take the slow path again are never out of its window. */
+enum fp_ct {
+	FP_CT_WAIT = 0, /* learned; the agent has not answered yet */
+	FP_CT_KEPT = 1,
+};
+
+/* What the learning points ask of the agent: keep conntrack in step with
+ * the flow of key k, learned into dir's map under generation gen. */
+struct fp_ct_event {
+	struct fp_key k;
+	__u32 dir; /* FP_DIR_IN or FP_DIR_EG */
+	__u32 gen;
 };
 
 enum fp_counter {
@@ -92,6 +116,8 @@ enum fp_counter {
 	FP_CONTROL,     /* TCP SYN, FIN or RST: always the slow path */
 	FP_NOT_ELIGIBLE, /* not IPv4 TCP/UDP, IP options, a fragment */
 	FP_HELPER_FAIL, /* a helper refused the packet: it took the slow path */
+	FP_CT_WAITING,  /* cached TCP flow whose conntrack entry the agent has not kept yet */
+	FP_IDLE,        /* cached, but unused for longer than conntrack may keep the flow */
 	FP_CNT_MAX,
 };
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,6 +49,11 @@ type fastPath struct {
 	far    []string // unreachable's, at the last sync
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
+	ct     *ctKeeper // nil where the namespace tracks no connections
+	ns     string
+	log    *slog.Logger
+	// off: why the host's ruleset keeps the fast path off ("": it does not).
+	off string
 	// invalidations: caches dropped since start (by announcements and
 	// container changes).
 	invalidations atomic.Uint64
@@ -59,8 +65,13 @@ type FastReport struct {
 	Invalidations uint64   `json:"invalidations"`
 	Hooks         []string `json:"hooks"`
 	// Unreachable: containers' host-side veths left to the slow path, why.
-	Unreachable []string  `json:"unreachable,omitempty"`
-	Updated     time.Time `json:"updated"`
+	Unreachable []string `json:"unreachable,omitempty"`
+	// Off: why the host's ruleset, judged again at its last change, keeps
+	// the fast path off; empty while it runs.
+	Off string `json:"off,omitempty"`
+	// Conntrack: how the host's conntrack is kept in step.
+	Conntrack *CtReport `json:"conntrack,omitempty"`
+	Updated   time.Time `json:"updated"`
 }
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
@@ -167,7 +178,13 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		closeAll(fds)
 		return err
 	}
-	f.fp, f.hooks = fp, map[string]datapath.Hook{}
+	f.fp, f.hooks, f.ns, f.log = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log()
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	if f.ct, err = startCtKeeper(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
+		closeAll(fds)
+		return errors.Join(err, f.stop(h))
+	}
 	if err := f.sync(h, ov); err != nil {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
@@ -176,12 +193,10 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
 	f.bg.Add(2)
 	go func() {
 		defer f.bg.Done()
-		if err := watch(ctx, fds, f.invalidate); err != nil {
+		if err := watch(ctx, fds, f.changed); err != nil {
 			// Blind to changes, the caches can't be trusted: the
 			// programs stop using them when renewal stops.
 			h.Log().Error("fast path: watching for changes failed; the fast path is off", "err", err)
@@ -207,6 +222,7 @@ func (f *fastPath) invalidate() {
 func (f *fastPath) keepAlive(ctx context.Context, h *Host) {
 	tick := time.NewTicker(fastRenew)
 	defer tick.Stop()
+	hadLegacy := false // start refuses legacy tables
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
@@ -218,6 +234,10 @@ func (f *fastPath) keepAlive(ctx context.Context, h *Host) {
 		}
 		if n%4 == 0 {
 			f.publish(h)
+			if legacy := legacyAppeared(f.ns); legacy != hadLegacy {
+				hadLegacy = legacy
+				f.judge()
+			}
 		}
 		if n%40 == 0 {
 			f.fp.Age(fastIdle)
@@ -238,12 +258,15 @@ func (f *fastPath) report() (*FastReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now()}
+	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &CtReport{}}
+	if f.ct != nil {
+		r.Conntrack = f.ct.report()
+	}
 	f.mu.Lock()
 	for _, hk := range f.hooks {
 		r.Hooks = append(r.Hooks, fmt.Sprintf("%s (%s)", hk.Name, hk.Role))
 	}
-	r.Unreachable = f.far
+	r.Unreachable, r.Off = f.far, f.off
 	f.mu.Unlock()
 	return r, nil
 }

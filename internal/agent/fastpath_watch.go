@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -20,10 +21,12 @@ const (
 	rtGroups = unix.RTMGRP_LINK | unix.RTMGRP_NEIGH | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
 		unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE
 	nfnlGroupNftables = 7 // NFNLGRP_NFTABLES
+	// watchNft: the index of openWatch's nftables socket.
+	watchNft = 1
 )
 
 // openWatch opens the two netlink sockets in namespace ns (a socket stays in
-// the namespace it was made in).
+// the namespace it was made in): rtnetlink's, then nftables' (watchNft).
 func openWatch(ns string) (fds []int, err error) {
 	err = netns.Do(ns, func() error {
 		rt, err := netlinkSocket(unix.NETLINK_ROUTE, rtGroups, 0)
@@ -72,9 +75,9 @@ func closeAll(fds []int) {
 	}
 }
 
-// watch calls changed for every announcement on fds until ctx ends; it
-// closes fds.
-func watch(ctx context.Context, fds []int, changed func()) error {
+// watch calls changed for every announcement on fds until ctx ends, with
+// which of them announced (by index); it closes fds.
+func watch(ctx context.Context, fds []int, changed func(which []bool)) error {
 	defer closeAll(fds)
 	pfds := make([]unix.PollFd, len(fds))
 	for i, fd := range fds {
@@ -89,7 +92,7 @@ func watch(ctx context.Context, fds []int, changed func()) error {
 		if n <= 0 {
 			continue
 		}
-		news := false
+		which := make([]bool, len(fds))
 		for i := range pfds {
 			if pfds[i].Revents == 0 {
 				continue
@@ -100,14 +103,14 @@ func watch(ctx context.Context, fds []int, changed func()) error {
 				if errors.Is(err, unix.EAGAIN) {
 					break
 				}
-				news = true
+				which[i] = true
 				if err != nil && !errors.Is(err, unix.ENOBUFS) {
 					return err
 				}
 			}
 		}
-		if news {
-			changed()
+		if slices.Contains(which, true) {
+			changed(which)
 		}
 	}
 	return nil

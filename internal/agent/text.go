@@ -276,6 +276,22 @@ func writeFast(w io.Writer, f *FastReport) {
 	for _, u := range f.Unreachable {
 		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
 	}
+	if f.Off != "" {
+		fmt.Fprintf(w, "  OFF: %s\n", f.Off)
+	}
+	writeConntrack(w, f.Conntrack)
+}
+
+// writeConntrack shows how the host's conntrack is kept in step.
+func writeConntrack(w io.Writer, c *CtReport) {
+	switch {
+	case c == nil:
+	case !c.Tracked:
+		fmt.Fprintln(w, "  conntrack: the namespace tracks no connections")
+	default:
+		fmt.Fprintf(w, "  conntrack: kept in step: %d TCP flows let on (liberal), %d entries renewed (every %s), %d flows sent back to the slow path, %d requests failed\n",
+			c.Kept, c.Renewed, c.Period, c.Forgotten, c.Failed)
+	}
 }
 
 // writeStages shows each hook: where its stage ran and where it sent the next.

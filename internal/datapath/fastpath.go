@@ -42,7 +42,7 @@ var FastCounters = []string{
 	"ingress_hit", "ingress_miss", "egress_hit", "egress_miss",
 	"ingress_learned", "egress_learned", "guard_wait", "stale",
 	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
-	"helper_failed",
+	"helper_failed", "conntrack_wait", "idle",
 }
 
 // FastSlowReasons are the counters of packets left to the slow path, by
@@ -113,6 +113,18 @@ func (f *FastPath) Renew(d time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cfg.AliveUntilNs = monotonicNow() + uint64(d)
+	return f.objs.FpConf.Put(uint32(0), f.cfg)
+}
+
+// SetOn turns the programs' use of their caches on or off; off, every
+// packet takes the slow path (and nothing is learned).
+func (f *FastPath) SetOn(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.On = 0
+	if on {
+		f.cfg.On = 1
+	}
 	return f.objs.FpConf.Put(uint32(0), f.cfg)
 }
 

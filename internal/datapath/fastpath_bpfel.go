@@ -16,16 +16,26 @@ import (
 type fastpathFpConfig struct {
 	_            structs.HostLayout
 	AliveUntilNs uint64
+	IdleNs       uint64
 	Gen          uint32
 	On           uint32
 	Nports       uint32
 	DecapFlags   uint32
+	CtGate       uint32
 	Ports        [8]uint16
+	_            [4]byte
 }
 
 type fastpathFpCounters struct {
 	_ structs.HostLayout
-	N [13]uint64
+	N [15]uint64
+}
+
+type fastpathFpCtEvent struct {
+	_   structs.HostLayout
+	K   fastpathFpKey
+	Dir uint32
+	Gen uint32
 }
 
 type fastpathFpEgress struct {
@@ -35,7 +45,8 @@ type fastpathFpEgress struct {
 	Nic     uint32
 	Ifindex uint32
 	TtlDec  uint8
-	Pad     [3]uint8
+	Ct      uint8
+	Pad     [2]uint8
 	Hdr     [64]uint8
 }
 
@@ -50,7 +61,8 @@ type fastpathFpIngress struct {
 	Port    uint16
 	Eth     [14]uint8
 	TtlDec  uint8
-	Pad     [3]uint8
+	Ct      uint8
+	Pad     [2]uint8
 }
 
 type fastpathFpKey struct {
@@ -91,20 +103,22 @@ type fastpathFpRing struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fastpathMapFpArrivals   = "fp_arrivals"
-	fastpathMapFpConf       = "fp_conf"
-	fastpathMapFpEg         = "fp_eg"
-	fastpathMapFpIn         = "fp_in"
-	fastpathMapFpPendEg     = "fp_pend_eg"
-	fastpathMapFpPendIn     = "fp_pend_in"
-	fastpathMapFpSlowAt     = "fp_slow_at"
-	fastpathMapFpStats      = "fp_stats"
-	fastpathProgFpathNicEg  = "fpath_nic_eg"
-	fastpathProgFpathNicIn  = "fpath_nic_in"
-	fastpathProgFpathPodIn  = "fpath_pod_in"
-	fastpathProgFpathPoll   = "fpath_poll"
-	fastpathProgFpathVethEg = "fpath_veth_eg"
-	fastpathProgFpathVethIn = "fpath_veth_in"
+	fastpathMapFpArrivals    = "fp_arrivals"
+	fastpathMapFpConf        = "fp_conf"
+	fastpathMapFpCtq         = "fp_ctq"
+	fastpathMapFpEg          = "fp_eg"
+	fastpathMapFpIn          = "fp_in"
+	fastpathMapFpPendEg      = "fp_pend_eg"
+	fastpathMapFpPendIn      = "fp_pend_in"
+	fastpathMapFpSlowAt      = "fp_slow_at"
+	fastpathMapFpStats       = "fp_stats"
+	fastpathProgFpathNicEg   = "fpath_nic_eg"
+	fastpathProgFpathNicIn   = "fpath_nic_in"
+	fastpathProgFpathPodIn   = "fpath_pod_in"
+	fastpathProgFpathPoll    = "fpath_poll"
+	fastpathProgFpathVethEg  = "fpath_veth_eg"
+	fastpathProgFpathVethIn  = "fpath_veth_in"
+	fastpathVarFpCtEventType = "fp_ct_event_type"
 )
 
 // loadFastpath returns the embedded CollectionSpec for fastpath.
@@ -163,6 +177,7 @@ type fastpathProgramSpecs struct {
 type fastpathMapSpecs struct {
 	FpArrivals *ebpf.MapSpec `ebpf:"fp_arrivals"`
 	FpConf     *ebpf.MapSpec `ebpf:"fp_conf"`
+	FpCtq      *ebpf.MapSpec `ebpf:"fp_ctq"`
 	FpEg       *ebpf.MapSpec `ebpf:"fp_eg"`
 	FpIn       *ebpf.MapSpec `ebpf:"fp_in"`
 	FpPendEg   *ebpf.MapSpec `ebpf:"fp_pend_eg"`
@@ -175,6 +190,7 @@ type fastpathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathVariableSpecs struct {
+	FpCtEventType *ebpf.VariableSpec `ebpf:"fp_ct_event_type"`
 }
 
 // fastpathObjects contains all objects after they have been loaded into the kernel.
@@ -199,6 +215,7 @@ func (o *fastpathObjects) Close() error {
 type fastpathMaps struct {
 	FpArrivals *ebpf.Map `ebpf:"fp_arrivals"`
 	FpConf     *ebpf.Map `ebpf:"fp_conf"`
+	FpCtq      *ebpf.Map `ebpf:"fp_ctq"`
 	FpEg       *ebpf.Map `ebpf:"fp_eg"`
 	FpIn       *ebpf.Map `ebpf:"fp_in"`
 	FpPendEg   *ebpf.Map `ebpf:"fp_pend_eg"`
@@ -211,6 +228,7 @@ func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
 		m.FpArrivals,
 		m.FpConf,
+		m.FpCtq,
 		m.FpEg,
 		m.FpIn,
 		m.FpPendEg,
@@ -224,6 +242,7 @@ func (m *fastpathMaps) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathVariables struct {
+	FpCtEventType *ebpf.Variable `ebpf:"fp_ct_event_type"`
 }
 
 // fastpathPrograms contains all programs after they have been loaded into the kernel.
