@@ -20,11 +20,21 @@ image: build
 	$(GO) run ./scripts/image -falcon bin/falcon -repo $(IMAGE) -out build/falcon-image.tar \
 		-epoch $$(git log -1 --format=%ct)
 
+# make test and make test-guest run every step whatever the others did, and
+# the last of them given prints what failed and fails (scripts/steps.sh): one
+# run of make test test-guest reports every failure, the guest's too.
+STEP_GOALS := $(filter test test-guest,$(MAKECMDGOALS))
+STEPS := STEPS_DIR=$(CURDIR)/.cache/steps/$(shell echo $$PPID) scripts/steps.sh
+
 # Integration tests need root (namespaces, BPF); they run one package at a
 # time so their traffic and CPU load do not disturb each other.
-test: test-setup build vet lint
-	$(GO) test -count=1 -p 1 -timeout 40m ./...
-	scripts/fuzz.sh $(CI_FUZZTIME)
+test: test-setup
+	@$(STEPS) begin "$(firstword $(STEP_GOALS))" $@
+	@$(STEPS) run build $(MAKE) --no-print-directory build
+	@$(STEPS) run lint $(MAKE) --no-print-directory lint
+	@$(STEPS) tests go-test $(GO) test -count=1 -p 1 -timeout 40m ./...
+	@$(STEPS) run fuzz scripts/fuzz.sh $(CI_FUZZTIME)
+	@$(STEPS) end "$(lastword $(STEP_GOALS))" $@
 
 # What the tests need beyond the demo's: the layouts' daemons and Kubernetes
 # (built once, about 10 minutes, then cached outside the checkout), every workload's
@@ -55,7 +65,10 @@ GUEST_DATAPATH := ^(TestArrivalCountsEveryPacket|TestAttachDetach.*|TestCleanup.
 GUEST_AGENT := ^(TestEnableStatusDisable|TestKilledAgent|TestDisableStopsAgent|TestStandDownAndBack|TestComebackSteersRunningFlows|TestSplitEnableStatusDisable|TestMflowLayouts|TestFastPathLayouts|TestFastPathBadInput|TestStaticModes)$$
 GUEST_CMD := ^(TestBadInputChangesNothing|TestDoctorJSON|TestEnableStatusDisableCLI)$$
 test-guest: test-setup
-	KERNEL_TESTS='internal/datapath:$(GUEST_DATAPATH) internal/agent:$(GUEST_AGENT) cmd/falcon:$(GUEST_CMD)' scripts/kernels/run.sh 6.1
+	@$(STEPS) begin "$(firstword $(STEP_GOALS))" $@
+	@KERNEL_TESTS='internal/datapath:$(GUEST_DATAPATH) internal/agent:$(GUEST_AGENT) cmd/falcon:$(GUEST_CMD)' \
+		$(STEPS) tests guest scripts/kernels/run.sh 6.1
+	@$(STEPS) end "$(lastword $(STEP_GOALS))" $@
 
 # Native Go fuzzing of the parsers of everything falcon reads (procfs, CPU
 # lists, mode specs and flags, results files): each FuzzXxx target for

@@ -205,7 +205,9 @@ func (b *builder) controlPlane(bin string) error {
 		"--authorization-kubeconfig", f("controller-manager.kubeconfig"), "--bind-address", "127.0.0.1",
 		"--leader-elect=false", "--use-service-account-credentials", "--root-ca-file", f("ca.crt"),
 		"--service-account-private-key-file", f("sa.key"), "--allocate-node-cidrs", "--cluster-cidr", k8sNetwork,
-		"--node-cidr-mask-size", "24", "--service-cluster-ip-range", k8sServices, "--profiling=false"); err != nil {
+		"--node-cidr-mask-size", "24", "--service-cluster-ip-range", k8sServices, "--profiling=false",
+		// else it makes /usr/libexec/kubernetes/kubelet-plugins/volume/exec, on the machine
+		"--flex-volume-plugin-dir", filepath.Join(dir, "flex-volume-plugins")); err != nil {
 		return err
 	}
 	return b.startDaemon(h1, filepath.Join(dir, "kube-scheduler"), filepath.Join(bin, "bin/kube-scheduler"),

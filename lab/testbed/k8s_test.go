@@ -15,13 +15,6 @@ import (
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// k8sHostPaths are where the nodes' daemons and kubectl write by default;
-// the layout keeps them in the nodes' private /run, /var/log and /var/lib or
-// its directory.
-var k8sHostPaths = []string{"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/kubelet",
-	"/var/log/pods", "/var/log/containers", "/etc/cni", "/opt/cni", "/var/lib/cni", "/run/flannel",
-	"/etc/kubernetes", "/var/run/kubernetes", "/usr/libexec/kubernetes", "/etc/kube-flannel", os.Getenv("HOME") + "/.kube"}
-
 // TestK8s builds the k8s layout (a real cluster: control plane, two nodes
 // with containerd, kubelet, kube-proxy and flanneld) and checks what it
 // made: both nodes ready, a pod on each with Flannel's address, on cni0,
@@ -35,7 +28,7 @@ func TestK8s(t *testing.T) {
 	needDaemons(t, "k8s")
 	rootRules := ruleset(t, "")
 	sysctls := readSysctls(t)
-	before := existing(k8sHostPaths)
+	out := freshOutside(t)
 	start := time.Now()
 	tb := up(t, Spec{Name: tbName("k8s"), Layout: "k8s"})
 	t.Logf("up in %s", time.Since(start).Round(time.Millisecond))
@@ -100,9 +93,7 @@ func TestK8s(t *testing.T) {
 			t.Errorf("cgroups left: %v", m)
 		}
 	}
-	if after := existing(k8sHostPaths); !equalSets(before, after) {
-		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
-	}
+	out.check(t)
 	if got := readSysctls(t); got != sysctls {
 		t.Errorf("kernel sysctls not restored:\n%s\nwere:\n%s", got, sysctls)
 	}
@@ -122,7 +113,7 @@ func TestK8sKilledUp(t *testing.T) {
 	needRoot(t)
 	needDaemons(t, "k8s")
 	sysctls := readSysctls(t)
-	before := existing(k8sHostPaths)
+	out := freshOutside(t)
 	name := tbName("kk")
 	t.Cleanup(func() { Down(name) })
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestK8sKilledUp$")
@@ -158,9 +149,7 @@ func TestK8sKilledUp(t *testing.T) {
 	if got := readSysctls(t); got != sysctls {
 		t.Errorf("kernel sysctls not restored:\n%s\nwere:\n%s", got, sysctls)
 	}
-	if after := existing(k8sHostPaths); !equalSets(before, after) {
-		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
-	}
+	out.check(t)
 }
 
 // k8sUpEnv makes TestK8sKilledUp the process that runs Up.

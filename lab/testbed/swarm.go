@@ -50,10 +50,12 @@ const (
 )
 
 // hostPaths are directories the daemons make outside their roots whatever
-// they are told (the plugin directory, containerd's shim sockets, the
-// load balancer's sandbox files); Down removes those it finds empty that did
-// not exist before Up.
+// they are told (the plugin directory, containerd's shim sockets and its
+// opt plugin's directory, which dockerd's containerd runs with, the load
+// balancer's sandbox files); Down removes those it finds empty that did not
+// exist before Up, deepest first.
 var hostPaths = []string{"/run/docker", "/run/docker/plugins", "/run/containerd", "/run/containerd/s",
+	"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib",
 	"/var/lib/docker", "/var/lib/docker/network", "/var/lib/docker/network/files"}
 
 // DockerdEnv names the dockerd the docker-swarm layout runs, instead of

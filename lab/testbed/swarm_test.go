@@ -22,8 +22,8 @@ import (
 // bridge in Docker's sandbox with the containers' veths on it, containers
 // reaching each other across the hosts at the overlay's MTU, and their
 // sysfs read-only as Docker mounts it. Nothing lands outside the testbed:
-// the root namespace's ruleset, /etc/docker and ~/.docker stay as they
-// were. Then h2's dockerd is killed (its containers live on in their
+// the root namespace's ruleset stays as it was, and none of the paths
+// outside the testbed (testdata/host-paths) is left. Then h2's dockerd is killed (its containers live on in their
 // shims) and the state file lost, and Down still removes every process,
 // mount, cgroup, namespace and file.
 func TestDockerSwarm(t *testing.T) {
@@ -33,7 +33,7 @@ func TestDockerSwarm(t *testing.T) {
 		t.Fatalf("nft is needed (scripts/setup.sh --test installs it): %v", err)
 	}
 	rootRules := ruleset(t, "")
-	before := existing(append(hostPaths, "/etc/docker/key.json", os.Getenv("HOME")+"/.docker"))
+	out := freshOutside(t)
 	start := time.Now()
 	tb := up(t, Spec{Name: tbName("sw"), Layout: "docker-swarm", Containers: 2})
 	t.Logf("up in %s", time.Since(start).Round(time.Millisecond))
@@ -67,9 +67,7 @@ func TestDockerSwarm(t *testing.T) {
 			t.Errorf("cgroups left: %v", m)
 		}
 	}
-	if after := existing(append(hostPaths, "/etc/docker/key.json", os.Getenv("HOME")+"/.docker")); !equalSets(before, after) {
-		t.Errorf("paths outside the testbed: before %v, after %v", before, after)
-	}
+	out.check(t)
 }
 
 // checkSwarmNetwork: the swarm's overlay network is Docker's overlay
@@ -147,27 +145,4 @@ func checkSwarmDaemons(t *testing.T, tb *Testbed) map[int]string {
 		}
 	}
 	return pids
-}
-
-// existing is the subset of paths that exist.
-func existing(paths []string) map[string]bool {
-	m := map[string]bool{}
-	for _, p := range paths {
-		if _, err := os.Lstat(p); err == nil {
-			m[p] = true
-		}
-	}
-	return m
-}
-
-func equalSets(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
 }

@@ -185,9 +185,10 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 	leaveNoTrace(t, "/run/containerd", "/run/containerd/s")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "containerd.sock")
-	// No CRI: this containerd serves ctr alone.
+	// No CRI: this containerd serves ctr alone; no opt plugin, which would
+	// make /opt/containerd.
 	conf := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(conf, []byte("version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\"]\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte("version = 2\ndisabled_plugins = [\"io.containerd.grpc.v1.cri\", \"io.containerd.internal.v1.opt\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctr := []string{"ctr", "-a", sock, "-n", testName}
@@ -279,7 +280,9 @@ func ctrRun(t *testing.T, ctr []string, dir, ref, name string, opts []string, ar
 func TestDockerLoadsAndRuns(t *testing.T) {
 	needRoot(t, "dockerd", "docker", "containerd", "runc")
 	tarPath, version := builtImage(t)
-	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json")
+	// dockerd's containerd runs its opt plugin, which makes /opt/containerd.
+	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json",
+		"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "docker.sock")
 	conf, _ := json.Marshal(map[string]any{
