@@ -75,7 +75,9 @@ func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[strin
 
 	c := h.Containers[0]
 	vx0, ct0 := rps(t, h.OverlayNS(), h.Overlay), rps(t, c.Netns, c.Dev)
-	if out, code := falcon(t, bin, "enable", "--netns", h.Netns); code != 0 {
+	// Policy paper: attached from enable (adaptive starts off the path),
+	// so status shows the hooks on the daemons' own overlay.
+	if out, code := falcon(t, bin, "enable", "--netns", h.Netns, "--policy", "paper"); code != 0 {
 		t.Fatalf("enable: exit %d\n%s", code, out)
 	}
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {

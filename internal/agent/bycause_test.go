@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,17 @@ func TestNothingFreeNoTest(t *testing.T) {
 	}
 	if !m.dp.Config().StoodDown {
 		t.Error("falcon still on the path")
+	}
+	// By construction: a set of 2 CPUs never comes on the path, and
+	// status says so in one line.
+	if r, err := Status(o); err != nil {
+		t.Error(err)
+	} else {
+		var b strings.Builder
+		r.WriteText(&b)
+		if !strings.Contains(b.String(), "path       never on it: the CPU set [0 1] has 2 CPUs") {
+			t.Errorf("status does not say falcon never comes on the path:\n%s", b.String())
+		}
 	}
 	if path := os.Getenv("FALCON_CAUSE_TRACE"); path != "" {
 		// A recording for internal/cause's replay test.

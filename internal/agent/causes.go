@@ -127,6 +127,8 @@ type causeReader struct {
 	last  [2]uint64      // what they had received, and dropped, then
 	nic   map[int]uint64 // CPU -> packets the NIC hooks saw there
 	start bool
+	// flowing: the last window had traffic (cause.Traffic).
+	flowing bool
 }
 
 // read returns the window since the last read; false on the first.
@@ -139,9 +141,18 @@ func (c *causeReader) read(m *falconMode) (cause.Window, bool) {
 	nss := m.containerNetns()
 	if w.Delivered, w.SockDrops, err = c.received(nss); err != nil {
 		w.Unreadable = err.Error()
-	} else if w.AppCPUs, err = c.apps.CPUs(nss); err != nil {
-		w.Unreadable = err.Error()
+	} else {
+		if cause.Traffic(w) && !c.flowing {
+			// A flow began: its socket may be newer than the last
+			// listing, and its receiver is not known without it.
+			c.apps.Relist()
+		}
+		if w.AppCPUs, err = c.apps.CPUs(nss); err != nil {
+			w.Unreadable = err.Error()
+		}
+		w.Listed, w.NewSockets = c.apps.Fresh()
 	}
+	c.flowing = cause.Traffic(w)
 	w.NICCPUs = c.nicCPUs(m, cpus)
 	return w, c.started() && cpus != nil
 }

@@ -61,7 +61,7 @@ func TestWriteExplain(t *testing.T) {
 	b.Reset()
 	(&Report{Engagement: &Engagement{Cause: &rec, Decisions: []CauseRecord{rec}}}).WriteExplain(&b)
 	for _, want := range []string{"cpu0 100% (soft 60%, dropped 0, squeezed 2)", "applications on [1]; NIC on [0]", "action stand_down",
-		"no CPU of the set is free of the bottleneck", "decisions that acted"} {
+		"a hop needs 3", "decisions that acted"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("explain lacks %q:\n%s", want, b.String())
 		}

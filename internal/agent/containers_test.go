@@ -117,6 +117,9 @@ ip -n {p}-ov link set veth0 master br0 up; ip -n {p}-c link set eth0 up`)
 		t.Fatalf("%v\n%s", err, out)
 	}
 	o := testOptions(t, p+"-h")
+	// Adaptive, falcon starts off the path: the test reads what an
+	// attach sets.
+	o.Policy = datapath.PolicyPaper
 	a, err := Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

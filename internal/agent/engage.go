@@ -63,7 +63,8 @@ const (
 func (m *falconMode) engage(ctx context.Context, h *Host) {
 	var last time.Time
 	sp := spells{busy: time.Now(), roomy: time.Now()}
-	var again retest
+	// Stood down from the start (startPath): the first busy spell is new.
+	again := retest{idle: true}
 	var byCause causeLoop
 	for {
 		select {
@@ -71,7 +72,9 @@ func (m *falconMode) engage(ctx context.Context, h *Host) {
 			return
 		case <-time.After(engageWindow):
 		}
-		if decideByCause && m.byCause(h, &byCause, &again) {
+		// A set too small for a target has no A/B test either: it
+		// would put falcon on the path to measure what cannot pay.
+		if decideByCause && (m.byCause(h, &byCause, &again) || m.never != "") {
 			continue
 		}
 		someBusy, room := m.busyAndRoom(h)

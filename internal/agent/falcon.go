@@ -64,6 +64,9 @@ type falconMode struct {
 	// engaged by cause, the only CPUs the datapath may steer to.
 	causes  causeLog
 	targets atomic.Pointer[[]int]
+	// never: why falcon never comes on the path (cause.Roomless), "" where
+	// it may.
+	never string
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -145,7 +148,7 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if err != nil {
 		return err
 	}
-	if err := m.attachAll(h, ov, true); err != nil {
+	if err := m.startPath(h, ov); err != nil {
 		return err
 	}
 	if h.Opts.Fastpath {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cause"
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 )
 
@@ -84,4 +86,33 @@ func (m *falconMode) standUp(h *Host, why string) error {
 		h.Log().Info("back on the path", "why", why)
 	}
 	return nil
+}
+
+// startPath attaches the datapath, or, where the policy decides whether
+// to steer (adaptive), starts stood down: it comes on the path only to
+// engage, and a comeback attaches and sets RPS as Start does. Attached
+// from the start, falcon cost every packet and set RPS for at least the
+// second before its first stand-down, with nothing yet known to pay. A
+// CPU set too small ever to hold a target (cause.Roomless) never comes on
+// the path, and status says so.
+func (m *falconMode) startPath(h *Host, ov *discover.Overlay) error {
+	if datapath.Unconditional(m.cfg.Policy) {
+		return m.attachAll(h, ov, true)
+	}
+	if err := m.dp.StandDown(true); err != nil {
+		return err
+	}
+	if !decideByCause {
+		return nil
+	}
+	if m.never = cause.Roomless(m.causeSet(h)); m.never == "" {
+		return nil
+	}
+	h.Log().Info("never on the path", "why", m.never)
+	return h.update(func(st *State) {
+		if st.Engagement == nil {
+			st.Engagement = &Engagement{}
+		}
+		st.Engagement.Never = m.never
+	})
 }

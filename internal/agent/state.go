@@ -62,6 +62,9 @@ type Engagement struct {
 	// verdict; Decisions: the latest that acted or confirmed.
 	Cause     *CauseRecord  `json:"cause,omitempty"`
 	Decisions []CauseRecord `json:"decisions,omitempty"`
+	// Never: why falcon never comes on the path (a CPU set too small ever
+	// to hold a CPU free of the bottleneck, the NIC and the application).
+	Never string `json:"never_on_path,omitempty"`
 }
 
 // Value is one sysfs or procfs value a mode set. Netns is the device's

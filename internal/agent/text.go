@@ -72,7 +72,9 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "   (%.1f ms ago)\n", l.AgeMs)
 		}
 	}
-	if r.StoodDown {
+	if e := r.Engagement; e != nil && e.Never != "" {
+		fmt.Fprintf(w, "  path       never on it: %s\n", e.Never)
+	} else if r.StoodDown {
 		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy (after a verdict against steering: until the next test)\n")
 	}
 	writeEngagement(w, r.Engagement)

@@ -30,6 +30,10 @@ type Apps struct {
 	err    error          // the last listing's
 	ran    map[int]uint64 // TID -> run time ns at the last look
 	seen   map[int]time.Time
+	// fresh, newSockets: a listing ran since Fresh was last asked, and it
+	// found a socket the listing before did not have.
+	fresh, newSockets bool
+	inodes            []uint64 // the last listing's
 }
 
 // appMemory: a CPU that ran a receiver stays the receiver's this long. A
@@ -69,10 +73,28 @@ func (a *Apps) CPUs(nss []string) ([]int, error) {
 	return out, nil
 }
 
+// Relist makes the next CPUs list the sockets afresh: a flow began, and
+// its socket may be newer than the last listing.
+func (a *Apps) Relist() { a.listed = time.Time{} }
+
+// Fresh says whether the sockets were listed since the last call, and
+// whether that listing found sockets the one before did not have (a new
+// flow's); cause.Window's Listed and NewSockets.
+func (a *Apps) Fresh() (listed, newSockets bool) {
+	listed, newSockets = a.fresh, a.newSockets
+	a.fresh, a.newSockets = false, false
+	return listed, newSockets
+}
+
 // list finds the sockets' holders.
 func (a *Apps) list(nss []string) {
 	a.listed, a.pids, a.err = time.Now(), nil, nil
 	var inodes []uint64
+	defer func() {
+		a.fresh = a.err == nil
+		a.newSockets = a.newSockets || (a.fresh && slices.ContainsFunc(inodes, func(i uint64) bool { return !slices.Contains(a.inodes, i) }))
+		a.inodes = inodes
+	}()
 	for _, ns := range nss {
 		err := netns.Do(ns, func() error {
 			ino, err := socketInodes()

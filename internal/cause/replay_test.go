@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func sim(name string, windows int, offered func(i int) uint64, capacity uint64, 
 		}
 		n := min(offered(i), uint64(15/cost))
 		ticks := float64(n) * cost
-		w := Window{Ms: 150, Delivered: n, AppCPUs: []int{5}, NICCPUs: []int{2}, Engaged: on}
+		w := Window{Ms: 150, Delivered: n, AppCPUs: []int{5}, NICCPUs: []int{2}, Engaged: on, Listed: i == 0, NewSockets: i == 0}
 		for c := range 16 {
 			busy := 3.0
 			switch {
@@ -122,6 +123,77 @@ func TestWriteSynthetic(t *testing.T) {
 		b, _ := json.MarshalIndent(tr, "", " ")
 		if err := os.WriteFile(filepath.Join("testdata", file), b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	writeUnlisted(t)
+}
+
+// unlistedMs: how long the cold traces' receivers go unnamed, as the
+// reader before the listing at a flow's start had them: up to its 2 s
+// between listings.
+const unlistedMs = 2000.0
+
+// writeUnlisted writes each recorded cold start again as the reader that
+// listed sockets only every 2 s saw it (the log of issue 42: "applications
+// on []" for a new flow's first windows, then the receiver on CPU 1).
+func writeUnlisted(t *testing.T) {
+	files, _ := filepath.Glob("testdata/2cpu-vm-cold-*-run1.json")
+	for _, f := range files {
+		tr, err := ReadTrace(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.About = "synthetic from " + filepath.Base(f) + ": its receivers unnamed for the first 2 s, then listed (the reader that listed only every 2 s)"
+		var ms float64
+		listed := false
+		for i := range tr.Windows {
+			w := &tr.Windows[i]
+			w.Listed, w.NewSockets = false, false
+			if ms < unlistedMs {
+				w.AppCPUs = []int{}
+			} else if !listed {
+				w.Listed, w.NewSockets, listed = true, true, true
+			}
+			ms += w.Ms
+		}
+		b, _ := json.MarshalIndent(tr, "", " ")
+		name := strings.Replace(filepath.Base(f), "-run1.json", "-unlisted.json", 1)
+		if err := os.WriteFile(filepath.Join("testdata", name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The cold starts with a third CPU, idle, in the set: with a CPU free once
+// the receiver is known, no engagement begins before it has been known, from
+// a listing after the flow began, for appKnownMs (on 2 vCPUs none begins at
+// all: TestReplay).
+func TestColdStartWaitsForReceiver(t *testing.T) {
+	files, _ := filepath.Glob("testdata/2cpu-vm-cold-*.json")
+	if len(files) < 8 {
+		t.Fatalf("%d cold-start traces in testdata", len(files))
+	}
+	for _, f := range files {
+		tr, err := ReadTrace(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.Params.Set = []int{0, 1, 2}
+		for i := range tr.Windows {
+			w := &tr.Windows[i]
+			w.CPUs = append(slices.Clone(w.CPUs), CPU{ID: 2, Busy: 3})
+		}
+		listedAt := -1.0
+		var now float64
+		for i, s := range tr.Replay(10 * time.Second) {
+			w := tr.Windows[i]
+			now += w.Ms
+			if w.Listed && listedAt < 0 {
+				listedAt = now - w.Ms
+			}
+			if s.Action == ActBegin && (listedAt < 0 || now-listedAt < appKnownMs) {
+				t.Errorf("%s: began at %.0f ms, its receiver listed at %.0f ms", filepath.Base(f), now, listedAt)
+			}
 		}
 	}
 }

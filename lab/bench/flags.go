@@ -146,9 +146,22 @@ var presets = map[string]preset{
 		"64 KiB is 65507 B for both (UDP's limit). The paper had 100 G NICs and 2 splitting cores beside idle ones; here 2 vCPUs", fixed(
 		map[string]string{"layouts": "host,docker", "modes": "vanilla,rps,falcon,mflow:allow-reorder=true,elephant=0",
 			"workloads": "udp-stress,tcp", "sizes": paperSizes, "duration": "5s", "runs": "3"})},
+	"never-harm": {"never harm, settled: falcon against vanilla and an A/A control (vanilla@aa) on docker, taking turns, over one UDP flow of 1000 B, " +
+		"UDP stress 16 B and 1400 B, one TCP flow, ping-pong 16 B, memcached and nginx; 5 runs of 5 s after 3 s warm-up", fixed(
+		map[string]string{"layouts": "docker", "modes": neverHarmModes, "workloads": "udp:1000,udp-stress,tcp:128K,latency:16,memcached:550,web:1K",
+			"sizes": "16,1400", "duration": "5s", "warmup": "3s", "runs": "5", "interleave": "true"})},
+	"never-harm-cold": {"never harm, cold: every run a new flow measured from its first packet (no warm-up), many short runs: " +
+		"falcon against vanilla and an A/A control on docker, taking turns, over one UDP flow of 1000 B, UDP stress 16 B, one TCP flow and ping-pong 16 B; " +
+		"20 runs of 4 s; the run-by-run table has each case's median ratio, its worst run against the vanilla run of its round and falcon's time on the path", fixed(
+		map[string]string{"layouts": "docker", "modes": neverHarmModes, "workloads": "udp:1000,udp-stress:16,tcp:128K,latency:16",
+			"duration": "4s", "warmup": "0s", "runs": "20", "interleave": "true"})},
 	"scale-kernel": {"the scale preset's UDP cases sent by the kernel sender (--sender kernel) from the first sender CPU: " +
 		"UDP stress 16 B .. 1400 B, 1-16 flows of 64 B", scaleKernelPreset},
 }
+
+// neverHarmModes: falcon beside vanilla, and vanilla again as an A/A
+// control: what a ratio of vanilla to itself does on the same machine.
+const neverHarmModes = "vanilla,vanilla@aa,falcon"
 
 // mflowBatches are MFLOW Fig. 7's batch sizes, packets per micro-flow.
 var mflowBatches = []int{16, 32, 64, 128, 256, 512, 1024}

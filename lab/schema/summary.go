@@ -153,13 +153,34 @@ func Normalize(results []Result, baseline string) {
 // both ran interleaved on one testbed, and summarises the ratios by their
 // geometric mean; nil when no round pairs up.
 func pairedRatios(r, b *Result) map[string]stats.Summary {
+	ratios := RoundRatios(r, b)
+	if len(ratios) == 0 {
+		return nil
+	}
+	out := map[string]stats.Summary{}
+	for k, vs := range ratios {
+		out[k] = stats.GeoSummarize(rounds(vs))
+	}
+	return out
+}
+
+// RoundRatio is one run of a result divided by its baseline's run of the
+// same round (--interleave): the two ran back to back on one testbed.
+type RoundRatio struct {
+	Round int
+	Ratio float64
+}
+
+// RoundRatios are r's runs divided by b's of the same round, by metric
+// (NormalizedMetrics), in r's run order.
+func RoundRatios(r, b *Result) map[string][]RoundRatio {
 	base := map[int]map[string]float64{}
 	for _, run := range b.Runs {
 		if run.Round > 0 {
 			base[run.Round] = Metrics(run)
 		}
 	}
-	ratios := map[string][]float64{}
+	ratios := map[string][]RoundRatio{}
 	for _, run := range r.Runs {
 		bm, ok := base[run.Round]
 		if run.Round == 0 || !ok {
@@ -170,16 +191,17 @@ func pairedRatios(r, b *Result) map[string]stats.Summary {
 			x, okx := m[k]
 			y, oky := bm[k]
 			if okx && oky && y != 0 {
-				ratios[k] = append(ratios[k], x/y)
+				ratios[k] = append(ratios[k], RoundRatio{run.Round, x / y})
 			}
 		}
 	}
-	if len(ratios) == 0 {
-		return nil
-	}
-	out := map[string]stats.Summary{}
-	for k, vs := range ratios {
-		out[k] = stats.GeoSummarize(vs)
+	return ratios
+}
+
+func rounds(rs []RoundRatio) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Ratio
 	}
 	return out
 }
@@ -293,4 +315,19 @@ func offeredSpec(r Result) string {
 		return ""
 	}
 	return r.Offered.Spec
+}
+
+// BaselineOf is the result r was divided by (its Baseline), nil if none.
+func BaselineOf(results []Result, r *Result) *Result {
+	if r.Baseline == "" {
+		return nil
+	}
+	l, m := splitConfig(r.Baseline)
+	for i := range results {
+		b := &results[i]
+		if b.Layout == l && b.Mode == m && b.Workload == r.Workload && b.Size == r.Size && b.Flows == r.Flows && offeredSpec(*b) == offeredSpec(*r) {
+			return b
+		}
+	}
+	return nil
 }
