@@ -39,11 +39,15 @@ func nsSh(t *testing.T, ns, cmd string) string {
 var invalidDrops = regexp.MustCompile(`ct state invalid .*counter packets (\d+) .*drop`)
 
 // dropped sums the packet counts that re's first group reads in ns's
-// ruleset.
+// ruleset; no rule matching re fails the test.
 func dropped(t *testing.T, ns string, re *regexp.Regexp) int {
 	t.Helper()
 	n := 0
-	for _, m := range re.FindAllStringSubmatch(nsSh(t, ns, "nft list ruleset"), -1) {
+	rs := nsSh(t, ns, "nft list ruleset")
+	if !re.MatchString(rs) {
+		t.Fatalf("no rule of %s matches %s:\n%s", ns, re, rs)
+	}
+	for _, m := range re.FindAllStringSubmatch(rs, -1) {
 		v, _ := strconv.Atoi(m[1])
 		n += v
 	}
