@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,10 @@ type fastPath struct {
 	log    *slog.Logger
 	// off: why the host's ruleset keeps the fast path off ("": it does not).
 	off string
+	// h, ov: the host and overlay of the last sync, for a resync on a
+	// change of tc configuration.
+	h  *Host
+	ov *discover.Overlay
 	// invalidations: caches dropped since start (by announcements and
 	// container changes).
 	invalidations atomic.Uint64
@@ -98,28 +103,38 @@ func checkFastPath(h *Host, ov *discover.Overlay) error {
 	if err := reachable(h, ov); err != nil {
 		return err
 	}
-	reason, err := unsafeRules(h.Opts.Netns)
-	if err != nil {
-		return err
-	}
-	if reason != "" {
-		return fmt.Errorf("the fast path would skip what the host's netfilter decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
+	if reason := unsafeHost(h.Opts.Netns, ov); reason != "" {
+		return fmt.Errorf("the fast path would skip what the host decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
 	}
 	return nil
 }
 
-// unreachable lists the containers' host-side veths the fast path cannot
-// hand packets to, with why: bpf_redirect_peer crosses from a veth in the
-// program's own namespace to its peer, and the NIC's program runs in the
-// host namespace. Docker's swarm keeps them in its overlay's namespace.
-func unreachable(h *Host, ov *discover.Overlay) []string {
-	var out []string
+// unreachable lists the containers' host-side veths the fast path leaves to
+// the slow path, by key, with why: bpf_redirect_peer crosses from a veth in
+// the program's own namespace to its peer, and the NIC's program runs in
+// the host namespace (Docker's swarm keeps them in its overlay's
+// namespace); and a veth with tc policy of its own (a root qdisc, another's
+// filters) that a redirected packet would skip.
+func unreachable(h *Host, ov *discover.Overlay) map[string]string {
+	out := map[string]string{}
 	for _, d := range ov.Role(discover.RoleHostVeth) {
 		if d.Netns != h.Opts.Netns {
-			out = append(out, fmt.Sprintf("%s in %s: not in the NIC's namespace, where bpf_redirect_peer must start", d.Name, netns.Label(d.Netns)))
+			out[d.Key()] = fmt.Sprintf("%s in %s: not in the NIC's namespace, where bpf_redirect_peer must start", d.Name, netns.Label(d.Netns))
+			continue
+		}
+		why, err := datapath.ForeignTC(d.Netns, d.Ifindex, true)
+		if err != nil {
+			why = fmt.Sprintf("its tc configuration could not be read (%v)", err)
+		}
+		if why != "" {
+			out[d.Key()] = fmt.Sprintf("%s: %s, which the fast path would skip", d.Name, why)
 		}
 	}
 	return out
+}
+
+func reasons(far map[string]string) []string {
+	return slices.Sorted(maps.Values(far))
 }
 
 // reachable refuses an overlay none of whose containers the fast path can
@@ -129,8 +144,8 @@ func reachable(h *Host, ov *discover.Overlay) error {
 	veths := ov.Role(discover.RoleHostVeth)
 	far := unreachable(h, ov)
 	if len(veths) > 0 && len(far) == len(veths) {
-		return fmt.Errorf("the fast path cannot reach any container of %s: their host-side veths are not in the NIC's namespace (%s), and bpf_redirect_peer crosses only from a veth in the program's own namespace",
-			netns.Label(h.Opts.Netns), strings.Join(far, "; "))
+		return fmt.Errorf("the fast path cannot reach any container of %s: %s (bpf_redirect_peer crosses only from a veth in the program's own namespace, and skips the veth's own tc policy)",
+			netns.Label(h.Opts.Netns), strings.Join(reasons(far), "; "))
 	}
 	return nil
 }
@@ -277,13 +292,14 @@ func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	want := map[string]datapath.Hook{}
-	f.far = unreachable(h, ov)
+	far := unreachable(h, ov)
+	f.far, f.h, f.ov = reasons(far), h, ov
 	for _, d := range ov.Devices {
 		role := datapath.HookRole("")
 		switch {
 		case d.Role == discover.RoleNIC:
 			role = datapath.HookFastNIC
-		case d.Role == discover.RoleHostVeth && d.Netns == h.Opts.Netns:
+		case d.Role == discover.RoleHostVeth && far[d.Key()] == "":
 			role = datapath.HookFastVeth
 		case d.Role == discover.RoleContainer:
 			role = datapath.HookFastPod

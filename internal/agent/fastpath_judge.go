@@ -1,9 +1,14 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -16,27 +21,68 @@ import (
 // (x_tables) tables are announced to no one: their appearance is polled,
 // once a second.
 
-// changed handles the watch's announcements: every one invalidates the
-// caches; an nftables commit also has the ruleset judged again, the fast
-// path off meanwhile.
+// changed handles the watch's announcements (which: by watchRoute's
+// indices): every one invalidates the caches; an nftables commit or an
+// IPsec change also has the host judged again, the fast path off
+// meanwhile; a tc change has the devices synced again (a container's
+// host-side veth with tc policy of its own is left to the slow path).
 func (f *fastPath) changed(which []bool) {
-	nft := len(which) > watchNft && which[watchNft]
-	if nft {
+	rejudge := which[watchNft] || which[watchXfrm] || which[watchTC]
+	if rejudge {
 		f.fp.SetOn(false)
 	}
 	f.invalidate()
-	if nft {
+	if which[watchTC] {
+		f.mu.Lock()
+		h, ov := f.h, f.ov
+		f.mu.Unlock()
+		if err := f.sync(h, ov); err != nil {
+			f.log.Error("fast path: sync after a tc change", "err", err)
+		}
+	}
+	if rejudge {
 		f.judge()
 	}
 }
 
-// judge judges the host's ruleset and turns the programs' caches on or
-// off by it.
-func (f *fastPath) judge() {
-	reason, err := unsafeRules(f.ns)
+// unsafeHost says why the host's policy outside its containers' veths
+// keeps the fast path off: its ruleset, IPsec, tc policy on the NIC that a
+// redirected packet would skip.
+func unsafeHost(ns string, ov *discover.Overlay) string {
+	reason, err := unsafeRules(ns)
 	if err != nil {
-		reason = "the ruleset could not be read: " + err.Error()
+		return "the ruleset could not be read: " + err.Error()
 	}
+	if reason != "" {
+		return reason
+	}
+	var ipsec int
+	netns.Do(ns, func() error {
+		ps, err := netlink.XfrmPolicyList(netlink.FAMILY_ALL)
+		ipsec = len(ps)
+		return err
+	})
+	if ipsec > 0 {
+		return fmt.Sprintf("%d IPsec (xfrm) policies, which cached flows would bypass", ipsec)
+	}
+	for _, nic := range ov.Role(discover.RoleNIC) {
+		why, err := datapath.ForeignTC(nic.Netns, nic.Ifindex, false)
+		if err != nil {
+			return fmt.Sprintf("the tc configuration of %s could not be read: %v", nic.Name, err)
+		}
+		if why != "" {
+			return fmt.Sprintf("%s on %s, which packets the fast path delivers would skip", why, nic.Name)
+		}
+	}
+	return ""
+}
+
+// judge judges the host and turns the programs' caches on or off by it.
+func (f *fastPath) judge() {
+	f.mu.Lock()
+	ov := f.ov
+	f.mu.Unlock()
+	reason := unsafeHost(f.ns, ov)
 	f.mu.Lock()
 	was := f.off
 	f.off = reason
@@ -44,7 +90,7 @@ func (f *fastPath) judge() {
 	if reason != "" {
 		f.fp.SetOn(false)
 		if was != reason {
-			f.log.Warn("fast path off: the host's netfilter decides per packet", "netns", netns.Label(f.ns), "why", reason)
+			f.log.Warn("fast path off: the host decides per packet", "netns", netns.Label(f.ns), "why", reason)
 		}
 		return
 	}

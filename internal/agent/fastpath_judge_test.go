@@ -88,3 +88,59 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) time.Time {
 	t.Fatalf("not within %v", d)
 	return time.Time{}
 }
+
+// TestFastPathTCPolicy: policy outside netfilter is honoured. A TBF qdisc
+// added to the receiving container's host-side veth leaves that container
+// to the slow path (status names it) and the flow is shaped as without
+// falcon; another's tc filter on the NIC, or an IPsec policy, turns the
+// fast path off (status says why); each removed, the fast path returns.
+func TestFastPathTCPolicy(t *testing.T) {
+	needFastPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tb := ibed(t, "tp", "calico", 1)
+	warm(t, tb)
+	as := fastAgents(ctx, t, tb, "fastpath")
+	h := tb.Hosts[1]
+	clients, servers := tb.Endpoints()
+	dst := netip.MustParseAddr(servers[0].Addr)
+	report := func() *FastReport { return fastReportOf(t, as[1]) }
+	hits := func() uint64 { return report().Counters["ingress_hit"] }
+	// flow starts a flow on port and waits for it to take the fast path. A
+	// new one after each step: one whose slow packets were dropped (by the
+	// TBF) stays slow until its slow path has been quiet for a second.
+	flow := func(port uint16) *udpCounter {
+		t.Helper()
+		cnt := countUDP(t, servers[0].Netns, dst, port)
+		go seqcheck.Send(ctx, seqcheck.SendOptions{Netns: clients[0].Netns, Dst: dst, Port: port, Flows: 1,
+			PktsPerFlow: 1 << 28, Size: 64, CPU: 0, Pause: 500 * time.Microsecond, PauseEvery: 10})
+		h0 := hits()
+		waitFor(t, 3*time.Second, func() bool { return hits() > h0+100 })
+		return cnt
+	}
+	steps := []struct{ name, add, del string }{
+		{"tbf on the host veth", "tc qdisc add dev " + h.Containers[0].HostVeth + " root tbf rate 1mbit burst 10k latency 50ms",
+			"tc qdisc del dev " + h.Containers[0].HostVeth + " root"},
+		{"u32 filter on the NIC", "tc qdisc add dev " + h.NIC + " ingress; tc filter add dev " + h.NIC + " parent ffff: prio 7 u32 match u32 0 0 flowid 1:1",
+			"tc qdisc del dev " + h.NIC + " ingress"},
+		{"IPsec policy", "ip xfrm policy add dir out src 192.0.2.0/24 dst 198.51.100.0/24", "ip xfrm policy flush"},
+	}
+	for i, s := range steps {
+		cnt := flow(uint16(7431 + i))
+		start := time.Now()
+		nsSh(t, h.Netns, s.add)
+		waitFor(t, 2*time.Second, func() bool { r := report(); return r.Off != "" || len(r.Unreachable) > 0 })
+		took := time.Since(start)
+		time.Sleep(300 * time.Millisecond)
+		h0, n0 := hits(), cnt.n.Load()
+		time.Sleep(time.Second)
+		r := report()
+		t.Logf("%s: slow within %v (off %q, not fast-pathed %q); then %d fast hits, %d delivered in 1 s", s.name, took, r.Off, r.Unreachable, r.Counters["ingress_hit"]-h0, cnt.n.Load()-n0)
+		if r.Counters["ingress_hit"] != h0 {
+			t.Errorf("%s: %d packets still took the fast path", s.name, r.Counters["ingress_hit"]-h0)
+		}
+		nsSh(t, h.Netns, s.del)
+		waitFor(t, 2*time.Second, func() bool { r := report(); return r.Off == "" && len(r.Unreachable) == 0 })
+	}
+	flow(7441)
+}

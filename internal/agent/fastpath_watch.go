@@ -19,26 +19,42 @@ import (
 // not worth computing when relearning costs one slow packet per flow.
 const (
 	rtGroups = unix.RTMGRP_LINK | unix.RTMGRP_NEIGH | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
-		unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE
-	nfnlGroupNftables = 7 // NFNLGRP_NFTABLES
-	// watchNft: the index of openWatch's nftables socket.
-	watchNft = 1
+		unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE | unix.RTMGRP_IPV4_RULE | 1<<(rtnlGroupIPv4Netconf-1)
+	rtnlGroupIPv4Netconf = 24 // RTNLGRP_IPV4_NETCONF: ip_forward, rp_filter
+	rtnlGroupNexthop     = 32 // RTNLGRP_NEXTHOP: nexthop objects
+	nfnlGroupNftables    = 7  // NFNLGRP_NFTABLES
+	// xfrmGroups: IPsec states and policies (XFRMNLGRP_SA, XFRMNLGRP_POLICY).
+	xfrmGroups = 1<<(3-1) | 1<<(4-1)
 )
 
-// openWatch opens the two netlink sockets in namespace ns (a socket stays in
-// the namespace it was made in): rtnetlink's, then nftables' (watchNft).
+// openWatch's sockets, by index: what changed() does with each.
+const (
+	watchRoute = iota // routes, rules, nexthops, links, neighbours, netconf: invalidate
+	watchNft          // nftables commits: judge the ruleset again
+	watchTC           // qdiscs and filters: sync the devices again
+	watchXfrm         // IPsec: judge again
+)
+
+// openWatch opens the netlink sockets in namespace ns (a socket stays in
+// the namespace it was made in), in the order of watchRoute and the rest.
 func openWatch(ns string) (fds []int, err error) {
 	err = netns.Do(ns, func() error {
-		rt, err := netlinkSocket(unix.NETLINK_ROUTE, rtGroups, 0)
-		if err != nil {
-			return fmt.Errorf("rtnetlink: %w", err)
+		for _, w := range []struct {
+			what          string
+			proto, groups int
+			group         int
+		}{
+			{"rtnetlink", unix.NETLINK_ROUTE, rtGroups, rtnlGroupNexthop},
+			{"nftables notifications", unix.NETLINK_NETFILTER, 0, nfnlGroupNftables},
+			{"tc notifications", unix.NETLINK_ROUTE, unix.RTMGRP_TC, 0},
+			{"xfrm notifications", unix.NETLINK_XFRM, xfrmGroups, 0},
+		} {
+			fd, err := netlinkSocket(w.proto, w.groups, w.group)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.what, err)
+			}
+			fds = append(fds, fd)
 		}
-		fds = append(fds, rt)
-		nf, err := netlinkSocket(unix.NETLINK_NETFILTER, 0, nfnlGroupNftables)
-		if err != nil {
-			return fmt.Errorf("nftables notifications: %w", err)
-		}
-		fds = append(fds, nf)
 		return nil
 	})
 	if err != nil {
