@@ -102,6 +102,10 @@ func releaseGlobal(dir string) error {
 				if err == nil {
 					continue
 				}
+				if errors.Is(err, journal.ErrRefused) { // a planted or edited file: never again
+					errs = append(errs, fmt.Errorf("%s: %w: refused, left as it is, and dropped", globalFile, err))
+					continue
+				}
 				errs = append(errs, fmt.Errorf("restore %s to %s: %w", g.Path, g.Old, err))
 			}
 			keep = append(keep, g)
