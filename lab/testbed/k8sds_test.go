@@ -149,7 +149,7 @@ func deleteDaemonSet(t *testing.T, kc func(...string) ([]byte, error), dir strin
 	if out, err := kc("delete", "-f", dir, "--wait=true", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl delete: %v\n%s", err, out)
 	}
-	t.Logf("kubectl delete -f deploy/kubernetes/ done in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("kubectl delete -f (the pinned manifests) done in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // agentPod is what the test reads of an agent's pod.
