@@ -13,12 +13,13 @@ build:
 # $(IMAGE):$(VERSION) and $(IMAGE):latest, for ctr images import, docker load
 # or podman load; docs/operations.md says how to push it. nft and its
 # libraries come from Debian's packages (cached in .cache/image-debs). The
-# commit's time stamps it, so the same commit gives the same digest.
+# commit's time stamps it, so the same commit gives the same digest; and
+# build/kubernetes/ is deploy/kubernetes with the DaemonSet pinned to it.
 IMAGE ?= localhost/falcon
 image: build
 	@case "$(VERSION)" in dev|"") echo "image: no commit to tag it with (VERSION=$(VERSION))"; exit 1;; esac
 	$(GO) run ./scripts/image -falcon bin/falcon -repo $(IMAGE) -out build/falcon-image.tar \
-		-epoch $$(git log -1 --format=%ct)
+		-epoch $$(git log -1 --format=%ct) -deploy deploy/kubernetes -deploy-out build/kubernetes
 
 # make test and make test-guest run every step whatever the others did, and
 # the last of them given prints what failed and fails (scripts/steps.sh): one

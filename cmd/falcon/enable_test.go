@@ -137,6 +137,9 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--alive"); code != 0 || strings.TrimSpace(out) != "alive" {
+		t.Errorf("status --alive: exit %d\n%s", code, out)
+	}
 	r := statusJSON(t, bin, h.Netns)
 	if !r.Enabled || !r.Ready || len(r.Stages) != 2 || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
@@ -161,6 +164,9 @@ func TestEnableStatusDisableCLI(t *testing.T) {
 	}
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 1 || !strings.Contains(out, "not enabled") {
 		t.Errorf("status --ready after disable: exit %d\n%s", code, out)
+	}
+	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--alive"); code != 1 || !strings.Contains(out, "not alive: falcon is not enabled") {
+		t.Errorf("status --alive after disable: exit %d\n%s", code, out)
 	}
 	if rps(t, h.Netns, h.Overlay) != vx0 || rps(t, c.Netns, "eth0") != ct0 {
 		t.Error("disable did not restore RPS settings")

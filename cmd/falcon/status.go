@@ -17,14 +17,19 @@ func init() {
 // statusOut is where the report goes; tests capture it.
 var statusOut io.Writer = os.Stdout
 
-// errNotReady makes status --ready exit 1 with a reason and nothing else.
-var errNotReady = errors.New("not ready")
+// errNotReady makes status --ready exit 1 with a reason and nothing else;
+// errNotAlive, status --alive.
+var (
+	errNotReady = errors.New("not ready")
+	errNotAlive = errors.New("not alive")
+)
 
 func runStatus(args []string) error {
-	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready] [--explain]")
+	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready | --alive] [--explain]")
 	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	ready := fs.Bool("ready", false, "exit 0 only if an agent runs, is attached and has fresh load data (a readiness probe)")
+	alive := fs.Bool("alive", false, "exit 0 unless the agent is wedged: its process is gone or its load sampler stopped (a liveness probe)")
 	explain := fs.Bool("explain", false, "also say why falcon is on or off the path: the adaptive policy's latest decision by cause, its inputs and verdict, and the latest that acted")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -41,10 +46,18 @@ func runStatus(args []string) error {
 		if err := enc.Encode(r); err != nil {
 			return err
 		}
-	} else if !*ready {
+	} else if !*ready && !*alive {
 		r.WriteText(statusOut)
 		if *explain {
 			r.WriteExplain(statusOut)
+		}
+	}
+	if *alive {
+		if why := r.WhyNotAlive(); why != "" {
+			return fmt.Errorf("%w: %s", errNotAlive, why)
+		}
+		if !*asJSON && !*ready {
+			fmt.Fprintln(statusOut, "alive")
 		}
 	}
 	if !*ready {

@@ -86,8 +86,9 @@ func TestNodeModeFromConfigMap(t *testing.T) {
 	}
 }
 
-// The DaemonSet names the tag make image writes, and runs an imported
-// image without a registry.
+// The DaemonSet names make image's repository, unpinned, for make image
+// to pin to the digest it built (scripts/image, TestPinnedManifests), and
+// runs an imported image without a registry.
 func TestAgentImage(t *testing.T) {
 	_, c := agentPod(t, objects(t))
 	mk, err := os.ReadFile("../../Makefile")
@@ -98,8 +99,11 @@ func TestAgentImage(t *testing.T) {
 	if m == nil {
 		t.Fatal("the Makefile sets no IMAGE ?= for make image")
 	}
-	if want := string(m[1]) + ":latest"; c.Image != want {
-		t.Errorf("the DaemonSet runs image %q; make image tags %q", c.Image, want)
+	if repo, tag, _ := strings.Cut(c.Image, ":"); repo != string(m[1]) || tag == "latest" || strings.Contains(c.Image, "@") {
+		t.Errorf("the DaemonSet names image %q; want make image's %s, unpinned (not :latest: make image pins it)", c.Image, m[1])
+	}
+	if !strings.Contains(string(mk), "-deploy deploy/kubernetes -deploy-out build/kubernetes") {
+		t.Error("make image does not pin deploy/kubernetes (-deploy)")
 	}
 	if c.ImagePullPolicy != "IfNotPresent" {
 		t.Errorf("imagePullPolicy %q: an imported image would be pulled from a registry", c.ImagePullPolicy)

@@ -88,12 +88,9 @@ type container struct {
 			} `json:"fieldRef"`
 		} `json:"valueFrom"`
 	} `json:"env"`
-	ReadinessProbe *struct {
-		Exec *struct {
-			Command []string `json:"command"`
-		} `json:"exec"`
-	} `json:"readinessProbe"`
-	Resources struct {
+	ReadinessProbe *probe `json:"readinessProbe"`
+	LivenessProbe  *probe `json:"livenessProbe"`
+	Resources      struct {
 		Requests map[string]string `json:"requests"`
 		Limits   map[string]string `json:"limits"`
 	} `json:"resources"`
@@ -280,14 +277,35 @@ func TestAgentPodScheduling(t *testing.T) {
 	if pod.TerminationGracePeriodSeconds < 30 {
 		t.Errorf("terminationGracePeriodSeconds %d leaves too little time to restore every value", pod.TerminationGracePeriodSeconds)
 	}
-	want := []string{c.Command[0], "status", "--ready"}
-	var got []string
-	if c.ReadinessProbe != nil && c.ReadinessProbe.Exec != nil {
-		got = c.ReadinessProbe.Exec.Command
+	for _, p := range []struct {
+		name string
+		p    *probe
+		flag string
+	}{{"readinessProbe", c.ReadinessProbe, "--ready"}, {"livenessProbe", c.LivenessProbe, "--alive"}} {
+		want := []string{c.Command[0], "status", p.flag}
+		var got []string
+		if p.p != nil && p.p.Exec != nil {
+			got = p.p.Exec.Command
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s runs %q, want %q", p.name, got, want)
+		}
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("readinessProbe runs %q, want %q", got, want)
+	// A restart restores and reapplies every value: only an agent wedged
+	// for a while is restarted, never one that is still starting.
+	if l := c.LivenessProbe; l != nil && (l.InitialDelaySeconds+l.PeriodSeconds*l.FailureThreshold < 60 || l.TimeoutSeconds < 5) {
+		t.Errorf("livenessProbe %+v would restart an agent within a minute of its start, or time out on a busy node", *l)
 	}
+}
+
+type probe struct {
+	Exec *struct {
+		Command []string `json:"command"`
+	} `json:"exec"`
+	InitialDelaySeconds int `json:"initialDelaySeconds"`
+	PeriodSeconds       int `json:"periodSeconds"`
+	TimeoutSeconds      int `json:"timeoutSeconds"`
+	FailureThreshold    int `json:"failureThreshold"`
 }
 
 var (
@@ -365,6 +383,7 @@ func TestAgentAcceptsManifestFlags(t *testing.T) {
 	}{
 		{"agent", flagsOf(c.Args[1:])},
 		{"status", flagsOf(c.ReadinessProbe.Exec.Command[2:])},
+		{"status", flagsOf(c.LivenessProbe.Exec.Command[2:])},
 	} {
 		out, _ := exec.Command(bin, cmd.name, "-h").CombinedOutput()
 		if strings.Contains(string(out), "unknown command") {

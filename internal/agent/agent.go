@@ -135,7 +135,7 @@ func Start(ctx context.Context, opts Options) (*Agent, error) {
 		h.lock.release()
 		return nil, errors.Join(err, dead.remove(nil))
 	}
-	h.state = State{Pid: os.Getpid(), Options: opts, PinDir: h.PinDir, Started: time.Now(), Devices: ov.Devices}
+	h.state = State{Pid: os.Getpid(), NetnsCookie: nsCookie(opts.Netns), Options: opts, PinDir: h.PinDir, Started: time.Now(), Devices: ov.Devices}
 	if static {
 		h.state.PinDir = "" // no BPF: nothing for status or cleanup to look for
 	}

@@ -31,6 +31,7 @@ func Apply(opts Options) (*State, error) {
 	}
 
 	// From here on the system changes.
+	sweepOrphans(opts, h.Key, h.Log())
 	if h.lock, err = tryLock(h.Dir); err != nil {
 		if errors.Is(err, errLocked) {
 			return nil, fmt.Errorf("falcon is %w in network namespace %s by a running agent; run 'falcon disable%s' first",
@@ -49,7 +50,7 @@ func Apply(opts Options) (*State, error) {
 	if h.journal, err = journal.Open(filepath.Join(h.Dir, journalFile)); err != nil {
 		return nil, err
 	}
-	h.state = State{Options: opts, Started: started, Devices: ov.Devices, Static: true}
+	h.state = State{NetnsCookie: nsCookie(opts.Netns), Options: opts, Started: started, Devices: ov.Devices, Static: true}
 	if err := h.update(func(*State) {}); err != nil {
 		return nil, fmt.Errorf("write state: %w", err)
 	}

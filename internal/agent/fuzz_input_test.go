@@ -1,9 +1,12 @@
 package agent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,6 +99,53 @@ func FuzzKey(f *testing.F) {
 		}
 		if !keyForm.MatchString(k) {
 			t.Fatalf("Key(%q) = %q", s, k)
+		}
+	})
+}
+
+// FuzzParseHolds: global.json of any content is holds or an error, never
+// a panic, and holds written back read as the same.
+func FuzzParseHolds(f *testing.F) {
+	for _, s := range []string{`[{"path":"/proc/sys/net/core/rps_sock_flow_entries","old":"0","value":"32768","holders":["/run/falcon/ns-4-1"]}]`,
+		`[{"path":"/proc/sys/kernel/core_pattern","old":"|/tmp/x"}]`, `[`, "", "null", `[null]`, `{"path":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hs, err := parseHolds(b)
+		if err != nil {
+			return
+		}
+		again, err := json.Marshal(hs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := parseHolds(again)
+		if err != nil || !reflect.DeepEqual(back, hs) {
+			t.Fatalf("%+v read back as %+v (%v)", hs, back, err)
+		}
+	})
+}
+
+// FuzzUnsafeLines: any ruleset text gives lines of its own or none, never a
+// panic, and a rate limit in a filter base chain is always found, whatever
+// the rule holds besides: the fast path must never cache a flow past it.
+func FuzzUnsafeLines(f *testing.F) {
+	f.Add(kubeProxy, "udp dport 53")
+	f.Add("table inet t {\n\tchain c {\n\t\ttype nat hook prerouting priority 0;\n\t\tlimit rate 1/second\n\t}\n}\n", "ct count over 2")
+	f.Add("\ntable \ntable ", "type nat hook")
+	f.Fuzz(func(t *testing.T, rs, rule string) {
+		lines := strings.Split(rs, "\n")
+		for _, l := range unsafeLines(rs) {
+			// A table's first line comes without its "table " (the split).
+			if !slices.ContainsFunc(lines, func(x string) bool { x = strings.TrimSpace(x); return x == l || x == "table "+l }) {
+				t.Fatalf("%q is no line of the ruleset", l)
+			}
+		}
+		rule = strings.Join(strings.Fields(rule), " ") // one line
+		limited := strings.TrimSpace(rule + " limit rate 1/second drop")
+		chain := "table inet t {\n\tchain c {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\t" + limited + "\n\t}\n}\n"
+		if !slices.Contains(unsafeLines(rs+"\n"+chain), limited) {
+			t.Fatalf("the rate limit %q in a forward chain after %q is not found", limited, rs)
 		}
 	})
 }

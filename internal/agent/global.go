@@ -102,6 +102,10 @@ func releaseGlobal(dir string) error {
 				if err == nil {
 					continue
 				}
+				if errors.Is(err, journal.ErrRefused) { // a planted or edited file: never again
+					errs = append(errs, fmt.Errorf("%s: %w: refused, left as it is, and dropped", globalFile, err))
+					continue
+				}
 				errs = append(errs, fmt.Errorf("restore %s to %s: %w", g.Path, g.Old, err))
 			}
 			keep = append(keep, g)
@@ -133,8 +137,8 @@ func withGlobal(fn func(hs *[]globalHold, save func() error) error) error {
 	case err != nil:
 		return err
 	default:
-		if err := json.Unmarshal(b, &hs); err != nil {
-			return fmt.Errorf("%s is corrupt (%v): restore its values by hand and remove it", globalFile, err)
+		if hs, err = parseHolds(b); err != nil {
+			return err
 		}
 	}
 	save := func() error {
@@ -175,4 +179,15 @@ func flockPath(path string) (*os.File, error) {
 		}
 		f.Close()
 	}
+}
+
+// parseHolds reads the holds file's content. Its paths are checked where
+// they are written (journal.Write): one that is no value falcon changes is
+// refused there, by name.
+func parseHolds(b []byte) ([]globalHold, error) {
+	var hs []globalHold
+	if err := json.Unmarshal(b, &hs); err != nil {
+		return nil, fmt.Errorf("%s is corrupt (%v): restore its values by hand and remove it", globalFile, err)
+	}
+	return hs, nil
 }

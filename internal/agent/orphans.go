@@ -23,6 +23,13 @@ import (
 // removed under a killed agent) leaves nothing behind for long. own is
 // the key the caller is about to handle itself.
 func sweepOrphans(o Options, own string, log *slog.Logger) {
+	if st, err := readState(o.stateDir(own)); err == nil && !running(o.stateDir(own)) && recycled(st, o.Netns) {
+		if err := sweepOrphan(o, own); err != nil {
+			log.Warn("leftovers of an agent whose network namespace is gone, and its inode reused by this one: not all removed", "key", own, "error", err)
+		} else {
+			log.Info("removed what an agent left for a network namespace that is gone, whose inode this one got", "key", own)
+		}
+	}
 	keys := orphanCandidates(o, own)
 	if len(keys) == 0 {
 		return
@@ -81,4 +88,24 @@ func sweepOrphan(o Options, key string) error {
 	}
 	removeState(dir)
 	return nil
+}
+
+// recycled says whether st is of another namespace than name, one that is
+// gone and whose inode name's namespace got (their keys are one): their
+// cookies differ. Where the kernel has no cookie (before 5.14), or the
+// state was written without one, it cannot be told and the state is taken
+// for name's (docs/operations-security.md).
+func recycled(st *State, name string) bool {
+	if st.NetnsCookie == 0 {
+		return false
+	}
+	now := nsCookie(name)
+	return now != 0 && now != st.NetnsCookie
+}
+
+// nsCookie is namespace name's cookie, 0 where it cannot be told.
+func nsCookie(name string) uint64 {
+	var c uint64
+	netns.Do(name, func() error { c = netns.Cookie(); return nil })
+	return c
 }

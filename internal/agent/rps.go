@@ -11,13 +11,13 @@ import (
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// QueuePaths returns the sysfs paths of attribute attr (rps_cpus,
-// rps_flow_cnt) of every receive queue of device dev. It must run where
+// QueuePaths returns the sysfs paths of attribute attr (journal.RPSCPUs,
+// journal.RPSFlowCnt) of every receive queue of device dev. It must run where
 // /sys shows dev's namespace (journal.ApplyFunc, netns.WithSysfs): drivers
 // allocate more queues than they use (veth: one per possible CPU, of which
 // one is real), and only the real ones are in sysfs.
 func QueuePaths(dev, attr string) ([]string, error) {
-	qs, err := filepath.Glob(filepath.Join("/sys/class/net", dev, "queues", "rx-*", attr))
+	qs, err := filepath.Glob(journal.QueueGlob(dev, attr))
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func QueuePaths(dev, attr string) ([]string, error) {
 func RPSChanges(dev string, cpus []int, flowCnt string) func() ([]journal.Change, error) {
 	return func() ([]journal.Change, error) {
 		var cs []journal.Change
-		qs, err := QueuePaths(dev, "rps_cpus")
+		qs, err := QueuePaths(dev, journal.RPSCPUs)
 		if err != nil {
 			return nil, err
 		}
@@ -45,7 +45,7 @@ func RPSChanges(dev string, cpus []int, flowCnt string) func() ([]journal.Change
 			cs = append(cs, journal.Change{Path: p, Value: cpuset.Mask(cpus)})
 		}
 		if flowCnt != "" {
-			qs, err := QueuePaths(dev, "rps_flow_cnt")
+			qs, err := QueuePaths(dev, journal.RPSFlowCnt)
 			if err != nil {
 				return nil, err
 			}
@@ -60,7 +60,7 @@ func RPSChanges(dev string, cpus []int, flowCnt string) func() ([]journal.Change
 // checkRPS fails clearly when the kernel has no RPS (CONFIG_RPS) for d.
 func checkRPS(d discover.Device) error {
 	err := netns.WithSysfs(d.Netns, func(string) error {
-		_, err := QueuePaths(d.Name, "rps_cpus")
+		_, err := QueuePaths(d.Name, journal.RPSCPUs)
 		return err
 	})
 	if err != nil {

@@ -41,9 +41,8 @@ const (
 	// (rps_sock_flow_sysctl refuses more).
 	MaxFlowEntries = 1 << 29
 
-	// SockFlowPath is the global RFS socket table's size. It exists only in
-	// the initial network namespace and serves every namespace.
-	SockFlowPath = "/proc/sys/net/core/rps_sock_flow_entries"
+	// SockFlowPath is the global RFS socket table's size (kernel-wide).
+	SockFlowPath = journal.SockFlowEntries
 )
 
 // StaticMode is a mode that only sets values: once Start has set them,
@@ -159,7 +158,7 @@ func queueChanges(dev string, cpus []int, entries int) func() ([]journal.Change,
 			cs = append(cs, c...)
 		}
 		if entries > 0 {
-			qs, err := QueuePaths(dev, "rps_flow_cnt")
+			qs, err := QueuePaths(dev, journal.RPSFlowCnt)
 			if err != nil {
 				return nil, err
 			}

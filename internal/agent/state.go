@@ -26,13 +26,17 @@ const (
 
 // State is what a running agent tells other processes (status, disable).
 type State struct {
-	Pid     int               `json:"pid"`
-	Options Options           `json:"options"`
-	PinDir  string            `json:"pin_dir,omitempty"`
-	Hooks   []datapath.Hook   `json:"hooks,omitempty"` // attached, or about to be
-	Started time.Time         `json:"started"`
-	Ready   bool              `json:"ready"`
-	Devices []discover.Device `json:"devices,omitempty"` // the overlay as last seen
+	Pid int `json:"pid"`
+	// NetnsCookie is the namespace's cookie (netns.Cookie; 0 where the
+	// kernel has none): the key names it by device and inode, and the
+	// kernel hands a gone namespace's inode to the next one it makes.
+	NetnsCookie uint64            `json:"netns_cookie,omitempty"`
+	Options     Options           `json:"options"`
+	PinDir      string            `json:"pin_dir,omitempty"`
+	Hooks       []datapath.Hook   `json:"hooks,omitempty"` // attached, or about to be
+	Started     time.Time         `json:"started"`
+	Ready       bool              `json:"ready"`
+	Devices     []discover.Device `json:"devices,omitempty"` // the overlay as last seen
 	// Static: a mode that only sets values (rps, rfs) was applied by
 	// Apply, and no agent runs; the journal holds what to restore.
 	Static bool `json:"static,omitempty"`

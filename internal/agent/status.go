@@ -102,6 +102,9 @@ func Status(opts Options) (*Report, error) {
 	dir := opts.stateDir(key)
 	r := &Report{Netns: netns.Label(opts.Netns)}
 	st, err := readState(dir)
+	if err == nil && !running(dir) && recycled(st, opts.Netns) {
+		err = os.ErrNotExist // a gone namespace's; the next enable or disable sweeps it
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		if running(dir) {
 			r.Enabled, r.Running, r.Problem = true, true, "an agent is starting"

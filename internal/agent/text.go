@@ -20,6 +20,24 @@ func (r *Report) WhyNotReady() string {
 	return r.Problem
 }
 
+// WhyNotAlive says why the agent is wedged, "" if it is not (falcon status
+// --alive, a liveness probe: the kubelet restarts a wedged agent). Looser
+// than WhyNotReady on purpose: an agent that is starting, waits for its
+// overlay or stood down is alive, and a restart would only restore and
+// reapply every value; one whose process is gone, or whose load sampler
+// stopped (steering is off until the agent restarts), is not.
+func (r *Report) WhyNotAlive() string {
+	switch {
+	case !r.Enabled:
+		return "falcon is not enabled: no agent has started"
+	case !r.Running && !r.Static:
+		return r.Problem
+	case r.Load != nil && r.Load.Stale:
+		return "the load data is stale: the agent's load sampler has stopped"
+	}
+	return ""
+}
+
 // WriteReady writes the line of falcon status --ready for a ready report.
 func (r *Report) WriteReady(w io.Writer) {
 	if r.Static {

@@ -53,3 +53,27 @@ func TestEngagementLine(t *testing.T) {
 		t.Errorf("relative(5, 0) = %q", got)
 	}
 }
+
+// Liveness is looser than readiness: only a gone process or a stopped
+// load sampler is worth a restart, which restores and reapplies
+// everything.
+func TestWhyNotAlive(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		r     Report
+		alive bool
+	}{
+		{"not enabled", Report{}, false},
+		{"starting", Report{Enabled: true, Running: true, Problem: "an agent is starting"}, true},
+		{"no hooks yet", Report{Enabled: true, Running: true, Load: &LoadReport{}}, true},
+		{"stood down", Report{Enabled: true, Running: true, StoodDown: true, Load: &LoadReport{}}, true},
+		{"static", Report{Enabled: true, Static: true}, true},
+		{"gone", Report{Enabled: true, Problem: "agent pid 7 is gone"}, false},
+		{"sampler stopped", Report{Enabled: true, Running: true, Load: &LoadReport{Stale: true}}, false},
+	} {
+		why := c.r.WhyNotAlive()
+		if (why == "") != c.alive {
+			t.Errorf("%s: WhyNotAlive %q, want alive %v", c.name, why, c.alive)
+		}
+	}
+}

@@ -16,7 +16,7 @@ const tcActRedirect = 7
 
 // fastHarness loads the fast path with VXLAN port 4789, trusted for a
 // minute, for BPF_PROG_TEST_RUN (whose packets come in on lo, ifindex 1).
-func fastHarness(t *testing.T) *FastPath {
+func fastHarness(t testing.TB) *FastPath {
 	t.Helper()
 	labtest.NeedRoot(t)
 	if err := FastPathSupported(); err != nil {

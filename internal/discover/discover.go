@@ -136,6 +136,7 @@ func Discover(hostNS string) (*Overlay, error) {
 			return nil, err
 		}
 	}
+	d.o.Warnings = append(d.o.Warnings, d.cands.skipped...)
 	if len(d.o.Role(RoleOverlay)) == 0 {
 		where := "network namespace " + hostNS
 		if hostNS == "" {

@@ -2,6 +2,7 @@ package discover
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,20 +36,33 @@ type candidate struct {
 // bind mounts cover most runtimes (CNI, Docker), and a busy host has
 // thousands of processes that need not be looked at then.
 type candidates struct {
-	list  []candidate
-	seen  map[uint64]bool
-	dirs  bool  // bind mounts listed
-	pids  []int // processes not looked at yet
-	procs bool  // /proc listed
+	list    []candidate
+	seen    map[uint64]bool
+	dirs    bool     // bind mounts listed
+	pids    []int    // processes not looked at yet
+	procs   bool     // /proc listed
+	skipped []string // bind-mount entries that are no namespace, and why
 }
 
-func (cs *candidates) add(name, path string) {
-	var st syscall.Stat_t
-	if syscall.Stat(path, &st) != nil || cs.seen[st.Ino] {
+// add adds namespace name if it is one. Every path is looked at, and later
+// opened, through netns.Open, which opens nothing that is no namespace
+// file: anyone who can write to /run/netns could otherwise leave a FIFO
+// there that every discovery's open would wait on forever. Such an entry
+// of a bind-mount directory (report) is skipped and said so; a process
+// that is gone meanwhile is not worth a word.
+func (cs *candidates) add(name string, report bool) {
+	id, err := netns.Identify(name)
+	if err != nil {
+		if report && !errors.Is(err, os.ErrNotExist) {
+			cs.skipped = append(cs.skipped, fmt.Sprintf("%s skipped: %v", netns.Path(name), err))
+		}
 		return
 	}
-	cs.seen[st.Ino] = true
-	cs.list = append(cs.list, candidate{name: name, ino: st.Ino})
+	if cs.seen[id.Ino] {
+		return
+	}
+	cs.seen[id.Ino] = true
+	cs.list = append(cs.list, candidate{name: name, ino: id.Ino})
 }
 
 // mounted lists the bind-mounted candidates (and any process's namespace
@@ -68,16 +82,15 @@ func (cs *candidates) get(i int) (candidate, bool) {
 		for _, dir := range nsDirs {
 			ents, _ := os.ReadDir(dir)
 			for _, e := range ents {
-				p := filepath.Join(dir, e.Name())
 				if dir == netns.Dir {
-					cs.add(e.Name(), p)
+					cs.add(e.Name(), true)
 				} else {
-					cs.add(p, p)
+					cs.add(filepath.Join(dir, e.Name()), true)
 				}
 			}
 		}
 		for _, p := range netns.Mounts() {
-			cs.add(p, p)
+			cs.add(p, true)
 		}
 	}
 	for i >= len(cs.list) {
@@ -99,7 +112,7 @@ func (cs *candidates) get(i int) (candidate, bool) {
 		}
 		p := "/proc/" + strconv.Itoa(cs.pids[0]) + "/ns/net"
 		cs.pids = cs.pids[1:]
-		cs.add(p, p)
+		cs.add(p, false)
 	}
 	return cs.list[i], true
 }
@@ -131,7 +144,7 @@ func (v *view) resolve(nsid int) (candidate, bool) {
 			return candidate{}, false
 		}
 		v.next++
-		id, err := nsidOf(v.h, netns.Path(c.name))
+		id, err := nsidOf(v.h, c.name)
 		if err != nil || id < 0 {
 			continue
 		}
@@ -150,31 +163,27 @@ func (v *view) all() map[int]candidate {
 	return v.ids
 }
 
-func nsidOf(h *netlink.Handle, path string) (int, error) {
-	ns, err := vns.GetFromPath(path)
+func nsidOf(h *netlink.Handle, name string) (int, error) {
+	f, err := netns.Open(name)
 	if err != nil {
 		return -1, err
 	}
-	defer ns.Close()
-	return h.GetNetNsIdByFd(int(ns))
+	defer f.Close()
+	return h.GetNetNsIdByFd(int(f.Fd()))
 }
 
 // openHandle returns a netlink handle in namespace name and its inode.
 func openHandle(name string) (*netlink.Handle, uint64, error) {
-	p := netns.Path(name)
-	if name == "" {
-		p = "/proc/thread-self/ns/net"
-	}
-	ns, err := vns.GetFromPath(p)
+	f, err := netns.Open(name)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer ns.Close()
+	defer f.Close()
 	var st syscall.Stat_t
-	if err := syscall.Fstat(int(ns), &st); err != nil {
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, 0, err
 	}
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(vns.NsHandle(f.Fd()))
 	if err != nil {
 		return nil, 0, err
 	}

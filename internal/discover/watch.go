@@ -152,20 +152,17 @@ func (w *watcher) look() {
 // host).
 func subscribe(ctx context.Context, ns string, kick chan<- struct{}) {
 	for ctx.Err() == nil {
-		p := netns.Path(ns)
-		if ns == "" {
-			p = "/proc/thread-self/ns/net"
-		}
-		h, err := vns.GetFromPath(p)
+		f, err := netns.Open(ns)
 		if err != nil {
 			return // the namespace is gone; Watch stops following it
 		}
+		h := vns.NsHandle(f.Fd())
 		done := make(chan struct{})
 		links := make(chan netlink.LinkUpdate, 64)
 		routes := make(chan netlink.RouteUpdate, 64)
 		lerr := netlink.LinkSubscribeWithOptions(links, done, netlink.LinkSubscribeOptions{Namespace: &h})
 		rerr := netlink.RouteSubscribeWithOptions(routes, done, netlink.RouteSubscribeOptions{Namespace: &h})
-		h.Close()
+		f.Close()
 		// The subscriptions close their channels once done closes their
 		// socket, but may first block on a full channel: drain them.
 		stop := func() {

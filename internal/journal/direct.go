@@ -1,6 +1,6 @@
 package journal
 
-// Read returns the value at path (under /sys or /proc/sys) in namespace
+// Read returns the value at path (one falcon changes: checkPath) in namespace
 // netns ("" = the current one).
 func Read(netns, path string) (string, error) {
 	if err := checkPath(path); err != nil {

@@ -1,4 +1,5 @@
-// Package journal changes sysfs and procfs values, in any network namespace,
+// Package journal changes the sysfs and procfs values falcon sets (RPS and
+// RFS: values.go, the only ones it will write), in any network namespace,
 // so that every change can be undone exactly: the old value is written to a
 // journal file (and synced) before the new value is written, so even a crash
 // half-way leaves enough behind to restore the system. Falcon's modes (falcon,
@@ -15,7 +16,6 @@ import (
 	"sync"
 
 	"github.com/falconnet/falcon/internal/fileutil"
-	"github.com/falconnet/falcon/internal/quote"
 )
 
 // Entry is one value falcon changed. Netns is "" for the namespace the
@@ -34,7 +34,8 @@ type Entry struct {
 	New         string `json:"new"`
 }
 
-// Change is a value to write: Path is absolute, under /sys or /proc/sys.
+// Change is a value to write: Path is one of the values falcon changes
+// (checkPath).
 type Change struct {
 	Path  string
 	Value string
@@ -196,10 +197,10 @@ func (j *Journal) Restore() error {
 	done := make([]bool, len(j.entries))
 	for i, e := range j.entries {
 		// As when it was recorded: the file is falcon's, but a value is
-		// written as root wherever it says.
+		// written as root wherever it says (values.go).
 		if err := checkPath(e.Path); err != nil {
 			done[i] = true
-			errs = append(errs, fmt.Errorf("%w: not restored, dropped", err))
+			errs = append(errs, fmt.Errorf("%w: refused, left as it is, and dropped from %s", err, j.file))
 		}
 	}
 	for last := len(j.entries) - 1; last >= 0; last-- {
@@ -304,14 +305,6 @@ func Restore(file string) error {
 		return err
 	}
 	return j.Restore()
-}
-
-func checkPath(p string) error {
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p ||
-		!(strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/sys/")) {
-		return fmt.Errorf("journal: %s is not a clean path under /sys or /proc/sys", quote.Short(p))
-	}
-	return nil
 }
 
 func needsSysfs(cs []Change) bool {

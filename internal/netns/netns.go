@@ -263,6 +263,11 @@ func mounts(mountinfo string) []string {
 	if err != nil {
 		return nil
 	}
+	return parseMounts(b)
+}
+
+// parseMounts is mounts on the file's content.
+func parseMounts(b []byte) []string {
 	var paths []string
 	for _, l := range strings.Split(string(b), "\n") {
 		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER

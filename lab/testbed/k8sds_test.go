@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// TestK8sDaemonSet applies deploy/kubernetes/ as shipped to the k8s
-// layout's cluster, with falcon's image (scripts/image) imported into both
-// nodes' containerd, as a user without a registry would: the agents are
+// TestK8sDaemonSet applies deploy/kubernetes/ as make image pins it to the
+// k8s layout's cluster, with falcon's image (scripts/image) imported into
+// both nodes' containerd, as a user without a registry would: the agents are
 // Ready on both nodes within a minute, steer the UDP traffic between the
 // pods on the two nodes (their metrics' counters move, some packets to
 // another CPU), and after kubectl delete every value they changed on
@@ -24,7 +24,7 @@ func TestK8sDaemonSet(t *testing.T) {
 	needRoot(t)
 	needDaemons(t, "k8s")
 	start := time.Now()
-	img := falconImage(t)
+	img, dir := falconImage(t)
 	upStart := time.Now()
 	tb := up(t, Spec{Name: tbName("kd"), Layout: "k8s"})
 	t.Logf("up in %s", time.Since(upStart).Round(time.Millisecond))
@@ -41,7 +41,7 @@ func TestK8sDaemonSet(t *testing.T) {
 	// keep both CPUs above the default 85, where falcon steps aside).
 	applyStart := time.Now()
 	const steer = "falcon:policy=paper,threshold=100"
-	applyDaemonSet(t, kc, "mode.h1="+steer, "mode.h2="+steer)
+	applyDaemonSet(t, kc, dir, "mode.h1="+steer, "mode.h2="+steer)
 	if out, err := kc("-n", "falcon-system", "rollout", "status", "daemonset/falcon-agent", "--timeout=90s"); err != nil {
 		t.Fatalf("the DaemonSet's pods not Ready: %v\n%s\n%s", err, out, describe(kc))
 	}
@@ -59,7 +59,7 @@ func TestK8sDaemonSet(t *testing.T) {
 	}
 	steerPods(t, tb)
 	latePod(t, kc, tb.Hosts[1].Netns)
-	deleteDaemonSet(t, kc)
+	deleteDaemonSet(t, kc, dir)
 	for i := range before {
 		sameSnapshot(t, tb.Hosts[i].Name+" after kubectl delete", before[i], nodeSnapshot(t, tb, i))
 	}
@@ -68,7 +68,7 @@ func TestK8sDaemonSet(t *testing.T) {
 	// another mode, RPS+ (RPS on the node's devices and its pods' eth0).
 	// (Not RFS: its table is the machine's, in the initial namespace only,
 	// which no node of the testbed is.)
-	applyDaemonSet(t, kc, "mode.h1=rps+", "mode.h2=turbo")
+	applyDaemonSet(t, kc, dir, "mode.h1=rps+", "mode.h2=turbo")
 	waitPods(t, kc, func(ps map[string]agentPod) bool {
 		return ps["h1"].Ready && strings.Contains(ps["h2"].Message, "unknown mode")
 	})
@@ -81,7 +81,7 @@ func TestK8sDaemonSet(t *testing.T) {
 		t.Errorf("h1's agent in mode rps+ changed nothing")
 	}
 	sameSnapshot(t, "h2 with an unknown mode", before[1], nodeSnapshot(t, tb, 1))
-	deleteDaemonSet(t, kc)
+	deleteDaemonSet(t, kc, dir)
 	sameSnapshot(t, "h1 after the second kubectl delete", before[0], nodeSnapshot(t, tb, 0))
 	if err := Down(tb.Name); err != nil {
 		t.Fatal(err)
@@ -124,12 +124,12 @@ func changed(before, now map[string]string) int {
 	return n
 }
 
-// applyDaemonSet applies deploy/kubernetes/ as shipped, with the ConfigMap
-// made beforehand (kubectl create, so that apply keeps them) holding the
-// extra keys (key=value) besides the shipped ones.
-func applyDaemonSet(t *testing.T, kc func(...string) ([]byte, error), keys ...string) {
+// applyDaemonSet applies the manifests in dir (deploy/kubernetes/ as make
+// image pins them), with the ConfigMap made beforehand (kubectl create, so
+// that apply keeps them) holding the extra keys (key=value) besides the
+// shipped ones.
+func applyDaemonSet(t *testing.T, kc func(...string) ([]byte, error), dir string, keys ...string) {
 	t.Helper()
-	dir := manifestDir(t)
 	args := []string{"-n", "falcon-system", "create", "configmap", "falcon-agent"}
 	for _, kv := range keys {
 		args = append(args, "--from-literal="+kv)
@@ -143,21 +143,13 @@ func applyDaemonSet(t *testing.T, kc func(...string) ([]byte, error), keys ...st
 
 // deleteDaemonSet deletes what deploy/kubernetes/ made and waits until it
 // is gone: the agents have restored their nodes and exited.
-func deleteDaemonSet(t *testing.T, kc func(...string) ([]byte, error)) {
+func deleteDaemonSet(t *testing.T, kc func(...string) ([]byte, error), dir string) {
 	t.Helper()
 	start := time.Now()
-	if out, err := kc("delete", "-f", manifestDir(t), "--wait=true", "--timeout=120s"); err != nil {
+	if out, err := kc("delete", "-f", dir, "--wait=true", "--timeout=120s"); err != nil {
 		t.Fatalf("kubectl delete: %v\n%s", err, out)
 	}
-	t.Logf("kubectl delete -f deploy/kubernetes/ done in %s", time.Since(start).Round(time.Millisecond))
-}
-
-func manifestDir(t *testing.T) string {
-	dir, err := filepath.Abs("../../deploy/kubernetes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	t.Logf("kubectl delete -f (the pinned manifests) done in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // agentPod is what the test reads of an agent's pod.

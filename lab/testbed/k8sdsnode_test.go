@@ -27,19 +27,19 @@ import (
 
 // falconImage builds falcon and its image as 'make image' does (without
 // nft, which the agent's modes here do not run: no download), and returns
-// the image archive's path.
-func falconImage(t *testing.T) string {
+// the image archive's path and deploy/kubernetes pinned to it.
+func falconImage(t *testing.T) (img, manifests string) {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin/go")
 	}
 	dir := t.TempDir()
-	bin, img := filepath.Join(dir, "falcon"), filepath.Join(dir, "falcon-image.tar")
+	bin, img, manifests := filepath.Join(dir, "falcon"), filepath.Join(dir, "falcon-image.tar"), filepath.Join(dir, "kubernetes")
 	start := time.Now()
 	for _, args := range [][]string{
 		{"build", "-trimpath", "-ldflags", "-s -w -X main.version=k8s-test", "-o", bin, "./cmd/falcon"},
-		{"run", "./scripts/image", "-falcon", bin, "-out", img, "-tool", "", "-epoch", "0"},
+		{"run", "./scripts/image", "-falcon", bin, "-out", img, "-tool", "", "-epoch", "0", "-deploy", "deploy/kubernetes", "-deploy-out", manifests},
 	} {
 		cmd := exec.Command(gobin, args...)
 		cmd.Dir = "../.."
@@ -49,7 +49,7 @@ func falconImage(t *testing.T) string {
 		}
 	}
 	t.Logf("falcon and its image built in %s", time.Since(start).Round(time.Millisecond))
-	return img
+	return img, manifests
 }
 
 // importImage imports the image archive into every node's containerd, as

@@ -134,7 +134,8 @@ func layerTar(fs []file, t time.Time) ([]byte, error) {
 // writeArchive writes img as one tarball that is both a docker-archive
 // (manifest.json, what docker load reads) and an OCI image layout
 // (oci-layout, index.json), the blobs shared, as docker save writes since
-// Docker 25. It returns the manifest's digest.
+// Docker 25, the OCI layout naming the image by each tag and by its
+// digest. It returns the manifest's digest.
 func writeArchive(w io.Writer, img v1.Image, tags []string, t time.Time) (v1.Hash, error) {
 	a := archive{tw: tar.NewWriter(w), t: t}
 	desc, err := a.blobs(img)
@@ -169,6 +170,14 @@ func writeArchive(w io.Writer, img v1.Image, tags []string, t time.Time) (v1.Has
 			"io.containerd.image.name":          fullName(tag),
 			"org.opencontainers.image.ref.name": tag[strings.LastIndex(tag, ":")+1:],
 		}
+		idx.Manifests = append(idx.Manifests, d)
+	}
+	if len(tags) > 0 {
+		// And by its digest, which the pinned DaemonSet names (deploy.go):
+		// containerd resolves a reference only to an image of that name,
+		// and a registry would give it one on a pull, an import does not.
+		d := desc
+		d.Annotations = map[string]string{"io.containerd.image.name": fullName(repository(tags[0]) + "@" + desc.Digest.String())}
 		idx.Manifests = append(idx.Manifests, d)
 	}
 	for _, f := range []struct {

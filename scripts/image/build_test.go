@@ -81,7 +81,7 @@ func TestArchiveIsConsistent(t *testing.T) {
 			Annotations map[string]string
 		}
 	}
-	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 2 {
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil || len(idx.Manifests) != 3 {
 		t.Fatalf("index.json: %v %s", err, files["index.json"])
 	}
 	for _, m := range idx.Manifests {
@@ -91,6 +91,9 @@ func TestArchiveIsConsistent(t *testing.T) {
 	}
 	if got := idx.Manifests[0].Annotations["io.containerd.image.name"]; got != "localhost/falcon:abc1234" {
 		t.Errorf("containerd would name the image %q", got)
+	}
+	if got, want := idx.Manifests[2].Annotations["io.containerd.image.name"], "localhost/falcon@"+idx.Manifests[0].Digest; got != want {
+		t.Errorf("containerd would name the image by digest %q, want %q", got, want)
 	}
 	if _, ok := files["oci-layout"]; !ok {
 		t.Error("no oci-layout")

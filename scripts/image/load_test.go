@@ -20,7 +20,7 @@ const testName = "falcon-image-test"
 // builtImage builds falcon, stamped with a test version, and its image
 // as make image does. The tool packages come from the repository's cache,
 // so a second run downloads nothing.
-func builtImage(t *testing.T) (tarPath, version string) {
+func builtImage(t *testing.T) (tarPath, version, digest string) {
 	t.Helper()
 	for _, c := range []string{"apt-get", "dpkg-deb"} {
 		if _, err := exec.LookPath(c); err != nil {
@@ -36,10 +36,11 @@ func builtImage(t *testing.T) (tarPath, version string) {
 		t.Fatalf("build falcon: %v\n%s", err, out)
 	}
 	tarPath = filepath.Join(dir, "falcon-image.tar")
-	if err := run(bin, "localhost/falcon", "latest", tarPath, "../../.cache/image-debs", "nftables:/usr/sbin/nft", "1700000000"); err != nil {
+	d, err := run(bin, "localhost/falcon", "latest", tarPath, "../../.cache/image-debs", "nftables:/usr/sbin/nft", "1700000000")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return tarPath, version
+	return tarPath, version, d.String()
 }
 
 func needRoot(t *testing.T, tools ...string) {
@@ -181,7 +182,7 @@ func scratchDir(t *testing.T) string {
 // falcon and nft from it.
 func TestContainerdImportsAndRuns(t *testing.T) {
 	needRoot(t, "containerd", "ctr", "runc", "containerd-shim-runc-v2")
-	tarPath, version := builtImage(t)
+	tarPath, version, digest := builtImage(t)
 	leaveNoTrace(t, "/run/containerd", "/run/containerd/s")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "containerd.sock")
@@ -197,12 +198,14 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 	out := runOut(t, nil, append(ctr, "images", "import", tarPath)...)
 	t.Logf("ctr images import:\n%s", out)
 	list := runOut(t, nil, append(ctr, "images", "list", "-q")...)
-	for _, tag := range []string{"localhost/falcon:" + version, "localhost/falcon:latest"} {
+	// The pinned DaemonSet's reference (deploy.go) is an image of its own
+	// name, the one the kubelet asks containerd for.
+	ref := "localhost/falcon@" + digest
+	for _, tag := range []string{"localhost/falcon:" + version, "localhost/falcon:latest", ref} {
 		if !strings.Contains(list, tag+"\n") {
 			t.Errorf("ctr images list has no %s:\n%s", tag, list)
 		}
 	}
-	ref := "localhost/falcon:" + version
 	// Each runs and exits 0 (what they print is TestDockerLoadsAndRuns's
 	// to read: ctrRun says why).
 	for i, argv := range []string{"/usr/local/bin/falcon version", "/usr/sbin/nft --version"} {
@@ -279,7 +282,7 @@ func ctrRun(t *testing.T, ctr []string, dir, ref, name string, opts []string, ar
 // falcon from it.
 func TestDockerLoadsAndRuns(t *testing.T) {
 	needRoot(t, "dockerd", "docker", "containerd", "runc")
-	tarPath, version := builtImage(t)
+	tarPath, version, _ := builtImage(t)
 	// dockerd's containerd runs its opt plugin, which makes /opt/containerd.
 	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json",
 		"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib")
