@@ -38,8 +38,10 @@ func orderPackets(t *testing.T) int {
 // while falcon is disabled and enabled again every few load swings, for
 // pipelining and for split, on each container layout. The paper policy at
 // a 60 % threshold moves flows whenever a CPU's load crosses it: the
-// ordering guard's hardest case. No datagram may arrive out of order, and
-// the load signal must never go stale.
+// ordering guard's hardest case. Always on: both CPUs saturated keep the
+// set's average above the threshold, and the paper policy would then keep
+// every flow inline, the guard unexercised by luck of the load. No datagram
+// may arrive out of order, and the load signal must never go stale.
 func TestNoReorderingSaturated(t *testing.T) {
 	needTestbed(t)
 	if err := workload.CheckTools("taskset"); err != nil {
@@ -72,7 +74,7 @@ func orderSaturated(t *testing.T, layout, variant string) {
 	tb := ibed(t, tag, layout, 2)
 	warm(t, tb)
 	o := testOptions(t, tb.Hosts[1].Netns)
-	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	o.CPUs, o.Threshold, o.Policy, o.AlwaysOn = []int{0, 1}, 60, datapath.PolicyPaper, true
 	forced := &lineCounter{w: testWriter{t}, match: "flows still steered"}
 	o.Log = slog.New(slog.NewTextHandler(forced, nil))
 	if split {
