@@ -115,13 +115,14 @@ func TestComebackSteersRunningFlows(t *testing.T) {
 	tb := ibed(t, "cback", "docker", 2)
 	warm(t, tb)
 	o := testOptions(t, tb.Hosts[1].Netns)
-	// Paper: no engagement test stands up or down on its own. At 100 %,
-	// every flow whose first choice is not a saturated CPU moves off
-	// inline when the comeback's drain ends, and more move as the busy
-	// loop saturates one CPU, then the other. (At 60 % nothing moved in a
-	// guest under emulation: the flows alone keep both CPUs' average at
-	// 70-100 %, where the paper's rule keeps every stage inline.)
-	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 100, datapath.PolicyPaper
+	// Paper: no engagement test stands up or down on its own. Always on,
+	// at 100 %: every flow moves off inline when the comeback's drain
+	// ends, to its first choice or, where that CPU is saturated, its
+	// second, and more move as the busy loop saturates one CPU, then the
+	// other. (Without always on, the flows alone can keep both CPUs'
+	// average at the threshold, where the paper's rule keeps every stage
+	// inline: at 60 % nothing moved in a guest under emulation.)
+	o.CPUs, o.Threshold, o.Policy, o.AlwaysOn = []int{0, 1}, 100, datapath.PolicyPaper, true
 	a, err := Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
