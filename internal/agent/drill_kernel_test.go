@@ -283,11 +283,19 @@ func snapshotLeftovers(t *testing.T, nss []string, o Options) *leftovers {
 }
 
 // record notes the maps of the test's agent running now, whose objects
-// check then looks for.
+// check then looks for; they must lead to its programs and links, or check
+// would find nothing whatever the agent left.
 func (l *leftovers) record(t *testing.T) {
 	t.Helper()
 	if err := l.own.record(l.pins); err != nil {
 		t.Fatal(err)
+	}
+	o, err := listKernelObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine := o.owned(l.own); len(mine.progs) == 0 || len(mine.links) == 0 {
+		t.Fatalf("the maps pinned under %s lead to %d programs and %d links: nothing to check", l.pins, len(mine.progs), len(mine.links))
 	}
 }
 

@@ -117,11 +117,10 @@ func TestComebackSteersRunningFlows(t *testing.T) {
 	o := testOptions(t, tb.Hosts[1].Netns)
 	// Paper: no engagement test stands up or down on its own. Always on,
 	// at 100 %: every flow moves off inline when the comeback's drain
-	// ends, to its first choice or, where that CPU is saturated, its
-	// second, and more move as the busy loop saturates one CPU, then the
-	// other. (Without always on, the flows alone can keep both CPUs'
-	// average at the threshold, where the paper's rule keeps every stage
-	// inline: at 60 % nothing moved in a guest under emulation.)
+	// ends, and more as the busy loop saturates one CPU, then the other.
+	// (Without always on, the flows alone can keep both CPUs' average at
+	// the threshold, where the paper's rule keeps every stage inline: at
+	// 60 % nothing moved in a guest under emulation.)
 	o.CPUs, o.Threshold, o.Policy, o.AlwaysOn = []int{0, 1}, 100, datapath.PolicyPaper, true
 	a, err := Start(ctx, o)
 	if err != nil {
