@@ -208,6 +208,7 @@ func TestDrillContainerChurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before.record(t)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -234,7 +235,7 @@ func TestDrillContainerChurn(t *testing.T) {
 		t.Errorf("the agent holds more than before the churn: guard stages %d (was %d), RPS applied %d (was %d), journal entries %d (was %d), state hooks %d (was %d)",
 			s1, s0, ap1, ap0, j1, j0, hk1, hk0)
 	}
-	noChurnLeft(t, stages, s0, len(h.Containers))
+	noChurnLeft(t, stages, s0, len(h.Containers), before.own)
 	ch.report(s, alog)
 	if s.reordered != 0 || s.duplicated != 0 {
 		t.Errorf("%d of %d datagrams arrived out of order (%d duplicated)", s.reordered, s.received, s.duplicated)
@@ -274,8 +275,8 @@ func agentHolds(a *Agent) (stagesN, applied, journal, hooks int) {
 
 // noChurnLeft: the guard's stage map holds its stages devices again, and
 // the kernel the fixed containers' arrival links and none on a vanished
-// device.
-func noChurnLeft(t *testing.T, stages *ebpf.Map, want, containers int) {
+// device, of the agent whose maps are own.
+func noChurnLeft(t *testing.T, stages *ebpf.Map, want, containers int, own ownMaps) {
 	t.Helper()
 	var stageEntries int
 	var k stageKey
@@ -290,6 +291,7 @@ func noChurnLeft(t *testing.T, stages *ebpf.Map, want, containers int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ko = ko.owned(own)
 	arrive, defunct := ko.countLinks("falcon_arrive"), defunctLinks(ko)
 	if arrive != containers || defunct != 0 {
 		t.Errorf("kernel: %d arrival links (want %d, the fixed containers'), %d links on a vanished device", arrive, containers, defunct)

@@ -23,13 +23,16 @@ import (
 // links of those programs. IDs outlive every name and path, so they tell
 // whether a disable freed everything, wherever it was attached.
 type kernelObjects struct {
-	progs map[ebpf.ProgramID]string
-	maps  map[ebpf.MapID]string
-	links map[link.ID]string // the program's name
+	progs    map[ebpf.ProgramID]string
+	maps     map[ebpf.MapID]string
+	links    map[link.ID]string // the program's name
+	progMaps map[ebpf.ProgramID][]ebpf.MapID
+	linkProg map[link.ID]ebpf.ProgramID
 }
 
 func listKernelObjects() (kernelObjects, error) {
-	o := kernelObjects{progs: map[ebpf.ProgramID]string{}, maps: map[ebpf.MapID]string{}, links: map[link.ID]string{}}
+	o := kernelObjects{progs: map[ebpf.ProgramID]string{}, maps: map[ebpf.MapID]string{}, links: map[link.ID]string{},
+		progMaps: map[ebpf.ProgramID][]ebpf.MapID{}, linkProg: map[link.ID]ebpf.ProgramID{}}
 	var pid ebpf.ProgramID
 	for {
 		var err error
@@ -49,6 +52,7 @@ func listKernelObjects() (kernelObjects, error) {
 		}
 		o.progs[pid] = info.Name
 		ids, _ := info.MapIDs()
+		o.progMaps[pid] = ids
 		for _, id := range ids {
 			o.maps[id] = "(used by " + info.Name + ")"
 		}
@@ -80,6 +84,7 @@ func listKernelObjects() (kernelObjects, error) {
 		}
 		if name, ok := o.progs[info.Program]; ok {
 			o.links[it.ID] = name
+			o.linkProg[it.ID] = info.Program
 		}
 	}
 	return o, it.Err()
@@ -107,6 +112,61 @@ func (o kernelObjects) beyond(base kernelObjects) []string {
 	return s
 }
 
+// ownMaps is the IDs of the maps a test's agents pinned under its pin
+// root: every falcon program those agents load uses some of them (the
+// datapath pins all its maps). Other falcon agents on the machine, of
+// other test processes or of users, pin theirs elsewhere.
+type ownMaps map[ebpf.MapID]bool
+
+// record adds the maps pinned under root now.
+func (w ownMaps) record(root string) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil // gone meanwhile, or a directory to walk
+		}
+		m, err := ebpf.LoadPinnedMap(p, &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			return nil // a pinned link
+		}
+		defer m.Close()
+		info, err := m.Info()
+		if err != nil {
+			return err
+		}
+		if id, ok := info.ID(); ok {
+			w[id] = true
+		}
+		return nil
+	})
+}
+
+// owned is what of o belongs to the agents whose maps are w: their maps,
+// the programs that use one, those programs' other maps and their links.
+func (o kernelObjects) owned(w ownMaps) kernelObjects {
+	r := kernelObjects{progs: map[ebpf.ProgramID]string{}, maps: map[ebpf.MapID]string{}, links: map[link.ID]string{},
+		progMaps: map[ebpf.ProgramID][]ebpf.MapID{}, linkProg: map[link.ID]ebpf.ProgramID{}}
+	for id, n := range o.maps {
+		if w[id] {
+			r.maps[id] = n
+		}
+	}
+	for pid, ids := range o.progMaps {
+		if !slices.ContainsFunc(ids, func(id ebpf.MapID) bool { return w[id] }) {
+			continue
+		}
+		r.progs[pid], r.progMaps[pid] = o.progs[pid], ids
+		for _, id := range ids {
+			r.maps[id] = o.maps[id]
+		}
+	}
+	for id, pid := range o.linkProg {
+		if _, ok := r.progs[pid]; ok {
+			r.links[id], r.linkProg[id] = o.links[id], pid
+		}
+	}
+	return r
+}
+
 // countLinks counts o's links of the program called name.
 func (o kernelObjects) countLinks(name string) int {
 	n := 0
@@ -118,19 +178,19 @@ func (o kernelObjects) countLinks(name string) int {
 	return n
 }
 
-// kernelBack waits until the kernel holds no falcon object beyond base
-// and returns what is left after the deadline (nil: nothing). The kernel
-// frees a program, and then its maps, after an RCU grace period and a work
-// item, so a disable's objects take a moment to go; the deadline only
-// guards against waiting forever.
-func kernelBack(base kernelObjects, within time.Duration) ([]string, error) {
+// kernelBack waits until the kernel holds no falcon object of own's beyond
+// base and returns what is left after the deadline (nil: nothing). The
+// kernel frees a program, and then its maps, after an RCU grace period and
+// a work item, so a disable's objects take a moment to go; the deadline
+// only guards against waiting forever.
+func kernelBack(base kernelObjects, own ownMaps, within time.Duration) ([]string, error) {
 	deadline := time.Now().Add(within)
 	for {
 		o, err := listKernelObjects()
 		if err != nil {
 			return nil, err
 		}
-		left := o.beyond(base)
+		left := o.owned(own).beyond(base)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left, nil
 		}
@@ -196,10 +256,12 @@ func filesUnder(root string) []string {
 }
 
 // leftovers is what a disable left of falcon on a host and its containers,
-// against the snapshots taken before falcon ran: BPF objects, qdiscs and
-// filters, RPS/RFS values, pins and state. Empty when nothing.
+// against the snapshots taken before falcon ran: BPF objects of the test's
+// own agents (own, recorded while they run: the machine may run others),
+// qdiscs and filters, RPS/RFS values, pins and state. Empty when nothing.
 type leftovers struct {
 	base  kernelObjects
+	own   ownMaps
 	tc    map[string]string
 	rps   map[string]string
 	nss   []string
@@ -217,13 +279,33 @@ func snapshotLeftovers(t *testing.T, nss []string, o Options) *leftovers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &leftovers{base: base, tc: tc, rps: queueValues(t, nss), nss: nss, pins: o.pinRoot(), state: o.stateRoot()}
+	return &leftovers{base: base, own: ownMaps{}, tc: tc, rps: queueValues(t, nss), nss: nss, pins: o.pinRoot(), state: o.stateRoot()}
+}
+
+// record notes the maps of the test's agent running now, whose objects
+// check then looks for; they must lead to its programs and links, or check
+// would find nothing whatever the agent left.
+func (l *leftovers) record(t *testing.T) {
+	t.Helper()
+	if err := l.own.record(l.pins); err != nil {
+		t.Fatal(err)
+	}
+	o, err := listKernelObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine := o.owned(l.own); len(mine.progs) == 0 || len(mine.links) == 0 {
+		t.Fatalf("the maps pinned under %s lead to %d programs and %d links: nothing to check", l.pins, len(mine.progs), len(mine.links))
+	}
 }
 
 // check returns every leftover it finds now.
 func (l *leftovers) check(t *testing.T) []string {
 	t.Helper()
-	left, err := kernelBack(l.base, 20*time.Second)
+	if len(l.own) == 0 {
+		t.Fatal("no map of the test's agents recorded: no kernel object to look for")
+	}
+	left, err := kernelBack(l.base, l.own, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,8 @@ func (m mixedLoad) String() string {
 // process may not grow. Not in the suite: FALCON_DRILL_SOAK=10m runs it
 // (results/reliability-2cpu-vm/reliability-soak.md); FALCON_DRILL_SOAK_BASELINE sets the run
 // without falcon (45s), FALCON_DRILL_SOAK_POLICY the policy (paper, at a
-// 60 % threshold: it moves flows whenever a load crosses it).
+// 60 % threshold and always on: it moves flows whenever a CPU's load
+// crosses it, and both CPUs saturated do not keep every flow inline).
 func TestDrillSoak(t *testing.T) {
 	if os.Getenv("FALCON_DRILL_SOAK") == "" {
 		t.Skip("a soak of minutes: FALCON_DRILL_SOAK=10m runs it")
@@ -159,7 +160,7 @@ func TestDrillSoak(t *testing.T) {
 	t.Logf("without falcon, %v: %s", base, vanilla)
 
 	o := testOptions(t, h.Netns)
-	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, policy
+	o.CPUs, o.Threshold, o.Policy, o.AlwaysOn = []int{0, 1}, 60, policy, policy == datapath.PolicyPaper
 	alog := newDrillLog("flows still steered", "stood down", "back on the path", "stale")
 	o.Log = slog.New(slog.NewTextHandler(alog, nil))
 	before := snapshotLeftovers(t, hostSide(h), o)
@@ -167,6 +168,7 @@ func TestDrillSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before.record(t)
 	stopped := false
 	defer func() {
 		if !stopped {

@@ -198,6 +198,7 @@ func enableDisableCycles(ctx context.Context, t *testing.T, o Options, cycles in
 		d := time.Since(t0)
 		cs.enableT += d
 		cs.maxEnable = max(cs.maxEnable, d)
+		before.record(t)
 		time.Sleep(300 * time.Millisecond) // steered: two hog swings
 		if r, err := Status(o); err == nil && r.Totals != nil {
 			add(&cs.totals, r.Totals)

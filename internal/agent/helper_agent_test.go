@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
 )
@@ -51,7 +50,7 @@ func TestKilledAgent(t *testing.T) {
 }
 
 // helperAgent runs TestHelperAgent as an agent in a process of its own
-// on o's namespace (policy "paper": the paper policy at 60 %) and returns
+// on o's namespace (policy "paper": killPolicy's) and returns
 // once it is ready. When the test ends the process is killed and what it
 // left is undone, so that a test failing halfway leaves nothing for the
 // next one to find.
@@ -97,7 +96,7 @@ func TestHelperAgent(t *testing.T) {
 	o := DefaultOptions()
 	o.Netns, o.StateRoot, o.PinRoot = f[0], f[1], f[2]
 	if len(f) > 3 && f[3] == "paper" {
-		o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+		killPolicy(&o)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()

@@ -17,7 +17,8 @@ import (
 
 // TestTCPOrderThroughSwitches: on each layout, one iperf3 TCP flow at full
 // rate while falcon (the paper policy at a 60 % threshold, so that it
-// moves the flow whenever a CPU's load crosses it) stands down and comes
+// moves the flow whenever a CPU's load crosses it, and always on, so that
+// CPUs busy on average do not keep it inline) stands down and comes
 // back every 300 ms and a busy loop swings between the CPUs: no segment may
 // reach the receiver after one its sender transmitted later, and where
 // nothing was lost the receiver may queue none out of order (TcpExt
@@ -76,7 +77,7 @@ func tcpThroughSwitches(t *testing.T, layout string, split bool) {
 	vanillaRun := tcpRun(ctx, t, tb, 5311, secs, nil)
 
 	o := testOptions(t, tb.Hosts[1].Netns)
-	o.CPUs, o.Threshold, o.Policy = []int{0, 1}, 60, datapath.PolicyPaper
+	o.CPUs, o.Threshold, o.Policy, o.AlwaysOn = []int{0, 1}, 60, datapath.PolicyPaper, true
 	if split {
 		o.Split, o.SplitCPUs = true, []int{1}
 	}
