@@ -12,7 +12,7 @@ import (
 
 // ForeignTC says what on device ifindex of namespace ns a packet the fast
 // path redirects would skip ("" for nothing): tc filters that are not
-// falcon's (the bandwidth CNI's u32 redirect to an ifb, another's cls_bpf)
+// falcon's (every program of falcon's is named falcon_ or fpath_; the bandwidth CNI's u32 redirect to an ifb, another's cls_bpf)
 // on its ingress and egress, and, with qdisc, a root qdisc other than
 // noqueue (a TBF limit on a container's host-side veth, which
 // bpf_redirect_peer passes by). tcx programs run in the order they were
@@ -46,7 +46,7 @@ func ForeignTC(ns string, ifindex int, qdisc bool) (string, error) {
 				continue // no clsact or ingress qdisc: no filters
 			}
 			for _, f := range fs {
-				if bf, ok := f.(*netlink.BpfFilter); ok && (strings.HasPrefix(bf.Name, progName) || strings.HasPrefix(bf.Name, fastPrefix)) {
+				if bf, ok := f.(*netlink.BpfFilter); ok && (strings.HasPrefix(bf.Name, pinPrefix) || strings.HasPrefix(bf.Name, fastPrefix)) {
 					continue
 				}
 				why = append(why, fmt.Sprintf("tc filter %s on %s", f.Type(), dir))
