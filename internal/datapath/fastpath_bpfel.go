@@ -35,7 +35,9 @@ type fastpathFpEgress struct {
 	Nic     uint32
 	Ifindex uint32
 	TtlDec  uint8
-	Pad     [3]uint8
+	Tos     uint8
+	Ttl     uint8
+	Pad     [1]uint8
 	Hdr     [64]uint8
 }
 
@@ -76,7 +78,8 @@ type fastpathFpPending struct {
 	Tos        uint8
 	Ttl        uint8
 	Varies     uint8
-	Pad        [7]uint8
+	Mixed      uint8
+	Pad        [6]uint8
 	_          [4]byte
 }
 
