@@ -138,6 +138,12 @@ static __always_inline int teaches(struct fp_pending *p, struct inner *in, struc
 {
 	if (p->gen != c->gen || c->gen == 0)
 		return 0;
+	/* Packets of more than one identity in flight: the one delivered here
+	 * may be any of them, and its identity is not known here. */
+	if (p->mixed) {
+		count(FP_SPOOF);
+		return 0;
+	}
 	if (p->varies || p->tos != in->tos || (__u8)(p->ttl - in->ttl) > 1) {
 		count(FP_CHANGED);
 		return 0;
@@ -146,18 +152,38 @@ static __always_inline int teaches(struct fp_pending *p, struct inner *in, struc
 	return 1;
 }
 
+/* Rewrites byte at of the IPv4 header at off (to v; with dec, to one less
+ * than it was) and fixes the header checksum. */
+static __always_inline int ip_byte(struct __sk_buff *skb, __u32 off, __u32 at, __u8 v, int dec)
+{
+	__be16 old, new;
+	__u32 w = off + (at & ~1);
+
+	if (bpf_skb_load_bytes(skb, w, &old, sizeof(old)))
+		return -1;
+	new = old;
+	((__u8 *)&new)[at & 1] = dec ? ((__u8 *)&old)[at & 1] - 1 : v;
+	if (bpf_l3_csum_replace(skb, off + 10, old, new, sizeof(new)))
+		return -1;
+	return bpf_skb_store_bytes(skb, w, &new, sizeof(new), 0);
+}
+
 /* Decrements the IPv4 TTL at off and fixes the header checksum. */
 static __always_inline int ttl_dec(struct __sk_buff *skb, __u32 off)
 {
-	__be16 old, new;
+	return ip_byte(skb, off, 8, 0, 1);
+}
 
-	if (bpf_skb_load_bytes(skb, off + 8, &old, sizeof(old)))
-		return -1;
-	new = old;
-	((__u8 *)&new)[0]--;
-	if (bpf_l3_csum_replace(skb, off + 10, old, new, sizeof(new)))
-		return -1;
-	return bpf_skb_store_bytes(skb, off + 8, &new, sizeof(new), 0);
+#define ECN_CE 3
+
+/* RFC 6040 decapsulation as the kernel does it (INET_ECN_decapsulate): a
+ * CE outer marks an ECN-capable inner CE; a CE outer over a Not-ECT inner
+ * is dropped, which only the slow path may do (-1). 1: mark CE. */
+static __always_inline int ecn_decap(struct outer *o, struct inner *in)
+{
+	if ((o->tos & ECN_CE) != ECN_CE)
+		return 0;
+	return in->tos & ECN_CE ? 1 : -1;
 }
 
 /* What a newly learned entry of key k holds in its ct field: TCP waits
@@ -208,7 +234,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 	struct inner in;
 	int r, why;
 
-	if (!c || vxlan_outer(skb, c, &o))
+	if (!c || vxlan_outer(skb, c, &o, 1))
 		return PASS;
 	r = inner_ip4(skb, INNER_IP, &in);
 	if (r == NOT_IP4)
@@ -223,7 +249,10 @@ int fpath_nic_in(struct __sk_buff *skb)
 	} else if (e->gen != c->gen) {
 		count(FP_STALE);
 	} else if (e->remote != o.saddr || e->local != o.daddr || e->vni != o.vni || e->port != o.port) {
+		/* The entry goes: had it learned a forger's identity, the
+		 * flow's own packets end it (docs/fastpath.md, Identity). */
 		count(FP_SPOOF);
+		bpf_map_delete_elem(&fp_in, &in.k);
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05) /* FIN or RST: the flow ends, relearn a new one */
@@ -236,12 +265,18 @@ int fpath_nic_in(struct __sk_buff *skb)
 		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
 		 * GSO type as the VXLAN device does on decapsulation. */
 		count(FP_NOT_ELIGIBLE);
+	} else if (!o.sane || in.ttl <= e->ttl_dec || ecn_decap(&o, &in) < 0) {
+		/* What the kernel would drop or answer with an error: headers
+		 * ip_rcv or udp_rcv refuses, a TTL routing would expire, CE
+		 * over Not-ECT. */
+		count(FP_NOT_ELIGIBLE);
 	} else if (!guard_open(&fp_pend_in, FP_DIR_IN, &in.k, now)) {
 		count(FP_GUARD_WAIT);
 	} else {
 		__u8 eth[14];
 		__u32 ifindex = e->ifindex;
 		int dec = e->ttl_dec;
+		int ce = ecn_decap(&o, &in);
 
 		__builtin_memcpy(eth, e->eth, sizeof(eth));
 		touch(&e->used_ns, now);
@@ -250,7 +285,8 @@ int fpath_nic_in(struct __sk_buff *skb)
 			goto slow;
 		}
 		/* From here the packet is decapsulated: it can only go on. */
-		if (bpf_skb_store_bytes(skb, 0, eth, sizeof(eth), 0) || (dec && ttl_dec(skb, ETH_HLEN))) {
+		if (bpf_skb_store_bytes(skb, 0, eth, sizeof(eth), 0) || (dec && ttl_dec(skb, ETH_HLEN)) ||
+		    (ce && ip_byte(skb, ETH_HLEN, 1, in.tos | ECN_CE, 0))) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}
@@ -323,17 +359,24 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	return PASS;
 }
 
-/* Would the packet, encapsulated, exceed the NIC's MTU? */
-static __always_inline int too_big(struct __sk_buff *skb, __u32 nic)
+/* Would the packet, encapsulated, exceed the NIC's MTU? A GSO packet is
+ * judged by its segments (the helper passes any GSO packet, and cannot
+ * count the outer headers in a segment): each is the inner IP and L4
+ * headers and gso_size of payload. */
+static __always_inline int too_big(struct __sk_buff *skb, __u32 nic, struct inner *in)
 {
 	__u32 mtu = 0;
+	__u32 seg = skb->gso_size;
 
-	return bpf_check_mtu(skb, nic, &mtu, OUTER_LEN, 0) != 0;
+	if (!seg)
+		return bpf_check_mtu(skb, nic, &mtu, OUTER_LEN, 0) != 0;
+	bpf_check_mtu(skb, nic, &mtu, 0, 0); /* the NIC's MTU, whatever it returns */
+	return OUTER_LEN - ETH_HLEN + 20 + in->l4len + seg > mtu;
 }
 
 /* Writes the learned outer headers in front of the packet (room made),
  * with this packet's lengths, IP ID and header checksum. */
-static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e)
+static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, struct inner *in)
 {
 	__u8 hdr[FP_HDR];
 	struct iphdr4 *ip = (void *)(hdr + ETH_HLEN);
@@ -347,6 +390,9 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e)
 	if (bpf_skb_adjust_room(skb, OUTER_LEN, BPF_ADJ_ROOM_MAC, flags))
 		return -1;
 	len = skb->len;
+	/* The outer ECN as ip_tunnel_ecn_encap sets it, from this packet's
+	 * (the DSCP is the learned one: fpath_veth_in checked the inner's). */
+	ip->tos = (ip->tos & ~ECN_CE) | ((in->tos & ECN_CE) == ECN_CE ? 2 : in->tos & ECN_CE);
 	ip->tot_len = bpf_htons(len - ETH_HLEN);
 	ip->id = bpf_get_prandom_u32();
 	ip->check = 0;
@@ -388,6 +434,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_STALE);
 	} else if (e->ifindex != skb->ifindex) {
 		count(FP_SPOOF);
+		bpf_map_delete_elem(&fp_eg, &in.k);
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05)
@@ -398,7 +445,12 @@ int fpath_veth_in(struct __sk_buff *skb)
 			bpf_map_delete_elem(&fp_eg, &in.k);
 	} else if (!guard_open(&fp_pend_eg, FP_DIR_EG, &in.k, now)) {
 		count(FP_GUARD_WAIT);
-	} else if (!skb->gso_size && too_big(skb, e->nic)) {
+	} else if (in.ttl <= e->ttl_dec || in.ttl != e->ttl || (in.tos & ~ECN_CE) != (e->tos & ~ECN_CE)) {
+		/* A TTL routing would expire; a TTL or DSCP other than the
+		 * learned packet's, which a 'ttl/tos inherit' device copies
+		 * into the outer header. */
+		count(FP_NOT_ELIGIBLE);
+	} else if (too_big(skb, e->nic, &in)) {
 		/* The slow path would fragment the outer packet (or refuse it). */
 		count(FP_NOT_ELIGIBLE);
 	} else {
@@ -406,7 +458,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		int dec = e->ttl_dec;
 
 		touch(&e->used_ns, now);
-		if (encap(skb, e)) {
+		if (encap(skb, e, &in)) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}
@@ -434,7 +486,7 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	__u8 dec = 0;
 	int learn, fresh;
 
-	if (!c || !slow_recent(FP_DIR_EG, now) || vxlan_outer(skb, c, &o) || inner_ip4(skb, INNER_IP, &in))
+	if (!c || !slow_recent(FP_DIR_EG, now) || vxlan_outer(skb, c, &o, 0) || inner_ip4(skb, INNER_IP, &in))
 		return PASS;
 	/* Nothing in flight: a fast packet, or one the guard gave up on. */
 	p = bpf_map_lookup_elem(&fp_pend_eg, &in.k);
@@ -450,6 +502,8 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	e.nic = skb->ifindex;
 	e.ifindex = p->ifindex;
 	e.ttl_dec = dec;
+	e.tos = p->tos;
+	e.ttl = p->ttl;
 	e.used_ns = now;
 	old = bpf_map_lookup_elem(&fp_eg, &in.k);
 	fresh = !old || old->gen != c->gen;

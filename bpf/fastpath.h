@@ -39,20 +39,26 @@ struct fp_config {
 
 /* A flow's packets that took the slow path and are not yet seen where the
  * slow path ends: while any is in flight the flow stays on the slow path,
- * so a fast packet never overtakes a slow one (the ordering guard). */
+ * so a fast packet never overtakes a slow one (the ordering guard). The
+ * record describes the packets of one life: it begins when a packet is
+ * handed over with none of the flow's in flight (docs/fastpath.md). */
 struct fp_pending {
 	__u64 last_ns;  /* the latest packet handed to the slow path */
 	__u32 inflight; /* handed to the slow path, not yet seen at the end */
 	__u32 gen;      /* generation when the first of them was handed over */
-	__be32 outer_saddr; /* ingress: what the NIC saw */
+	/* Where the life's packets came from (the identity an entry binds):
+	 * ingress, the outer addresses, VNI and port the NIC saw; egress, the
+	 * container's host-side veth. */
+	__be32 outer_saddr;
 	__be32 outer_daddr;
 	__u32 vni;
-	__u32 ifindex; /* egress: the container's host-side veth */
-	__u16 port;    /* ingress: the outer UDP destination port, host order */
+	__u32 ifindex;
+	__u16 port;    /* host order */
 	__u8 tos;
 	__u8 ttl;
 	__u8 varies; /* tos or ttl differed between packets: never cached */
-	__u8 pad[7];
+	__u8 mixed;  /* the identity differed between packets: never cached */
+	__u8 pad[6];
 };
 
 /* Ingress: learned at a container's host-side veth (egress) from a
@@ -79,8 +85,9 @@ struct fp_egress {
 	__u32 nic;     /* where it left */
 	__u32 ifindex; /* the container's host-side veth it came from */
 	__u8 ttl_dec;
-	__u8 ct; /* enum fp_ct */
-	__u8 pad[2];
+	__u8 ct;  /* enum fp_ct */
+	__u8 tos; /* the inner TOS and TTL it was learned from: hdr holds for */
+	__u8 ttl; /* packets with that DSCP and TTL ('tos/ttl inherit' devices) */
 	__u8 hdr[FP_HDR];
 };
 
@@ -111,10 +118,11 @@ enum fp_counter {
 	FP_EG_LEARN,
 	FP_GUARD_WAIT,  /* cached, but the flow's slow packets were still in flight */
 	FP_STALE,       /* cached under an older generation */
-	FP_SPOOF,       /* VNI, outer source or destination, or inner source not as learned */
+	FP_SPOOF,       /* VNI, outer source or destination, or veth not as learned (or mixed while learning) */
 	FP_CHANGED,     /* the slow path changed the packet beyond TTL: never cached */
 	FP_CONTROL,     /* TCP SYN, FIN or RST: always the slow path */
-	FP_NOT_ELIGIBLE, /* not IPv4 TCP/UDP, IP options, a fragment */
+	FP_NOT_ELIGIBLE, /* not IPv4 TCP/UDP, IP options, a fragment; headers the kernel would
+			  * refuse or rewrite otherwise (docs/fastpath.md) */
 	FP_HELPER_FAIL, /* a helper refused the packet: it took the slow path */
 	FP_CT_WAITING,  /* cached TCP flow whose conntrack entry the agent has not kept yet */
 	FP_IDLE,        /* cached, but unused for longer than conntrack may keep the flow */

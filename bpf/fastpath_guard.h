@@ -57,39 +57,68 @@ static __always_inline int guard_open(void *pend, __u32 dir, struct fp_key *k, _
 	return 0;
 }
 
+/* Is the packet's identity (in id: ingress, its outer addresses, VNI and
+ * port; egress, its veth) the one the record holds? */
+static __always_inline int same_identity(struct fp_pending *p, struct fp_pending *id)
+{
+	return p->outer_saddr == id->outer_saddr && p->outer_daddr == id->outer_daddr && p->vni == id->vni &&
+	       p->port == id->port && p->ifindex == id->ifindex;
+}
+
 /* Hands a packet of the flow to the slow path: counts it in flight and
- * notes what it looked like, so the end of the slow path can tell what
- * the overlay changed. */
-static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *init, __u32 gen, __u64 now)
+ * notes what it looked like (id: where it came from), so the end of the
+ * slow path can tell what the overlay changed and which identity the
+ * packets it delivers can have had. */
+static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *id, __u32 gen, __u64 now)
 {
 	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
+	int fresh;
 
 	slow_now(dir, now);
 	if (p && p->inflight && now - p->last_ns > GUARD_NS)
 		p->inflight = 0; /* delivered or dropped long ago, as guard_open rules */
 	if (!p) {
-		init->inflight = 1;
-		init->last_ns = now;
-		init->gen = gen;
-		init->tos = in->tos;
-		init->ttl = in->ttl;
-		if (!bpf_map_update_elem(pend, &in->k, init, BPF_NOEXIST))
+		id->inflight = 1;
+		id->last_ns = now;
+		id->gen = gen;
+		id->tos = in->tos;
+		id->ttl = in->ttl;
+		if (!bpf_map_update_elem(pend, &in->k, id, BPF_NOEXIST))
 			return;
 		p = bpf_map_lookup_elem(pend, &in->k);
 		if (!p)
 			return;
 	}
+	/* A new life: none of the flow's packets is on the slow path, so what
+	 * the record held describes none that can still reach its end. */
+	fresh = !p->inflight;
+	if (fresh) {
+		p->outer_saddr = id->outer_saddr;
+		p->outer_daddr = id->outer_daddr;
+		p->vni = id->vni;
+		p->port = id->port;
+		p->ifindex = id->ifindex;
+		p->tos = in->tos;
+		p->ttl = in->ttl;
+		p->varies = 0;
+		p->mixed = 0;
+		p->gen = gen;
+	} else if (p->gen != gen) {
+		/* gen is the generation every packet now in flight was handed
+		 * over under; one handed over under another makes it 0 (never
+		 * current) until the flow's slow packets have drained. */
+		p->gen = 0;
+	}
 	if (p->tos != in->tos || p->ttl != in->ttl)
 		p->varies = 1;
-	/* gen is the generation every packet now in flight was handed over
-	 * under; one handed over under another makes it 0 (never current)
-	 * until the flow's slow packets have drained. */
-	if (!p->inflight)
-		p->gen = gen;
-	else if (p->gen != gen)
-		p->gen = 0;
 	__sync_fetch_and_add(&p->inflight, 1);
 	p->last_ns = now;
+	/* Looked at after the atomic add: a packet that began the life and
+	 * finds another in flight may have raced one that began it too, each
+	 * writing its own identity, so neither can vouch for the record; one
+	 * that came later sees the identity the life began with. */
+	if (!same_identity(p, id) || (fresh && p->inflight != 1))
+		p->mixed = 1;
 }
 
 /* One of the flow's slow packets is past every queue: the guard counts it

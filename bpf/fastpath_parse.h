@@ -19,6 +19,7 @@
 struct inner {
 	struct fp_key k;
 	__u8 tos, ttl, tcp_flags;
+	__u8 l4len; /* the TCP or UDP header's length */
 };
 
 /* The EtherType and the IPv4 header behind it with the ports, in one load
@@ -53,8 +54,15 @@ static __always_inline int inner_ip4(struct __sk_buff *skb, __u32 off, struct in
 	in->k.proto = v.ip.protocol;
 	in->tos = v.ip.tos;
 	in->ttl = v.ip.ttl;
-	if (v.ip.protocol == PROTO_TCP && bpf_skb_load_bytes(skb, off + 33, &in->tcp_flags, 1))
-		return -1;
+	in->l4len = 8;
+	if (v.ip.protocol == PROTO_TCP) {
+		__u8 tcp[2]; /* data offset, flags */
+
+		if (bpf_skb_load_bytes(skb, off + 32, tcp, sizeof(tcp)))
+			return -1;
+		in->l4len = (tcp[0] >> 4) * 4;
+		in->tcp_flags = tcp[1];
+	}
 	return 0;
 }
 
@@ -64,6 +72,8 @@ struct outer {
 	__u32 vni;
 	__u16 port;
 	__be16 udp_check;
+	__u8 tos;
+	__u8 sane; /* with check: ip_rcv and udp_rcv would take the headers as they are */
 };
 
 static __always_inline int is_port(struct fp_config *c, __u16 port)
@@ -85,10 +95,29 @@ struct outer_view {
 	__u8 vx[8];
 };
 
+/* Would ip_rcv and udp_rcv take the outer headers of skb as they are: the
+ * IP header checksum right, the IP length the packet's (longer, they trim
+ * it; shorter, they drop it) and the UDP length the rest? Anything else
+ * goes to the slow path, which does what the kernel does. */
+static __always_inline int outer_sane(struct __sk_buff *skb, struct outer_view *v)
+{
+	__u16 *w = (__u16 *)&v->ip;
+	__u32 sum = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff && bpf_ntohs(v->ip.tot_len) == skb->len - ETH_HLEN &&
+	       bpf_ntohs(v->udp.len) == skb->len - ETH_HLEN - 20;
+}
+
 /* Reads an IPv4 VXLAN packet's outer headers: 0, or -1 for anything else
  * (VLAN tags, IP options, fragments, other ports). The inner EtherType is
- * inner_ip4's to check. */
-static __always_inline int vxlan_outer(struct __sk_buff *skb, struct fp_config *c, struct outer *o)
+ * inner_ip4's to check. With check (a constant), also whether the kernel
+ * would take them (o->sane). */
+static __always_inline int vxlan_outer(struct __sk_buff *skb, struct fp_config *c, struct outer *o, int check)
 {
 	struct outer_view v;
 
@@ -103,6 +132,8 @@ static __always_inline int vxlan_outer(struct __sk_buff *skb, struct fp_config *
 	o->vni = (__u32)v.vx[4] << 16 | (__u32)v.vx[5] << 8 | v.vx[6];
 	o->port = bpf_ntohs(v.udp.dest);
 	o->udp_check = v.udp.check;
+	o->tos = v.ip.tos;
+	o->sane = check && outer_sane(skb, &v);
 	return 0;
 }
 

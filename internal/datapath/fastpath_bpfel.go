@@ -46,7 +46,8 @@ type fastpathFpEgress struct {
 	Ifindex uint32
 	TtlDec  uint8
 	Ct      uint8
-	Pad     [2]uint8
+	Tos     uint8
+	Ttl     uint8
 	Hdr     [64]uint8
 }
 
@@ -88,7 +89,8 @@ type fastpathFpPending struct {
 	Tos        uint8
 	Ttl        uint8
 	Varies     uint8
-	Pad        [7]uint8
+	Mixed      uint8
+	Pad        [6]uint8
 	_          [4]byte
 }
 

@@ -140,9 +140,9 @@ func TestFastSpoofed(t *testing.T) {
 		{"invalidated", vxlanFrame(underlay4a, underlay4b, 4789, inner(fl), pktOpts{}), func(f *FastPath) { f.Invalidate() }, "stale"},
 		{"agent-gone", vxlanFrame(underlay4a, underlay4b, 4789, inner(fl), pktOpts{}), func(f *FastPath) { f.Renew(-time.Second) }, ""},
 		{"in-flight", vxlanFrame(underlay4a, underlay4b, 4789, inner(fl), pktOpts{}), func(f *FastPath) {
-			// The flow's next packet is on the slow path (spoofed
-			// source: it went there) and has not arrived.
-			runFast(t, f.objs.FpathNicIn, vxlanFrame(spoofer, underlay4b, 4789, inner(fl), pktOpts{}))
+			// The flow's next packet is on the slow path (a GRO
+			// aggregate: it went there) and has not arrived.
+			runFastOn(t, f.objs.FpathNicIn, vxlanFrame(underlay4a, underlay4b, 4789, inner(fl), pktOpts{}), skbCtx{GSOSegs: 2, GSOSize: 16})
 		}, "guard_wait"},
 	}
 	for _, c := range cases {
@@ -162,6 +162,11 @@ func TestFastSpoofed(t *testing.T) {
 			}
 			if c.reason != "" && after.Counters[c.reason] != before.Counters[c.reason]+1 {
 				t.Errorf("%s: %d -> %d, want one more", c.reason, before.Counters[c.reason], after.Counters[c.reason])
+			}
+			// Another identity ends the entry: had it learned a forger's,
+			// the flow's own packets would end it.
+			if c.reason == "spoofed" && after.IngressEntries != 0 {
+				t.Errorf("%d entries after a spoofed packet, want it dropped", after.IngressEntries)
 			}
 		})
 	}

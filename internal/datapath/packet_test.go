@@ -37,6 +37,7 @@ type pktOpts struct {
 	v6HopOpts bool // IPv6 hop-by-hop header before L4
 	v6HopLen  int  // its length in 8-byte units beyond the first 8 (Pad1 options)
 	ipOptions int  // IPv4 options, in 4-byte words
+	tos       byte // IPv4 TOS (DSCP and ECN)
 	payload   int  // bytes after the L4 header
 }
 
@@ -73,6 +74,7 @@ func ipPacket(f flowSpec, o pktOpts) []byte {
 		ihl := 5 + o.ipOptions
 		h := make([]byte, ihl*4)
 		h[0] = 0x40 | byte(ihl)
+		h[1] = o.tos
 		binary.BigEndian.PutUint16(h[2:], uint16(len(h)+len(body)))
 		frag := o.fragOff
 		if o.moreFrags {
@@ -132,6 +134,8 @@ func vxlanFrame(outerSrc, outerDst netip.Addr, port uint16, inner []byte, o pktO
 	binary.BigEndian.PutUint16(ip[udpOff+4:], uint16(8+len(payload)))
 	if outerSrc.Is4() {
 		binary.BigEndian.PutUint16(ip[2:], uint16(len(ip)))
+		ihl := int(ip[0]&0x0f) * 4
+		binary.BigEndian.PutUint16(ip[10:], ipChecksum(ip[:ihl]))
 	} else {
 		binary.BigEndian.PutUint16(ip[4:], uint16(len(ip)-40))
 	}
