@@ -152,10 +152,31 @@ func TestFastPathConntrackTCP(t *testing.T) {
 			if snd.Counters["egress_hit"] == 0 || snd.Conntrack.Kept == 0 {
 				t.Errorf("the fast path did not carry the flow: %v, conntrack %+v", snd.Counters, *snd.Conntrack)
 			}
+			checkTCPIngress(t, servers[0].Netns, rcv, res.Retransmits)
 			if churns < int(d/time.Second)/2 {
 				t.Errorf("only %d invalidation rounds in %v", churns, d)
 			}
 		})
+	}
+}
+
+// checkTCPIngress: the receiving host's fast path delivered the flow's
+// data, which arrives as GRO aggregates (TCP aggregates are decapsulated in
+// tc), and the receiving container's TCP found no bad checksum in them.
+func checkTCPIngress(t *testing.T, ns string, rcv *FastReport, retrans int64) {
+	t.Helper()
+	out := nsSh(t, ns, "nstat -asz TcpInCsumErrors")
+	m := regexp.MustCompile(`TcpInCsumErrors\s+(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("nstat: no TcpInCsumErrors in %q", out)
+	}
+	t.Logf("receiver: %d ingress hits, %d not eligible; TcpInCsumErrors %s; %d retransmissions",
+		rcv.Counters["ingress_hit"], rcv.Counters["not_eligible"], m[1], retrans)
+	if m[1] != "0" {
+		t.Errorf("%s TCP checksum errors in the receiving container", m[1])
+	}
+	if rcv.Counters["ingress_hit"] == 0 {
+		t.Errorf("the receiving host's fast path delivered nothing: %v", rcv.Counters)
 	}
 }
 
