@@ -303,7 +303,7 @@ func (j *judge) xt(chain string, r nftRule, v any, cond *stateCond, sideEffect *
 }
 
 // ctClause is one ct clause of a rule's text form: key, "!=", value.
-var ctClause = regexp.MustCompile(`(?:^|\s)ct ([a-z-]+)( !=)?(?: ([^\s]+))?`)
+var ctClause = regexp.MustCompile(`(?:^|\s)ct ([a-z-]+)( !=? )?(?: ?([^\s]+))?`)
 
 // xtUntranslated: nft wrote a conntrack or state match untranslated.
 var xtUntranslated = regexp.MustCompile(`xt match "?(conntrack|state)\b`)
@@ -317,7 +317,15 @@ func (j *judge) xtConntrack(chain string, r nftRule, what string, cond *stateCon
 		j.add(chain, what, "its options could not be read")
 		return
 	}
-	for _, c := range ctClause.FindAllStringSubmatch(text, -1) {
+	clauses := ctClause.FindAllStringSubmatch(text, -1)
+	// nft 1.0.6 writes --ctstate with the virtual states SNAT or DNAT as
+	// ct status alone, the states and any negation lost.
+	if !slices.ContainsFunc(clauses, func(c []string) bool { return c[1] == "state" }) &&
+		slices.ContainsFunc(clauses, func(c []string) bool { return c[1] == "status" }) {
+		j.add(chain, what, "nft's text of its states is ambiguous")
+		return
+	}
+	for _, c := range clauses {
 		key, neg, val := c[1], c[2] != "", strings.Split(c[3], ",")
 		switch key {
 		case "state":

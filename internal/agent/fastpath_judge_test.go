@@ -31,7 +31,10 @@ func xtFw(table, chain, rule string) string {
 }
 
 var rulesetCases = []rulesetCase{
-	{name: "kube-proxy", src: "@kube-proxy.iptables", iptables: true},
+	// Safe but for the localnet rule, whose --ctstate nft 1.0.6 writes
+	// as "ct status dnat", its states lost (KNOWN_ISSUES.md).
+	{name: "kube-proxy", src: "@kube-proxy.iptables", iptables: true, want: []string{
+		`table ip filter chain KUBE-FIREWALL: "xt match conntrack" (nft's text of its states is ambiguous)`}},
 	{name: "docker", src: "@docker.iptables", iptables: true},
 	{name: "calico", src: "@calico.iptables", iptables: true, want: []string{
 		`table ip raw chain cali-PREROUTING: "xt match rpfilter" (not known`,
@@ -88,6 +91,10 @@ var rulesetCases = []rulesetCase{
 		want: []string{`"xt match connbytes"`}},
 	{name: "xt-bpf", src: xtFw("filter", "FORWARD", `-m bpf --bytecode "1,6 0 0 65535" -j DROP`), iptables: true, want: []string{`"xt match bpf"`}},
 	{name: "xt-ctexpire", src: xtFw("filter", "FORWARD", "-m conntrack --ctexpire 10:20 -j DROP"), iptables: true, want: []string{`"ct expiration"`}},
+	{name: "xt-not-established-accept", src: xtFw("filter", "FORWARD", "-m conntrack ! --ctstate ESTABLISHED -j ACCEPT"), iptables: true,
+		want: []string{`"ct state … accept" (new and established`}},
+	{name: "xt-ctstate-dnat", src: xtFw("filter", "FORWARD", "-m conntrack --ctstate ESTABLISHED,DNAT -j DROP"), iptables: true,
+		want: []string{`"xt match conntrack" (nft's text of its states is ambiguous)`}},
 	{name: "xt-ct-zone", src: xtFw("raw", "PREROUTING", "-j CT --zone 2"), iptables: true, want: []string{`"xt target CT" (conntrack zones`}},
 	// ipset is not installed here: xt-set.json is xt-string's with the
 	// match's name changed, as iptables-nft lists -m set.
@@ -149,6 +156,9 @@ func TestRulesetJudge(t *testing.T) {
 func TestRulesetJudgeNfacct(t *testing.T) {
 	found := judgeRecorded(t, rulesetCase{name: "kube-proxy"}, true)
 	checkFindings(t, found, []string{`table ip filter chain KUBE-FORWARD: "xt match nfacct" (its accounting object has a quota)`})
+	if len(found) != 2 {
+		t.Errorf("want the nfacct and the localnet finding, got %q", found)
+	}
 }
 
 // TestRulesetJudgeBadInput: what is not nft's JSON is an error.
