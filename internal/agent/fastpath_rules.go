@@ -6,89 +6,125 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// unsafeMatches are nftables expressions (and the xtables matches that
-// iptables-nft translates to) whose verdict can differ between packets of
-// one flow: a cached flow would skip them after its first packet passed.
-// Each is matched as whole words ("nfacct counter" holds no "ct count").
-var unsafeMatches = regexp.MustCompile(`(^|\s)(limit rate|quota|ct count|queue|numgen|meta (hour|day|time)|` +
-	`xt match "?(limit|hashlimit|connlimit|quota|time|statistic|recent)"?|xt target "?NFQUEUE"?)(\s|$)`)
-
-// perFlowLines returns the lines of ruleset rs whose verdict can apply to
-// any packet of a flow: those of tables with a base chain other than nat.
-// A nat table's chains see a connection's first packet only (later ones
-// follow its conntrack entry), so what they match cannot change within a
-// flow: kube-proxy's random choice among a service's endpoints
-// (statistic) is made there.
-func perFlowLines(rs string) []string {
-	tables := strings.Split(rs, "\ntable ")
-	var out []string
-	for _, tb := range tables {
-		if !strings.Contains(tb, " hook ") || onlyNat.MatchString(tb) && !otherHook.MatchString(tb) {
-			continue
-		}
-		out = append(out, strings.Split(tb, "\n")...)
-	}
-	return out
-}
-
-// unsafeLines are the rules of ruleset rs that the fast path cannot honour.
-func unsafeLines(rs string) []string {
-	var found []string
-	for _, line := range perFlowLines(rs) {
-		if unsafeMatches.MatchString(line) {
-			found = append(found, strings.TrimSpace(line))
-		}
-	}
-	return found
-}
-
-var (
-	onlyNat   = regexp.MustCompile(`type nat hook`)
-	otherHook = regexp.MustCompile(`type (filter|route) hook`)
-)
-
-// ruleset is the host namespace's nftables ruleset as text. Without nft
-// it cannot be read, and rules may be there all the same (iptables-nft
-// writes them without it): the fast path then stays off.
-func ruleset(ns string) (string, error) {
-	nft, err := exec.LookPath("nft")
+// nft runs nft with args in ns. Without nft the ruleset cannot be read,
+// and rules may be there all the same (iptables-nft writes them without
+// it): the fast path then stays off.
+func nft(ns string, args ...string) ([]byte, error) {
+	bin, err := exec.LookPath("nft")
 	if err != nil {
-		return "", fmt.Errorf("the fast path needs nft (Debian: nftables) to read the host's ruleset: %w", err)
+		return nil, fmt.Errorf("the fast path needs nft (Debian: nftables) to read the host's ruleset: %w", err)
 	}
 	var out []byte
 	err = netns.Do(ns, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var err error
-		out, err = exec.CommandContext(ctx, nft, "list", "ruleset").Output()
+		out, err = exec.CommandContext(ctx, bin, args...).Output()
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("read the nftables ruleset of network namespace %s: %w", netns.Label(ns), err)
+		return nil, fmt.Errorf("read the nftables ruleset of network namespace %s: %w", netns.Label(ns), err)
 	}
-	return string(out), nil
+	return out, nil
+}
+
+// ruleKey names one rule: its table's family and name, chain and handle.
+type ruleKey struct {
+	family, table, chain string
+	handle               int
+}
+
+var handleComment = regexp.MustCompile(`\s# handle (\d+)$`)
+
+// ruleTexts indexes the rules of nft -a list ruleset's text by key.
+func ruleTexts(rs string) map[ruleKey]string {
+	out := map[ruleKey]string{}
+	var family, table, chain string
+	for _, line := range strings.Split(rs, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "table":
+			family, table, chain = f[1], strings.Trim(f[2], `"`), ""
+		case len(f) >= 2 && f[0] == "chain":
+			chain = strings.Trim(f[1], `"`)
+		case len(f) >= 2 && (f[0] == "set" || f[0] == "map" || f[0] == "flowtable" || f[1] != "{" && strings.HasSuffix(line, "{")):
+			chain = "" // a named object's body holds no rules
+		case chain != "":
+			if m := handleComment.FindStringSubmatch(line); m != nil {
+				h, _ := strconv.Atoi(m[1])
+				out[ruleKey{family, table, chain, h}] = strings.TrimSpace(line[:len(line)-len(m[0])])
+			}
+		}
+	}
+	return out
+}
+
+// unsafeRuleset judges ruleset js (nft -j), reading rules' text forms
+// with text where the JSON leaves out what decides, and nfacct objects'
+// quotas with quota: the findings, formatted.
+func unsafeRuleset(js []byte, text func() (string, error), quota func() (bool, error)) ([]string, error) {
+	tables, err := parseRuleset(js)
+	if err != nil {
+		return nil, err
+	}
+	var texts map[ruleKey]string
+	xtText := func(family, table, chain string, handle int) (string, bool) {
+		if texts == nil {
+			rs, err := text()
+			if err != nil {
+				return "", false
+			}
+			texts = ruleTexts(rs)
+		}
+		s, ok := texts[ruleKey{family, table, chain, handle}]
+		return s, ok
+	}
+	j := judgeRuleset(tables, xtText)
+	found := j.found
+	if len(j.nfacct) > 0 {
+		if q, err := quota(); err != nil || q {
+			found = append(found, j.nfacct...)
+		}
+	}
+	var out []string
+	seen := map[finding]bool{}
+	for _, f := range found {
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f.String())
+		}
+	}
+	return out, nil
 }
 
 // unsafeRules names the rules of ns that the fast path cannot honour: rules
 // whose verdict can change within a flow, and legacy iptables, whose
 // changes the kernel announces to no one. "" when there are none.
 func unsafeRules(ns string) (string, error) {
-	rs, err := ruleset(ns)
+	js, err := nft(ns, "-j", "list", "ruleset")
 	if err != nil {
 		return "", err
 	}
-	found := unsafeLines(rs)
+	text := func() (string, error) {
+		b, err := nft(ns, "-a", "list", "ruleset")
+		return string(b), err
+	}
+	found, err := unsafeRuleset(js, text, func() (bool, error) { return nfacctQuota(ns) })
+	if err != nil {
+		return "", err
+	}
 	if len(found) > 0 {
 		if len(found) > 3 {
 			found = append(found[:3], fmt.Sprintf("and %d more", len(found)-3))
 		}
-		return fmt.Sprintf("rules whose verdict can change within a flow (%s)", strings.Join(found, "; ")), nil
+		return fmt.Sprintf("rules the fast path cannot honour: %s", strings.Join(found, "; ")), nil
 	}
 	legacy, err := legacyTables(ns)
 	if err != nil {

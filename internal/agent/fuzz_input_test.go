@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -126,26 +125,3 @@ func FuzzParseHolds(f *testing.F) {
 	})
 }
 
-// FuzzUnsafeLines: any ruleset text gives lines of its own or none, never a
-// panic, and a rate limit in a filter base chain is always found, whatever
-// the rule holds besides: the fast path must never cache a flow past it.
-func FuzzUnsafeLines(f *testing.F) {
-	f.Add(kubeProxy, "udp dport 53")
-	f.Add("table inet t {\n\tchain c {\n\t\ttype nat hook prerouting priority 0;\n\t\tlimit rate 1/second\n\t}\n}\n", "ct count over 2")
-	f.Add("\ntable \ntable ", "type nat hook")
-	f.Fuzz(func(t *testing.T, rs, rule string) {
-		lines := strings.Split(rs, "\n")
-		for _, l := range unsafeLines(rs) {
-			// A table's first line comes without its "table " (the split).
-			if !slices.ContainsFunc(lines, func(x string) bool { x = strings.TrimSpace(x); return x == l || x == "table "+l }) {
-				t.Fatalf("%q is no line of the ruleset", l)
-			}
-		}
-		rule = strings.Join(strings.Fields(rule), " ") // one line
-		limited := strings.TrimSpace(rule + " limit rate 1/second drop")
-		chain := "table inet t {\n\tchain c {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\t" + limited + "\n\t}\n}\n"
-		if !slices.Contains(unsafeLines(rs+"\n"+chain), limited) {
-			t.Fatalf("the rate limit %q in a forward chain after %q is not found", limited, rs)
-		}
-	})
-}
