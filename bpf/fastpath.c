@@ -69,16 +69,6 @@ FLOW_MAP(fp_eg, struct fp_egress);
 FLOW_MAP(fp_pend_in, struct fp_pending);
 FLOW_MAP(fp_pend_eg, struct fp_pending);
 
-/* The learning points' requests to the agent (struct fp_ct_event). One
- * lost when the ring is full only delays the flow: the agent also sweeps
- * the caches for entries still waiting. */
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 64 * 1024);
-} fp_ctq SEC(".maps");
-
-/* Keeps struct fp_ct_event in the object's BTF for bpf2go's Go type. */
-const struct fp_ct_event *fp_ct_event_type __attribute__((unused));
 
 static __always_inline void count(enum fp_counter c)
 {
@@ -111,6 +101,7 @@ static __always_inline struct fp_config *config(__u64 now)
 }
 
 #include "fastpath_guard.h"
+#include "fastpath_ct.h"
 
 /* napi_poll(napi, work, budget) fires once the poll has returned. */
 SEC("tp_btf/napi_poll")
@@ -184,37 +175,6 @@ static __always_inline int ecn_decap(struct outer *o, struct inner *in)
 	if ((o->tos & ECN_CE) != ECN_CE)
 		return 0;
 	return in->tos & ECN_CE ? 1 : -1;
-}
-
-/* What a newly learned entry of key k holds in its ct field: TCP waits
- * for the agent to keep conntrack in step, unless it already has under
- * this generation (prev: the replaced entry's, or FP_CT_WAIT for a fresh
- * one). */
-static __always_inline __u8 ct_learned(struct fp_config *c, struct fp_key *k, __u8 prev)
-{
-	return !c->ct_gate || k->proto != PROTO_TCP ? FP_CT_KEPT : prev;
-}
-
-/* Asks the agent to keep conntrack in step with an entry just learned
- * waiting (after the entry is in its map, so the agent finds it). */
-static __always_inline void ct_ask(struct fp_key *k, __u32 dir, __u32 gen)
-{
-	struct fp_ct_event ev = {.k = *k, .dir = dir, .gen = gen};
-
-	bpf_ringbuf_output(&fp_ctq, &ev, sizeof(ev), 0);
-}
-
-/* Why a cached entry of the current generation may not be used now, as a
- * counter, or FP_CNT_MAX if it may: idle for longer than conntrack may
- * keep the flow (the entry is dropped, so the flow relearns), or a TCP
- * flow conntrack is not kept in step with yet. */
-static __always_inline int unusable(struct fp_config *c, __u64 used_ns, __u8 ct, __u64 now)
-{
-	if (c->idle_ns && now - used_ns > c->idle_ns)
-		return FP_IDLE;
-	if (ct != FP_CT_KEPT)
-		return FP_CT_WAITING;
-	return FP_CNT_MAX;
 }
 
 static __always_inline void touch(__u64 *used, __u64 now)

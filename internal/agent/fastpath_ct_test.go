@@ -141,9 +141,17 @@ func TestFastPathConntrackTCP(t *testing.T) {
 			snd, rcv := fastReportOf(t, as[0]), fastReportOf(t, as[1])
 			t.Logf("%s: %.2f Gbit/s median, per second %.2f; %d invalidation rounds; %d INVALID drops; sender: %d egress hits, conntrack %+v; receiver: %d egress hits, conntrack %+v",
 				layout, median, rates, churns, drops, snd.Counters["egress_hit"], *snd.Conntrack, rcv.Counters["egress_hit"], *rcv.Conntrack)
+			// The stall this guards against is a rate of 0; the evidence run
+			// (FALCON_CT_SECONDS, a machine to itself) holds every second
+			// to half the median, the suite's, shared with other work, to a
+			// quarter.
+			floor := 4.0
+			if os.Getenv("FALCON_CT_SECONDS") != "" {
+				floor = 2
+			}
 			for s, r := range rates {
-				if r < median/2 {
-					t.Errorf("second %d: %.2f Gbit/s, below half the median %.2f", s, r, median)
+				if r < median/floor {
+					t.Errorf("second %d: %.2f Gbit/s, below 1/%.0f of the median %.2f", s, r, floor, median)
 				}
 			}
 			if drops != 0 {
