@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,6 +75,9 @@ type stateCond struct{ new, est bool }
 
 // rule judges a rule that sees every packet of a flow.
 func (j *judge) rule(chain string, r nftRule) {
+	if toLoopback(r) {
+		return
+	}
 	cond := stateCond{true, true}
 	sideEffect := false
 	for _, st := range r.Expr {
@@ -371,4 +375,37 @@ func describeStmt(kind string, v any) (what, why string) {
 		return "ct helper set", whyHelper
 	}
 	return kind, whyUnknown
+}
+
+// toLoopback says whether r matches only packets to 127.0.0.0/8: none the
+// fast path carries, neither the containers' flows nor the VXLAN packets
+// between nodes (kube-proxy's rule against reaching the host's localnet
+// through a node port).
+func toLoopback(r nftRule) bool {
+	for _, st := range r.Expr {
+		kind, v := single(st)
+		m, _ := v.(map[string]any)
+		if kind != "match" || m["op"] != "==" {
+			continue
+		}
+		p, _ := m["left"].(map[string]any)["payload"].(map[string]any)
+		if p == nil || p["protocol"] != "ip" || p["field"] != "daddr" {
+			continue
+		}
+		addr, bits := "", 32
+		switch right := m["right"].(type) {
+		case string:
+			addr = right
+		case map[string]any:
+			pf, _ := right["prefix"].(map[string]any)
+			addr = str(pf["addr"])
+			if l, ok := pf["len"].(float64); ok {
+				bits = int(l)
+			}
+		}
+		if a, err := netip.ParseAddr(addr); err == nil && a.Is4() && bits >= 8 && netip.MustParsePrefix("127.0.0.0/8").Contains(a) {
+			return true
+		}
+	}
+	return false
 }
