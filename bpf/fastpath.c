@@ -221,9 +221,9 @@ int fpath_nic_in(struct __sk_buff *skb)
 		count(why);
 		if (why == FP_IDLE)
 			bpf_map_delete_elem(&fp_in, &in.k);
-	} else if ((skb->gso_segs > 1 || skb->gso_size) && in.k.proto != PROTO_TCP) {
-		/* A UDP aggregate: bpf_skb_adjust_room refuses to shrink a GSO
-		 * packet that is not TCP, whose segments its gso_size delimits. */
+	} else if (skb->gso_segs > 1 || skb->gso_size) {
+		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
+		 * GSO type as the VXLAN device does on decapsulation. */
 		count(FP_NOT_ELIGIBLE);
 	} else if (!o.sane || in.ttl <= e->ttl_dec || ecn_decap(&o, &in) < 0) {
 		/* What the kernel would drop or answer with an error: headers
@@ -240,13 +240,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 
 		__builtin_memcpy(eth, e->eth, sizeof(eth));
 		touch(&e->used_ns, now);
-		/* A TCP aggregate keeps its gso_size (FIXED_GSO: the segments'
-		 * MSS is the inner one already) and, with no flag to clear them
-		 * before BPF_F_ADJ_ROOM_DECAP_L4_UDP, its tunnel GSO type and
-		 * skb->encapsulation: harmless for a local socket, which takes
-		 * the aggregate whole; wrong only were it segmented again, which
-		 * a container that forwards it would do (docs/fastpath.md). */
-		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO | c->decap_flags)) {
+		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, c->decap_flags)) {
 			count(FP_HELPER_FAIL);
 			goto slow;
 		}

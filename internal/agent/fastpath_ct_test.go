@@ -160,33 +160,10 @@ func TestFastPathConntrackTCP(t *testing.T) {
 			if snd.Counters["egress_hit"] == 0 || snd.Conntrack.Kept == 0 {
 				t.Errorf("the fast path did not carry the flow: %v, conntrack %+v", snd.Counters, *snd.Conntrack)
 			}
-			checkTCPIngress(t, servers[0].Netns, rcv, res.Retransmits)
 			if churns < int(d/time.Second)/2 {
 				t.Errorf("only %d invalidation rounds in %v", churns, d)
 			}
 		})
-	}
-}
-
-// checkTCPIngress: the receiving host's fast path delivered most of the
-// flow's data, which arrives as GRO aggregates (more hits than packets it
-// left to the slow path as not eligible, where aggregates were counted
-// before TCP ones were decapsulated in tc), and the receiving container's
-// TCP found no bad checksum in them.
-func checkTCPIngress(t *testing.T, ns string, rcv *FastReport, retrans int64) {
-	t.Helper()
-	out := nsSh(t, ns, "nstat -asz TcpInCsumErrors")
-	m := regexp.MustCompile(`TcpInCsumErrors\s+(\d+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("nstat: no TcpInCsumErrors in %q", out)
-	}
-	t.Logf("receiver: %d ingress hits, %d not eligible; TcpInCsumErrors %s; %d retransmissions",
-		rcv.Counters["ingress_hit"], rcv.Counters["not_eligible"], m[1], retrans)
-	if m[1] != "0" {
-		t.Errorf("%s TCP checksum errors in the receiving container", m[1])
-	}
-	if hits := rcv.Counters["ingress_hit"]; hits == 0 || hits <= rcv.Counters["not_eligible"] {
-		t.Errorf("the receiving host's fast path left the aggregates to the slow path: %v", rcv.Counters)
 	}
 }
 
