@@ -124,4 +124,3 @@ func FuzzParseHolds(f *testing.F) {
 		}
 	})
 }
-
