@@ -138,7 +138,9 @@ if [ $dry -eq 1 ]; then
 fi
 [ $busy -eq 0 ] || exit 1
 
-tmp=$(mktemp -d /var/tmp/falcon-fresh.XXXXXX)
+# Beside the checkout, not under /var/tmp or /tmp: the kernel guest
+# (make test-guest) sees the host's files but mounts its own tmpfs there.
+tmp=$(mktemp -d "${FRESH_CHECK_DIR:-$(dirname "$root")}/falcon-fresh.XXXXXX")
 child=0
 finish() {
 	trap '' INT TERM HUP
