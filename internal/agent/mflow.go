@@ -19,7 +19,7 @@ const DefaultBatch = 256
 // 1 Gbit/s. At the stage costs measured here (1.0-1.9 us per 1448-byte
 // segment and stage, bench --stage-cost) such a flow takes its three
 // stages about 40 % of one core; a slower one leaves nothing to relieve
-// that reordering would pay for (docs/DESIGN.md, micro-flows).
+// that reordering would pay for (docs/split-and-mflow.md#micro-flows---mode-mflow).
 const DefaultElephant = 1_000_000_000
 
 // validateMflow checks the micro-flow settings without touching the system.

@@ -105,7 +105,7 @@ func (d *Datapath) pin() error {
 
 // pinLink pins l in the pin directory, so that its program stays attached
 // when the agent is killed: the load the program reads then goes stale, and
-// every stage runs inline as without falcon (docs/DESIGN.md §7) until
+// every stage runs inline as without falcon (docs/architecture.md#control-plane) until
 // disable or the next agent removes the pin (Cleanup). Without a pin
 // directory the link lives as long as its file descriptor.
 func (d *Datapath) pinLink(l link.Link) error {

@@ -11,8 +11,8 @@ import (
 // A BPF qdisc (CONFIG_NET_SCH_BPF, Linux 6.16+) is a Qdisc_ops written as
 // BPF struct_ops: the one queue a stock kernel lets a BPF program hold
 // packets in and release them in an order of its choosing. MFLOW's in-order
-// reassembly of micro-flows would need it (docs/DESIGN.md, "MFLOW's in-order
-// reassembly on a stock kernel"); falcon ships no such qdisc, so this is a
+// reassembly of micro-flows would need it (docs/split-and-mflow.md,
+// "MFLOW's in-order reassembly on a stock kernel"); falcon ships no such qdisc, so this is a
 // probe only, for 'falcon doctor' and for whoever builds it.
 
 // Names in the kernel's BTF that exist only where CONFIG_NET_SCH_BPF is on

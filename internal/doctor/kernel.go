@@ -67,7 +67,7 @@ func checkKernel(st *state, k kernel.Release) []Finding {
 }
 
 // bpfQdiscFinding reports the BPF qdisc (CONFIG_NET_SCH_BPF, 6.16+), which
-// MFLOW's in-order reassembly would need (docs/DESIGN.md). falcon ships no
+// MFLOW's in-order reassembly would need (docs/split-and-mflow.md). falcon ships no
 // BPF qdisc, so its absence is information, never a problem.
 func bpfQdiscFinding(err error) Finding {
 	const what = "BPF qdisc (in-order reassembly for mflow)"

@@ -27,7 +27,7 @@ func run(t *testing.T, args ...string) {
 }
 
 // newOverlay builds the overlay. With gro, the wire's sending end has TX
-// offloads off, as the testbed's has (DESIGN.md §4): veth then hands h2's
+// offloads off, as the testbed's has (docs/testbed.md#the-wire): veth then hands h2's
 // nic0 full-sized packets through NAPI and GRO, as a real NIC's driver
 // does. Without, veth skips its NAPI for packets it got as TSO super-packets
 // and delivers them with netif_rx, through the backlog.
