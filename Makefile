@@ -54,20 +54,16 @@ test-kernels: test-setup
 # The README's test command (and CI) runs one guest: Debian's 6.1, the oldest
 # kernel falcon supports, with the tests that reach what differs there (tc
 # through clsact, cpumap without GRO, the fast path's helpers, the guard's
-# tracepoint, pins across a kill, doctor's probes): of the datapath, every
-# test that attaches, runs or cleans up its programs on the kernel, and the
-# policy's twins; of the agent and the CLI those that drive those mechanisms
-# end to end. The rest would repeat on 6.1 what the host's run shows: the
-# parser's and the other twins' checks (the same bytecode's logic), the
-# program's cost and the packet fuzz drill (speed and volume, which measure
-# the emulator), layout sweeps, drills, rendering, flag parsing.
+# tracepoint, pins across a kill, doctor's probes). Each such test says so
+# in its doc comment, '// guest: why', and scripts/guesttests collects them
+# (docs/testing.md). The rest would repeat on 6.1 what the host's run shows.
 # make test-kernels runs them all on 6.1 and 6.12.
-GUEST_DATAPATH := ^(TestArrivalCountsEveryPacket|TestAttachDetach.*|TestCleanup.*|TestCloseAfterNamespaceGone|TestAttachBadInputChangesNothing|TestConfigValidate|TestSupported|TestCountersPerCPU|TestFast.*|TestGuard.*|TestTwinAgrees|TestSplitTwinAgrees|TestBPFQdisc.*|TestDisabledHookPasses|TestFallbackSpellings|TestSplitAttachDetach|TestSplitBadInputChangesNothing|TestSplitCleanup|TestCheckSplitVethPeer|TestSplitHostNIC|TestSplitOnTestbed|TestStandDown|TestSteeringOnTestbed)$$
-GUEST_AGENT := ^(TestEnableStatusDisable|TestKilledAgent|TestDisableStopsAgent|TestStandDownAndBack|TestComebackSteersRunningFlows|TestSplitEnableStatusDisable|TestMflowLayouts|TestFastPathLayouts|TestFastPathBadInput|TestStaticModes)$$
-GUEST_CMD := ^(TestBadInputChangesNothing|TestDoctorJSON|TestEnableStatusDisableCLI)$$
+# Run once, when test-guest's recipe needs it (an empty list would run every test).
+GUEST_TESTS = $(eval GUEST_TESTS := $$(shell $(GO) run ./scripts/guesttests))$(GUEST_TESTS)
 test-guest: test-setup
 	@$(STEPS) begin "$(firstword $(STEP_GOALS))" $@
-	@KERNEL_TESTS='internal/datapath:$(GUEST_DATAPATH) internal/agent:$(GUEST_AGENT) cmd/falcon:$(GUEST_CMD)' \
+	@$(if $(GUEST_TESTS),,$(error scripts/guesttests found no guest tests))
+	@KERNEL_TESTS='$(GUEST_TESTS)' \
 		$(STEPS) tests guest scripts/kernels/run.sh 6.1
 	@$(STEPS) end "$(lastword $(STEP_GOALS))" $@
 

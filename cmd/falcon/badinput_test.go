@@ -27,6 +27,8 @@ import (
 // a clear message and leave every namespace of the testbed as it was —
 // every RPS value of every device, every qdisc, filter and tcx program —
 // and no pin or state behind.
+//
+// guest: the CLI's bad input must change nothing on the old kernel either
 func TestBadInputChangesNothing(t *testing.T) {
 	bin, tb := cliTestbed(t, "b")
 	h2 := tb.Hosts[1].Netns

@@ -58,6 +58,8 @@ func TestDoctorBadInput(t *testing.T) {
 
 // TestDoctorJSON checks the JSON that scripts read, and the exit status
 // before and after --fix.
+//
+// guest: doctor's probes on the old kernel
 func TestDoctorJSON(t *testing.T) {
 	labtest.NeedTestbeds(t)
 	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("clidoc%d", os.Getpid()), Layout: "flannel"})

@@ -16,9 +16,8 @@ func init() {
 	register(command{name: "enable", summary: "accelerate a host's overlay (falcon: starts a background agent; rps, rfs: sets values, nothing runs)", run: runEnable})
 }
 
-const agentSynopsis = "[--netns HOSTNS] [--mode NAME[:KEY=VALUE,…]] [--cpus LIST] [--threshold PCT] [--interval DUR] " +
-	"[--policy adaptive|paper] [--guard-timeout DUR] [--order guarded|per-packet] [--devices auto|LIST] [--container-level] [--rps-cpus LIST] [--flow-entries N] " +
-	"[--split] [--split-cpus LIST] [--split-proto tcp|udp|all] [--metrics-addr HOST:PORT] [--log-format text|json]"
+// agentSynopsis is enable's and agent's usage line, from the settings table.
+var agentSynopsis = agent.Synopsis()
 
 // agentOptions turns enable's and agent's flags into options; a setting
 // that cannot be right is a usage error.

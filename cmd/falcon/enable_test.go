@@ -105,6 +105,7 @@ func rps(t *testing.T, ns, dev string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// guest: the CLI end to end on the old kernel
 func TestEnableStatusDisableCLI(t *testing.T) {
 	bin, tb := cliTestbed(t, "e")
 	h := tb.Hosts[1]

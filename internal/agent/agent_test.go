@@ -13,6 +13,7 @@ import (
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
+// guest: the agent end to end on the old kernel's attach path
 func TestEnableStatusDisable(t *testing.T) {
 	needRoot(t)
 	for _, layout := range []string{"docker", "flannel", "calico", "vxlan"} {

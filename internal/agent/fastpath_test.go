@@ -97,6 +97,8 @@ func fastDatagrams(t *testing.T) int {
 // not one datagram is reordered; both halves carry most of the traffic.
 // FALCON_FASTPATH_DATAGRAMS sets the count (default 1 M; 10 M for the
 // issue's evidence).
+//
+// guest: the agent's fast path: its helpers differ on 6.1
 func TestFastPathLayouts(t *testing.T) {
 	needFastPath(t)
 	// flannel-daemon builds what flannel does by other hands (flanneld with
@@ -272,6 +274,8 @@ func TestFastPathPolicy(t *testing.T) {
 
 // TestFastPathBadInput: where the fast path cannot run, enable says why and
 // changes nothing.
+//
+// guest: the fast path's refusals where the old kernel cannot run it
 func TestFastPathBadInput(t *testing.T) {
 	needFastPath(t)
 	cases := []struct{ layout, setup, want string }{

@@ -16,6 +16,8 @@ import (
 
 // TestKilledAgent kills an agent with SIGKILL, as the OOM killer would;
 // Disable must then undo everything it left.
+//
+// guest: pins across a SIGKILL, then disable, on the old kernel
 func TestKilledAgent(t *testing.T) {
 	needRoot(t)
 	tb := bed(t, "calico", 1)
@@ -107,6 +109,8 @@ func TestHelperAgent(t *testing.T) {
 
 // TestDisableStopsAgent: Disable signals a live agent in another process,
 // which undoes its own changes.
+//
+// guest: disable stopping a live agent, which detaches on the old kernel
 func TestDisableStopsAgent(t *testing.T) {
 	needRoot(t)
 	tb := bed(t, "flannel", 1)

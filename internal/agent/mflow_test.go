@@ -32,6 +32,8 @@ import (
 //
 // The out-of-order segments TCP repaired and the retransmissions are
 // logged: that is the cost MFLOW trades, measured by the bench (mflow7).
+//
+// guest: mflow's micro-flows over the cpumap without GRO on 6.1
 func TestMflowLayouts(t *testing.T) {
 	needTestbed(t)
 	for _, layout := range []string{"docker", "flannel", "calico"} {

@@ -3,6 +3,7 @@ package agent
 import (
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,4 +74,17 @@ func setOther(f reflect.Value) bool {
 		return false
 	}
 	return true
+}
+
+// TestSettingsSynopsis: every setting that takes a value says what the
+// value looks like, so the usage line shows no bare flag.
+func TestSettingsSynopsis(t *testing.T) {
+	for _, s := range settings {
+		if s.boolean != (s.arg == "") {
+			t.Errorf("--%s: boolean %v but synopsis value %q", s.name, s.boolean, s.arg)
+		}
+		if !strings.Contains(Synopsis(), "[--"+s.name) {
+			t.Errorf("--%s missing from %q", s.name, Synopsis())
+		}
+	}
 }

@@ -80,6 +80,7 @@ func TestCheckModeOptions(t *testing.T) {
 	}
 }
 
+// guest: in the guest's list since it began; it needs no kernel, so it could leave
 func TestStaticModes(t *testing.T) {
 	if !IsStatic(ModeRPS) || !IsStatic(ModeRFS) || IsStatic(ModeFalcon) || IsStatic("warp") {
 		t.Errorf("IsStatic: rps %v, rfs %v, falcon %v, warp %v", IsStatic(ModeRPS), IsStatic(ModeRFS), IsStatic(ModeFalcon), IsStatic("warp"))

@@ -20,7 +20,7 @@ import (
 var settings = []setting{
 	cpuSetting("cpus", "CPUs that may run the stages after the NIC, e.g. 0-3,6 (default: all online)",
 		func(o *Options) *[]int { return &o.CPUs }, ModeFalcon),
-	{name: "threshold", impls: []string{ModeFalcon},
+	{name: "threshold", arg: "PCT", impls: []string{ModeFalcon},
 		usage: "busy percent at which a CPU takes no new flows and, on average over the CPUs, falcon steps aside",
 		set: func(o *Options, v string) error {
 			t, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
@@ -34,7 +34,7 @@ var settings = []setting{
 		check: func(o *Options) error { return datapath.CheckThreshold(o.Threshold) }},
 	durationSetting("interval", "how often CPU load is sampled from /proc/stat",
 		func(o *Options) *time.Duration { return &o.Interval }, time.Millisecond, 10*time.Second),
-	{name: "policy", impls: []string{ModeFalcon},
+	{name: "policy", arg: datapath.PolicyAdaptive + "|" + datapath.PolicyPaper + "|" + datapath.PolicyStatic, impls: []string{ModeFalcon},
 		usage: "adaptive: move a stage only off a busy CPU onto one with room, and only while steering is measured to pay; paper: FALCON's Algorithm 1 as published; " +
 			"static: Algorithm 1 without its second choice, the first hash choice busy or not (FALCON Fig. 16)",
 		set: func(o *Options, v string) error {
@@ -53,7 +53,7 @@ var settings = []setting{
 	durationSetting("drain-timeout", "how long disable waits for steered flows to come back inline, each once none of its packets is "+
 		"queued behind a hook; a flow that never pauses that long may have packets overtaken when falcon detaches (logged)",
 		func(o *Options) *time.Duration { return &o.DrainTimeout }, time.Millisecond, 50*time.Second),
-	{name: "order", impls: []string{ModeFalcon},
+	{name: "order", arg: "guarded|per-packet", impls: []string{ModeFalcon},
 		usage: "guarded: a flow moves only when none of its packets is still queued; per-packet: choose per packet as the paper did (may reorder)",
 		set: func(o *Options, v string) error {
 			switch v {
@@ -69,7 +69,7 @@ var settings = []setting{
 			}
 			return "guarded"
 		}},
-	{name: "devices", usage: "auto, or the VXLAN devices to accelerate, comma-separated, optionally with the NIC",
+	{name: "devices", arg: "auto|LIST", usage: "auto, or the VXLAN devices to accelerate, comma-separated, optionally with the NIC",
 		set: func(o *Options, v string) error {
 			o.Devices = nil
 			for _, d := range strings.Split(v, ",") {
@@ -90,7 +90,7 @@ var settings = []setting{
 	cpuSetting("rps-cpus", "rps mode: the CPUs written to rps_cpus (default: all online, as the study); "+
 		"rfs mode: also set rps_cpus, so that flows with no socket CPU yet get plain RPS (default: left alone, as the study)",
 		func(o *Options) *[]int { return &o.RPSCPUs }, ModeRPS, ModeRFS),
-	{name: "flow-entries", impls: []string{ModeRFS},
+	{name: "flow-entries", arg: "N", impls: []string{ModeRFS},
 		usage: fmt.Sprintf("rfs mode: net.core.rps_sock_flow_entries, a power of two; each receive queue's "+
 			"rps_flow_cnt gets this divided by its device's queue count (default %d, as the study and the kernel's scaling.rst)", DefaultFlowEntries),
 		set: func(o *Options, v string) error {
@@ -113,7 +113,7 @@ var settings = []setting{
 		"falcon places (true/false)", func(o *Options) *bool { return &o.Fastpath }, ModeFalcon),
 	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
 		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),
-	{name: "split-proto", impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",
+	{name: "split-proto", arg: datapath.SplitTCP + "|" + datapath.SplitUDP + "|" + datapath.SplitAll, impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",
 		set: func(o *Options, v string) error { o.SplitProto = v; return nil },
 		get: func(o *Options) string { return o.SplitProto },
 		check: func(o *Options) error {
@@ -123,7 +123,7 @@ var settings = []setting{
 			}
 			return fmt.Errorf("%s: want %s, %s or %s", quote.Short(o.SplitProto), datapath.SplitTCP, datapath.SplitUDP, datapath.SplitAll)
 		}},
-	{name: "host-nics", impls: []string{ModeFalcon},
+	{name: "host-nics", arg: "LIST", impls: []string{ModeFalcon},
 		usage: "--split: also split the NIC stage of these devices of the host network itself, for its own sockets, " +
 			"with or without an overlay (FALCON's Host+); comma-separated, e.g. eth0",
 		set: func(o *Options, v string) error {
@@ -147,7 +147,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{name: "batch", impls: []string{ModeFalcon},
+	{name: "batch", arg: "N", impls: []string{ModeFalcon},
 		usage: fmt.Sprintf("mode mflow: packets per micro-flow; an elephant's packets go to the split CPUs in turns of this many "+
 			"(default none: no micro-flows; mode mflow sets MFLOW's %d)", DefaultBatch),
 		set: func(o *Options, v string) error {
@@ -170,7 +170,7 @@ var settings = []setting{
 			}
 			return nil
 		}},
-	{name: "elephant", impls: []string{ModeFalcon},
+	{name: "elephant", arg: "RATE", impls: []string{ModeFalcon},
 		usage: "mode mflow: the rate from which a flow is split into micro-flows, in bit/s with k, M or G, e.g. 500M; 0 splits every flow",
 		set: func(o *Options, v string) error {
 			r, err := parseRate(v)
@@ -184,12 +184,12 @@ var settings = []setting{
 	boolSetting("allow-reorder", "mode mflow: split UDP flows too; their micro-flows reach the socket out of order, "+
 		"which UDP does not repair (TCP's out-of-order queue does) (true/false)",
 		func(o *Options) *bool { return &o.AllowReorder }, ModeFalcon),
-	{name: "metrics-addr", process: true,
+	{name: "metrics-addr", arg: "HOST:PORT", process: true,
 		usage: "serve Prometheus metrics on HOST:PORT, e.g. 127.0.0.1:9750 (default: off); bound before anything is attached",
 		set:   func(o *Options, v string) error { o.MetricsAddr = v; return nil },
 		get:   func(o *Options) string { return o.MetricsAddr },
 		check: func(o *Options) error { return CheckMetricsAddr(o.MetricsAddr) }},
-	{name: "log-format", process: true, usage: "the agent's log lines: text or json (default text)",
+	{name: "log-format", arg: LogText + "|" + LogJSON, process: true, usage: "the agent's log lines: text or json (default text)",
 		set: func(o *Options, v string) error { o.LogFormat = v; return nil },
 		get: func(o *Options) string { return o.LogFormat },
 		check: func(o *Options) error {
@@ -204,6 +204,7 @@ var settings = []setting{
 // A setting is one knob of Options.
 type setting struct {
 	name  string
+	arg   string // what the value looks like in the synopsis ("" for a boolean)
 	usage string
 	// impls are the implementations it belongs to (nil: all); a mode spec
 	// takes only theirs, while the flags take all and Options.validate
@@ -252,7 +253,7 @@ func settingNames(impl string) []string {
 }
 
 func cpuSetting(name, usage string, field func(o *Options) *[]int, impls ...string) setting {
-	return setting{name: name, usage: usage, impls: impls,
+	return setting{name: name, arg: "LIST", usage: usage, impls: impls,
 		set: func(o *Options, v string) error {
 			c, err := cpuset.Parse(v)
 			if err == nil {
@@ -265,7 +266,7 @@ func cpuSetting(name, usage string, field func(o *Options) *[]int, impls ...stri
 
 // durationSetting is a falcon duration from lo to hi (hi 0: no upper bound).
 func durationSetting(name, usage string, field func(o *Options) *time.Duration, lo, hi time.Duration) setting {
-	return setting{name: name, usage: usage, impls: []string{ModeFalcon},
+	return setting{name: name, arg: "DUR", usage: usage, impls: []string{ModeFalcon},
 		set: func(o *Options, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -320,6 +321,20 @@ type Flags struct {
 	node        string // agent's --node-name
 	values      map[string]*string
 	given       []string // setting flags in the order given
+}
+
+// Synopsis is the usage line of enable's and agent's flags: --netns,
+// --mode and every setting.
+func Synopsis() string {
+	parts := []string{"[--netns HOSTNS]", "[--mode NAME[:KEY=VALUE,…]]"}
+	for _, s := range settings {
+		if s.boolean {
+			parts = append(parts, "[--"+s.name+"]")
+		} else {
+			parts = append(parts, "[--"+s.name+" "+s.arg+"]")
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // AddFlags defines enable's and agent's flags on fs.

@@ -97,6 +97,8 @@ func fourFlowsInOrder(t *testing.T, clNS, srvNS, addr string, port uint16) {
 // TestSplitEnableStatusDisable: with --split --split-cpus 1 the agent puts
 // XDP on the NIC, status shows the split CPU's cpumap building the NIC
 // stage's skbs, and stopping removes the XDP program and the cpumap.
+//
+// guest: the agent's split: XDP and a cpumap without GRO on 6.1
 func TestSplitEnableStatusDisable(t *testing.T) {
 	needRoot(t)
 	if runtime.NumCPU() < 2 {

@@ -19,6 +19,8 @@ import (
 // programs are the datapath's own test); status says so and stays ready.
 // Coming back attaches and sets everything again, and a disable after it
 // leaves no trace.
+//
+// guest: the agent's stand-down and comeback on the old kernel
 func TestStandDownAndBack(t *testing.T) {
 	needRoot(t)
 	tb := bed(t, "docker", 2)
@@ -105,6 +107,8 @@ func TestStandDownAndBack(t *testing.T) {
 // the hooks' own marked packets, not the older ones still queued) and
 // stay in order. Before the hooks marked their packets, such flows stayed
 // inline until they paused for the guard timeout: never, here.
+//
+// guest: the guard's marks on a comeback, on the old kernel
 func TestComebackSteersRunningFlows(t *testing.T) {
 	needTestbed(t)
 	if err := workload.CheckTools("taskset"); err != nil {

@@ -14,6 +14,8 @@ import (
 // container's end counts every packet that reaches it, in its flow, with
 // tcx and with clsact; it goes with DetachArrival and with Close, and the
 // hook API refuses its role.
+//
+// guest: the arrival counter attached to the kernel, through clsact where 6.1 has no tcx
 func TestArrivalCountsEveryPacket(t *testing.T) {
 	for _, clsact := range []bool{false, true} {
 		name := "tcx"

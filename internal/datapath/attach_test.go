@@ -212,6 +212,7 @@ func needTCX(t *testing.T) {
 	}
 }
 
+// guest: shows the tcx probe refusing on 6.1 (a skip there) as much as attaching on a newer kernel
 func TestAttachDetachTCX(t *testing.T) {
 	needTCX(t)
 	ns, a, b := testNetns(t)
@@ -274,6 +275,7 @@ func TestAttachDetachTCX(t *testing.T) {
 	checkProgsGone(t, ids)
 }
 
+// guest: clsact is how tc programs attach on 6.1, which has no tcx
 func TestAttachDetachClsact(t *testing.T) {
 	ns, a, b := testNetns(t)
 	// fvb has a clsact qdisc of someone else's: it must stay.
@@ -307,6 +309,7 @@ func TestAttachDetachClsact(t *testing.T) {
 	checkProgsGone(t, ids)
 }
 
+// guest: pins across a kill, and their cleanup, on the old kernel's attach path
 func TestCleanupAfterKilledAgent(t *testing.T) {
 	for _, mode := range []string{"tcx", "clsact"} {
 		t.Run(mode, func(t *testing.T) {
@@ -363,6 +366,7 @@ func TestCleanupAfterKilledAgent(t *testing.T) {
 	}
 }
 
+// guest: detaching from a namespace already gone, on the old kernel's attach path
 func TestCloseAfterNamespaceGone(t *testing.T) {
 	for _, mode := range []string{"tcx", "clsact"} {
 		t.Run(mode, func(t *testing.T) {
@@ -384,6 +388,7 @@ func TestCloseAfterNamespaceGone(t *testing.T) {
 	}
 }
 
+// guest: the tcx link's cleanup, or the probe's refusal on 6.1
 func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 	needTCX(t)
 	ns, a, _ := testNetns(t)
@@ -404,6 +409,7 @@ func TestCleanupDetachesLiveTCXLink(t *testing.T) {
 	}
 }
 
+// guest: bad attaches must leave nothing behind on the old kernel's attach path too
 func TestAttachBadInputChangesNothing(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	d := loadOnCPU0(t, "")
@@ -429,6 +435,7 @@ func TestAttachBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+// guest: the config checks beside the attach tests, as the guest has always run them
 func TestConfigValidate(t *testing.T) {
 	good := DefaultConfig()
 	good.CPUs = []int{3, 1}
@@ -467,6 +474,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// guest: the probe that says whether falcon runs at all, on the oldest kernel it supports
 func TestSupported(t *testing.T) {
 	labtest.NeedRoot(t)
 	if err := Supported(); err != nil {

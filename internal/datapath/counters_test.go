@@ -12,6 +12,8 @@ import (
 // Each decision is counted on the CPU the hook ran on when it made it, and
 // a hook's totals are the sum over its CPUs: the metrics' cpu label and
 // falcon status's per-hook numbers must not disagree.
+//
+// guest: the per-CPU counters the program keeps, read back on the old kernel
 func TestCountersPerCPU(t *testing.T) {
 	h := newHarness(t, testConfig())
 	runtime.LockOSThread()

@@ -36,6 +36,8 @@ func learnRouted(t *testing.T, f *FastPath, fl flowSpec, tos byte) {
 // would expire, outer headers ip_rcv or udp_rcv would refuse, CE over a
 // Not-ECT inner (dropped) go to the slow path; CE over an ECN-capable
 // inner marks it CE (RFC 6040).
+//
+// guest: the fast path's helpers differ on 6.1
 func TestFastIngressHeaders(t *testing.T) {
 	fl := fastFlow()
 	outer := func(inner []byte, o pktOpts) []byte { return vxlanFrame(underlay4a, underlay4b, 4789, inner, o) }
@@ -95,6 +97,8 @@ func TestFastIngressHeaders(t *testing.T) {
 // would expire, another TTL or DSCP than the learned packet's (which a
 // 'ttl/tos inherit' device copies), GSO segments too big for the NIC go to
 // the slow path.
+//
+// guest: the fast path's helpers differ on 6.1
 func TestFastEgressHeaders(t *testing.T) {
 	fl := fastFlow()
 	learn := func(f *FastPath) {

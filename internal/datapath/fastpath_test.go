@@ -87,6 +87,7 @@ func arriveAll(t *testing.T, f *FastPath) {
 	}
 }
 
+// guest: the fast path's helpers differ on 6.1
 func TestFastIngressLearnsAndDelivers(t *testing.T) {
 	f := fastHarness(t)
 	fl := fastFlow()
@@ -116,6 +117,8 @@ func TestFastIngressLearnsAndDelivers(t *testing.T) {
 // comes after an invalidation, after the agent stopped renewing, as a TCP
 // control segment or while the flow's slow packets are in flight, is never
 // delivered by the fast path.
+//
+// guest: the fast path's helpers differ on 6.1
 func TestFastSpoofed(t *testing.T) {
 	fl := fastFlow()
 	inner := func(f flowSpec) []byte { return frame(f, pktOpts{payload: 16}) }
@@ -183,6 +186,8 @@ func TestFastSpoofed(t *testing.T) {
 
 // TestFastChangedNotCached: a flow whose packets the slow path changed
 // beyond one hop of TTL (here DSCP) is never cached.
+//
+// guest: the fast path's helpers differ on 6.1
 func TestFastChangedNotCached(t *testing.T) {
 	f := fastHarness(t)
 	fl := fastFlow()
@@ -198,6 +203,8 @@ func TestFastChangedNotCached(t *testing.T) {
 // TestFastEgressEncapsulates: the egress cache learns the outer headers
 // the VXLAN device built and puts them on the flow's next packets, with
 // their own lengths and a valid header checksum.
+//
+// guest: the fast path's helpers differ on 6.1
 func TestFastEgressEncapsulates(t *testing.T) {
 	f := fastHarness(t)
 	fl := fastFlow()

@@ -59,6 +59,8 @@ func guardOnlyConfig() Config {
 // TestGuardHoldsUntilArrived: a flow whose choice changes keeps its target
 // while segments it sent have not arrived at the last stage, moves once they
 // have, and after an idle guard timeout moves anyway (counted).
+//
+// guest: the guard runs on the old kernel's tracepoint and helpers
 func TestGuardHoldsUntilArrived(t *testing.T) {
 	cfg := guardOnlyConfig()
 	cfg.CPUs = []int{8, 9}
@@ -277,6 +279,8 @@ func TestTwinAdaptive(t *testing.T) {
 // its guard is exact from the first one: arrivals without the hook's mark
 // do not release a move, the hook's own do, and nothing waits for the flow
 // to pause. The twin (steer.Start, Entry.Guard) agrees at every step.
+//
+// guest: the guard runs on the old kernel's tracepoint and helpers
 func TestGuardFromFirstPacket(t *testing.T) {
 	cfg := guardOnlyConfig()
 	cfg.CPUs = []int{8, 9}

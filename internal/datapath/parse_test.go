@@ -239,6 +239,7 @@ func TestRandomBytes(t *testing.T) {
 	}
 }
 
+// guest: runs the program on the old kernel (BPF_PROG_TEST_RUN)
 func TestDisabledHookPasses(t *testing.T) {
 	h := newHarness(t, testConfig())
 	h.setLoad(nil, 0, true)
@@ -250,6 +251,7 @@ func TestDisabledHookPasses(t *testing.T) {
 	}
 }
 
+// guest: runs the program on the old kernel (BPF_PROG_TEST_RUN)
 func TestFallbackSpellings(t *testing.T) {
 	cfg := testConfig()
 	h := newHarness(t, cfg)

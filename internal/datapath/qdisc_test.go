@@ -12,6 +12,8 @@ import (
 // TestBPFQdiscSupportedHere runs the probe on this machine's kernel. It
 // passes on a kernel with or without a BPF qdisc and logs which; without
 // one the error must name CONFIG_NET_SCH_BPF and say what mflow loses.
+//
+// guest: the BPF qdisc probe on a kernel without one (6.1)
 func TestBPFQdiscSupportedHere(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		t.Skipf("no kernel BTF here (%v)", err)
@@ -31,6 +33,8 @@ func TestBPFQdiscSupportedHere(t *testing.T) {
 
 // TestBPFQdiscIn decides from hand-built BTF: both the struct_ops value
 // type and the kfunc make a BPF qdisc, either alone does not.
+//
+// guest: the BPF qdisc probe's reading of BTF, beside its run on a kernel without one (TestBPFQdiscSupportedHere)
 func TestBPFQdiscIn(t *testing.T) {
 	u64 := &btf.Int{Name: "u64", Size: 8}
 	structOps := &btf.Struct{Name: bpfQdiscStructOps, Size: 8, Members: []btf.Member{{Name: "common", Type: u64}}}

@@ -52,6 +52,8 @@ func cpumapIDs(t *testing.T) map[ebpf.MapID]bool {
 // go with the last, by DetachSplit and by Close. After DetachSplit the
 // programs and the cpumap stay loaded, for the next attach to reuse (no
 // verifier run at a comeback); Close removes them.
+//
+// guest: XDP and a cpumap without GRO on 6.1
 func TestSplitAttachDetach(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
@@ -132,6 +134,8 @@ func cpumapEntries(t *testing.T, id ebpf.MapID) int {
 // TestSplitBadInputChangesNothing: a NIC without native XDP, a NIC that runs
 // someone else's XDP program, split CPUs this machine lacks, unknown
 // namespaces and devices: clear errors, and nothing is created.
+//
+// guest: XDP and a cpumap without GRO on 6.1: bad input must leave nothing there either
 func TestSplitBadInputChangesNothing(t *testing.T) {
 	ns, a, b := testNetns(t)
 	if out, err := exec.Command("ip", "-n", ns, "link", "add", "fbr0", "type", "bridge").CombinedOutput(); err != nil {
@@ -214,6 +218,8 @@ func TestSplitBadInputChangesNothing(t *testing.T) {
 
 // TestSplitCleanup: a killed agent's XDP link outlives it (pinned) until
 // Cleanup; a hung agent's live link is detached by Cleanup.
+//
+// guest: the split's pinned XDP link across a kill, on 6.1
 func TestSplitCleanup(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
@@ -276,6 +282,8 @@ func TestSplitCleanup(t *testing.T) {
 
 // TestCheckSplitVethPeer: a veth NIC whose sending end offloads tx
 // checksums is named in a note; with the offload off, nothing is said.
+//
+// guest: the split's checks of a veth NIC's offloads on the old kernel
 func TestCheckSplitVethPeer(t *testing.T) {
 	ns, a, _ := testNetns(t)
 	s, err := CheckSplit(ns, a, "fva")

@@ -108,6 +108,8 @@ func (h *harness) checkSplit(name string, r result, fh uint32, load []uint32, av
 
 // TestSplitTwinAgrees: the XDP program and internal/steer make the same
 // choice for random flows, split sets, loads, thresholds and staleness.
+//
+// guest: the split program's choice, as the old kernel's verifier and helpers run it
 func TestSplitTwinAgrees(t *testing.T) {
 	const flows = 12000
 	cfg := testConfig()

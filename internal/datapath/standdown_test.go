@@ -12,6 +12,8 @@ import (
 // hooks and arrival counters are the caller's to detach, and it refuses
 // while one is attached), and one that comes back has forgotten every
 // flow: their packets ran uncounted meanwhile.
+//
+// guest: standing down and coming back detaches and attaches on the old kernel
 func TestStandDown(t *testing.T) {
 	labtest.NeedRoot(t)
 	ns, a, _ := testNetns(t)

@@ -73,6 +73,8 @@ func setRPS(t *testing.T, ns, dev, mask string) {
 //     NIC stage's CPU although RPS is configured;
 //   - no program: the same RPS spreads the stages by the kernel's own hash,
 //     so it is hash 0 that switched RPS off above.
+//
+// guest: steering end to end through the old kernel's tc and RPS
 func TestSteeringOnTestbed(t *testing.T) {
 	labtest.NeedRoot(t)
 	if testing.Short() {

@@ -60,6 +60,8 @@ func randomConfig(r *rand.Rand) Config {
 
 // TestTwinAgrees checks the BPF program and internal/steer make the same
 // choice for random flows, CPU sets, loads, thresholds and staleness.
+//
+// guest: the steering program's choice, as the old kernel's verifier and helpers run it
 func TestTwinAgrees(t *testing.T) {
 	const flows = 12000
 	h := newHarness(t, testConfig())

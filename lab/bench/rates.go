@@ -35,11 +35,11 @@ func parseRates(s string) ([]string, error) {
 	return out, nil
 }
 
-// usesWorkload says whether any --workloads entry is one of names.
-func usesWorkload(c schema.Config, names ...string) bool {
+// usesWorkload says whether any --workloads entry is run by driver d.
+func usesWorkload(c schema.Config, d workload.Driver) bool {
 	for _, entry := range c.Workloads {
 		name, _, _ := strings.Cut(entry, ":")
-		if contains(names, name) {
+		if w, _ := workload.Lookup(name); w.Driver == d {
 			return true
 		}
 	}
@@ -58,10 +58,10 @@ func (f *Flags) resolveRates(c *schema.Config) error {
 	if err != nil {
 		return configErrorf("--hotspot-rate: %v", err)
 	}
-	if usesWorkload(*c, "rates", "rates-tcp") {
+	if usesWorkload(*c, workload.DriverRates) {
 		c.Rates = rates
 	}
-	if usesWorkload(*c, "hotspot", "hotspot-tcp") {
+	if usesWorkload(*c, workload.DriverHotspot) {
 		c.HotspotRate = hot.String()
 	}
 	return nil
@@ -72,7 +72,7 @@ func (f *Flags) resolveRates(c *schema.Config) error {
 // "" (no rate) for the others. Hotspot's light rate is checked here too.
 func caseRates(c schema.Config, w workload.Kind, size int) ([]string, error) {
 	if workload.IsHotspot(w.Name) {
-		tcp := w.Name == "hotspot-tcp"
+		tcp := w.TCP
 		given, err := workload.ParseRate(c.HotspotRate)
 		if err == nil {
 			r, _ := workload.HotspotRate(c.HotspotRate, tcp)
@@ -91,7 +91,7 @@ func caseRates(c schema.Config, w workload.Kind, size int) ([]string, error) {
 		return nil, fmt.Errorf("workload %s: no --rates to run at", w.Name)
 	}
 	for _, spec := range c.Rates {
-		if _, err := checkRate(spec, "--rates", size, w.Name == "rates-tcp"); err != nil {
+		if _, err := checkRate(spec, "--rates", size, w.TCP); err != nil {
 			return nil, fmt.Errorf("workload %s: %v", w.Name, err)
 		}
 	}
@@ -140,7 +140,7 @@ func describeCase(res *schema.Result, cs measure.Case, c schema.Config) {
 	case workload.IsRates(cs.Workload):
 		res.Offered = offered(cs.Rate, cs.Size)
 	case workload.IsHotspot(cs.Workload):
-		if r, err := workload.HotspotRate(c.HotspotRate, cs.Workload == "hotspot-tcp"); err == nil && c.HotspotRate != "" {
+		if r, err := workload.HotspotRate(c.HotspotRate, workload.IsTCP(cs.Workload)); err == nil && c.HotspotRate != "" {
 			res.Offered = offeredAt(c.HotspotRate, r, cs.Size)
 		}
 	}

@@ -234,8 +234,8 @@ func (g *groupRun) newResults() {
 		for _, cs := range tp.Cases {
 			res := schema.Result{Layout: cs.Layout, Mode: cs.Mode, Workload: cs.Workload, Size: cs.Size, Flows: cs.Flows,
 				Testbed: g.name, Runs: []schema.Run{}}
-			switch {
-			case cs.Workload == "udp-stress":
+			switch w, _ := workload.Lookup(cs.Workload); {
+			case w.Pairs == workload.ClientsToOne:
 				res.Clients = g.cfg.Clients
 			case workload.AtRate(cs.Workload):
 				res.Rate = g.cfg.Rate

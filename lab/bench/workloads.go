@@ -169,9 +169,8 @@ func tools(c schema.Config) []string {
 		case ok && c.Sender == schema.SenderKernel:
 			set["sockperf"] = true // the receiving server
 		case ok:
-			set[w.Tool] = true
-			if w.Client != "" {
-				set[w.Client] = true
+			for _, t := range w.Tools() {
+				set[t] = true
 			}
 		}
 	}

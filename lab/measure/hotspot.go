@@ -80,8 +80,10 @@ type hotspotPhase struct {
 	Result   workload.Iperf3Series `json:"result"`
 }
 
+func init() { drivers[workload.DriverHotspot] = (*env).hotspot }
+
 func (e *env) hotspot(ctx context.Context) (schema.Run, error) {
-	tcp := e.cs.Workload == "hotspot-tcp"
+	tcp := e.w.TCP
 	r, err := workload.HotspotRate(e.cfg.HotspotRate, tcp)
 	if err != nil {
 		return schema.Run{}, err

@@ -26,10 +26,10 @@ type KernelSent struct {
 // handed to the wire in the window.
 func (e *env) kernelUDP(ctx context.Context) (schema.Run, error) {
 	dst, flows := e.servers[:1], 1
-	switch e.cs.Workload {
-	case "udp-stress":
+	switch e.w.Pairs {
+	case workload.ClientsToOne:
 		flows = e.cfg.Clients
-	case "multi-flow":
+	case workload.PairPerFlow:
 		dst = nil
 		for i := 0; i < e.cs.Flows; i++ {
 			dst = append(dst, e.servers[i%len(e.servers)])

@@ -34,7 +34,8 @@ type Run struct {
 }
 
 func (r Run) env() *env {
-	e := &env{cfg: r.Config, tb: r.Testbed, cs: r.Case, clients: r.Clients, servers: r.Servers, run: r.N, mode: r.Mode}
+	w, _ := workload.Lookup(r.Case.Workload)
+	e := &env{cfg: r.Config, tb: r.Testbed, cs: r.Case, w: w, clients: r.Clients, servers: r.Servers, run: r.N, mode: r.Mode}
 	if r.Instruments != nil {
 		e.cost = r.Instruments.cost
 	}
@@ -54,6 +55,7 @@ type env struct {
 	cfg              schema.Config
 	tb               *testbed.Testbed
 	cs               Case
+	w                workload.Kind // the case's workload
 	clients, servers []testbed.Endpoint
 	run              int
 	mode             modes.SetUp        // the mode in force, read around every window
@@ -108,19 +110,17 @@ const tailPerClient = 100 * time.Millisecond
 // same round robin as the workloads below.
 func (e *env) describe() []string {
 	n, srv := 1, func(int) int { return 0 }
-	switch w, _ := workload.Lookup(e.cs.Workload); {
-	case e.cs.Workload == "udp-stress":
+	switch e.w.Pairs {
+	case workload.ClientsToOne:
 		n = e.cfg.Clients
-	case e.cs.Workload == "memcached", e.cs.Workload == "web":
-		n = 1 // its --flows are the threads of one memcaslap, or wrk's connections
-	case w.Flows:
+	case workload.PairPerFlow:
 		n, srv = e.cs.Flows, func(i int) int { return i }
 	}
 	var out []string
 	if e.cfg.Sender == schema.SenderKernel {
 		h := e.tb.Hosts[0]
-		if e.cs.Workload == "udp-stress" {
-			n, srv = 1, func(int) int { return 0 }
+		if e.w.Pairs == workload.ClientsToOne {
+			n, srv = 1, func(int) int { return 0 } // one sender's flows into the one server
 		}
 		for i := 0; i < n; i++ {
 			s := e.servers[srv(i)%len(e.servers)]
@@ -153,7 +153,7 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 	if e.cfg.Sender == schema.SenderKernel {
 		return e.kernelUDP(ctx) // bench.Plan let through only the workloads it drives
 	}
-	if e.cfg.OrderCheck && workload.IsTCP(e.cs.Workload) {
+	if e.cfg.OrderCheck && e.w.TCP {
 		var err error
 		if e.order, err = probes.StartOrderCheck(e.servers); err != nil {
 			return schema.Run{}, err
@@ -164,33 +164,28 @@ func (e *env) measureNow(ctx context.Context) (schema.Run, error) {
 		}()
 	}
 	run, err := e.drive(ctx)
-	if err == nil && workload.IsTCP(e.cs.Workload) {
+	if err == nil && e.w.TCP {
 		run.Reordering = probes.TCPReorder(run.Counters, e.order != nil)
 	}
 	return run, err
 }
 
+// drivers are the workloads' drivers, by the catalogue's names for them
+// (workload.Kind.Driver); each file of a driver adds its own.
+var drivers = map[workload.Driver]func(e *env, ctx context.Context) (schema.Run, error){
+	workload.DriverStress:   (*env).udpStress,
+	workload.DriverIperf3:   (*env).iperf3,
+	workload.DriverLatency:  (*env).latency,
+	workload.DriverMemcache: (*env).memcached,
+}
+
 // drive runs the workload's driver.
 func (e *env) drive(ctx context.Context) (schema.Run, error) {
-	switch e.cs.Workload {
-	case "udp-stress":
-		return e.udpStress(ctx)
-	case "udp", "tcp", "multi-flow", "multi-flow-tcp":
-		return e.iperf3(ctx)
-	case "latency", "latency-tcp", "latency-load", "latency-load-tcp":
-		return e.latency(ctx)
-	case "memcached":
-		return e.memcached(ctx)
-	case "web":
-		return e.web(ctx)
-	case "overload-latency", "overload-latency-tcp":
-		return e.overloadLatency(ctx)
-	case "rates", "rates-tcp":
-		return e.rates(ctx)
-	case "hotspot", "hotspot-tcp":
-		return e.hotspot(ctx)
+	d := drivers[e.w.Driver]
+	if d == nil {
+		return schema.Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
 	}
-	return schema.Run{}, fmt.Errorf("workload %q has no driver", e.cs.Workload)
+	return d(e, ctx)
 }
 
 // udpStress: K sockperf throughput clients into one UDP socket. Receiver
@@ -234,7 +229,7 @@ func udpReceived(run *schema.Run, sent int64) {
 // (round robin over containers). Packets/s are the receivers' UDP datagrams
 // or TCP segments over the window; Gbit/s is iperf3's receiver rate.
 func (e *env) iperf3(ctx context.Context) (schema.Run, error) {
-	udp := e.cs.Workload == "udp" || e.cs.Workload == "multi-flow"
+	udp := !e.w.TCP
 	var t traffic
 	var restarts atomic.Int32
 	for i := 0; i < e.cs.Flows; i++ {
@@ -307,7 +302,7 @@ func retrySetup(ctx context.Context, warmup time.Duration, restarts *atomic.Int3
 // trips for ping-pong).
 func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
-	tcp := workload.IsTCP(e.cs.Workload)
+	tcp := e.w.TCP
 	port := e.port(11211, 0)
 	t := traffic{rx: []string{srv.Netns}, tx: []string{cl.Netns}}
 	t.servers = append(t.servers, func(ctx context.Context) (workload.Server, error) {
@@ -315,7 +310,7 @@ func (e *env) latency(ctx context.Context) (schema.Run, error) {
 	})
 	opts := workload.SockperfOpts{Mode: "ping-pong", Netns: cl.Netns, Addr: srv.Addr, Port: port, Size: e.cs.Size,
 		Duration: e.clientTime(), TCP: tcp, CPUs: e.senderCPU(0)}
-	if workload.AtRate(e.cs.Workload) {
+	if e.w.Rate {
 		opts.Mode, opts.MPS = "under-load", e.cfg.Rate
 	}
 	t.clients = append(t.clients, func(ctx context.Context) (any, error) { return workload.RunSockperf(ctx, opts) })

@@ -52,10 +52,12 @@ const (
 	overloadSettle = 100 * time.Millisecond
 )
 
+func init() { drivers[workload.DriverOverload] = (*env).overloadLatency }
+
 // overloadLatency runs the search and then the window at the rate found.
 func (e *env) overloadLatency(ctx context.Context) (schema.Run, error) {
 	srv, cl := e.servers[0], e.clients[0]
-	tcp := e.cs.Workload == "overload-latency-tcp"
+	tcp := e.w.TCP
 	search, err := e.overloadSearch(ctx, srv.Netns, srv.Addr, cl.Netns, e.port(11411, 50), tcp)
 	if err != nil {
 		return schema.Run{}, fmt.Errorf("searching the highest rate without drops: %w", err)

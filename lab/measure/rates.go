@@ -22,12 +22,14 @@ import (
 // fixed rate the sender's work is the same in every mode, so a difference
 // between modes is the receiving side's.
 
+func init() { drivers[workload.DriverRates] = (*env).rates }
+
 // rates: one iperf3 flow, UDP (rates) or TCP (rates-tcp), held to the
 // case's rate. Packets/s are the receiver's datagrams (TCP: segments after
 // GRO) over the window, Gbit/s iperf3's receiver rate; loss as udp and tcp
 // count it.
 func (e *env) rates(ctx context.Context) (schema.Run, error) {
-	udp := e.cs.Workload == "rates"
+	udp := !e.w.TCP
 	r, err := workload.ParseRate(e.cs.Rate)
 	if err != nil {
 		return schema.Run{}, err

@@ -7,6 +7,8 @@ import (
 	"github.com/falconnet/falcon/lab/workload"
 )
 
+func init() { drivers[workload.DriverWeb] = (*env).web }
+
 // web stands in for FALCON's Fig. 17 (CloudSuite's web serving: Elgg on
 // nginx with PHP, MySQL and memcached, driven by Faban), a stack that cannot
 // be installed here: nginx in the first server container serves one static

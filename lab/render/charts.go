@@ -73,7 +73,7 @@ func latencyCharts(f *schema.File) []report.Chart {
 			vary[d.name] = len(v) > 1
 		}
 		c := barChart{title: fmt.Sprintf("%s: latency percentiles (µs)", w),
-			how: "mean ± 95 % CI (Student t) over the runs; " + latencyWhat(w), foot: footLine(f), floor: 1, minWidth: pageMinWidth,
+			how: latencyHow(w), foot: footLine(f), floor: 1, minWidth: pageMinWidth,
 			valueFmt: func(v float64) string { return trimFloat(roundSig(v, 3)) }}
 		groups := map[string]*barGroup{}
 		for _, lm := range latencyMetrics {
@@ -109,15 +109,14 @@ func latencyCharts(f *schema.File) []report.Chart {
 	return out
 }
 
-// latencyWhat says what a workload's latency is.
-func latencyWhat(workload string) string {
-	switch workload {
-	case "memcached":
-		return "each operation's round trip (memcaslap; interpolated in its power-of-two buckets)"
-	case "web":
-		return "each request's round trip (wrk)"
+// latencyHow says how a workload's latency chart is drawn and what its
+// latency is.
+func latencyHow(name string) string {
+	how := "mean ± 95 % CI (Student t) over the runs"
+	if w, ok := workload.Lookup(name); ok && w.LatencyIs != "" {
+		how += "; " + w.LatencyIs
 	}
-	return "sockperf's one-way latency (half the round trip)"
+	return how
 }
 
 // cpuParts are the stacked layers of a CPU's time; "other" is busy time

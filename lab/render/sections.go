@@ -33,12 +33,12 @@ func writeHotspot(b *strings.Builder, f *schema.File) {
 		light := "—"
 		if o := r.Offered; o != nil {
 			light = o.Spec
-			if r.Workload == "hotspot-tcp" && o.Spec != workload.FormatRate(o.BitsPerSecond) {
+			if workload.IsTCP(r.Workload) && o.Spec != workload.FormatRate(o.BitsPerSecond) {
 				light += " = " + workload.FormatRate(o.BitsPerSecond) // a packet rate, in full segments
 			}
 		}
 		switchAt := pm(stats.Summarize(at), 2, " s")
-		if r.Workload == "hotspot" {
+		if !workload.IsTCP(r.Workload) {
 			arrow := func(before, after string) string { return pmSI(s[before]) + " → " + pmSI(s[after]) }
 			udp = append(udp, fmt.Sprintf("| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", r.Layout, r.Mode, workload.FormatSize(r.Size), r.Flows, light,
 				switchAt, arrow("hotspot_heavy_before_pps", "hotspot_heavy_after_pps"),
@@ -70,7 +70,7 @@ func writeHotspot(b *strings.Builder, f *schema.File) {
 func writeOverload(b *strings.Builder, f *schema.File) {
 	var rows []string
 	for _, r := range f.Results {
-		if !strings.HasPrefix(r.Workload, "overload-latency") || len(r.Runs) == 0 {
+		if w, _ := workload.Lookup(r.Workload); w.Driver != workload.DriverOverload || len(r.Runs) == 0 {
 			continue
 		}
 		s := r.Summary

@@ -108,16 +108,15 @@ func sweepsOf(f *schema.File) []sweep {
 }
 
 // axisLabel names a sweep's x axis as the paper would.
-func axisLabel(f *schema.File, workload, axis string) string {
+func axisLabel(f *schema.File, name, axis string) string {
 	switch axis {
 	case "flows":
+		w, _ := workload.Lookup(name)
 		switch {
 		case f.Config.ContainersPerFlow:
 			return "replicas (client/server container pairs)"
-		case workload == "memcached":
-			return "clients (10 connections each)"
-		case workload == "web":
-			return "connections"
+		case w.FlowsAre != "":
+			return w.FlowsAre
 		}
 		return "flows"
 	case "size":

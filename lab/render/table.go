@@ -64,7 +64,7 @@ func writeCases(b *strings.Builder, f *schema.File) {
 	for _, r := range f.Results {
 		s := r.Summary
 		flows := fmt.Sprint(r.Flows)
-		if r.Workload == "udp-stress" && r.Clients > 0 {
+		if w, _ := workload.Lookup(r.Workload); w.Pairs == workload.ClientsToOne && r.Clients > 0 {
 			flows = fmt.Sprintf("1 (%d clients)", r.Clients)
 		}
 		p99 := "—"

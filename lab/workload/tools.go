@@ -36,13 +36,17 @@ func CheckTools(names ...string) error {
 			errs = append(errs, err)
 			continue
 		}
-		pkg := packages[n]
-		if pkg == "" {
-			pkg = n
-		}
-		errs = append(errs, fmt.Errorf("%s not found: apt-get install %s", n, pkg))
+		errs = append(errs, fmt.Errorf("%s not found: apt-get install %s", n, Package(n)))
 	}
 	return errors.Join(errs...)
+}
+
+// Package is the Debian package that provides tool.
+func Package(tool string) string {
+	if p := packages[tool]; p != "" {
+		return p
+	}
+	return tool
 }
 
 // toolArg is what argv names tool by: the bundle's copy when there is one

@@ -1,0 +1,6 @@
+package h
+
+import "testing"
+
+// guest: not the module's
+func TestHidden(t *testing.T) {}

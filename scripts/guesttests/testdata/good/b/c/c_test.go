@@ -1,0 +1,6 @@
+package c_test
+
+import "testing"
+
+// guest: why
+func TestC(t *testing.T) {}

@@ -1,0 +1,6 @@
+package n
+
+import "testing"
+
+// guest: another module's
+func TestNested(t *testing.T) {}

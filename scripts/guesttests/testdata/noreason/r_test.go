@@ -1,0 +1,6 @@
+package r
+
+import "testing"
+
+// guest:
+func TestR(t *testing.T) {}

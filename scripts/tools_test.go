@@ -1,0 +1,69 @@
+package scripts
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/falconnet/falcon/lab/workload"
+)
+
+// pairs reads a script's shell lists: name="cmd:pkg cmd:pkg ..." for
+// setup.sh's NAME_pkgs, name=(pkg pkg:cmd ...) for the bundle's tools, as
+// command -> package.
+func pairs(t *testing.T, script string, re *regexp.Regexp, cmdFirst bool) map[string]map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		list := map[string]string{}
+		for _, p := range strings.Fields(m[2]) {
+			a, b, ok := strings.Cut(p, ":")
+			switch {
+			case !ok:
+				list[a] = a
+			case cmdFirst:
+				list[a] = b
+			default:
+				list[b] = a
+			}
+		}
+		out[m[1]] = list
+	}
+	return out
+}
+
+// TestScriptsInstallEveryWorkloadsTools: setup.sh --bench and the bundle
+// install every tool a workload of the catalogue starts, from the package
+// the bench's own "not found" error names.
+func TestScriptsInstallEveryWorkloadsTools(t *testing.T) {
+	setup := pairs(t, "setup.sh", regexp.MustCompile(`(?m)^(\w+)_pkgs="([^"]*)"`), true)
+	bundle := pairs(t, "bundle/build.sh", regexp.MustCompile(`(?m)^(tools)=\(([^)]*)\)`), false)["tools"]
+	if setup["demo"] == nil || setup["bench"] == nil || bundle == nil {
+		t.Fatalf("no demo_pkgs, bench_pkgs (setup.sh) or tools (bundle/build.sh): %v, %v", setup, bundle)
+	}
+	n := 0
+	for _, w := range workload.All() {
+		for _, tool := range w.Tools() {
+			n++
+			want := workload.Package(tool)
+			pkg, ok := setup["demo"][tool]
+			if !ok {
+				pkg, ok = setup["bench"][tool]
+			}
+			if !ok || pkg != want {
+				t.Errorf("workload %s: setup.sh --bench installs %s from %q, want %s", w.Name, tool, pkg, want)
+			}
+			if pkg := bundle[tool]; pkg != want {
+				t.Errorf("workload %s: the bundle takes %s from %q, want %s", w.Name, tool, pkg, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("the catalogue names no tools")
+	}
+}
