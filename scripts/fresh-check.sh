@@ -187,6 +187,25 @@ for i in "${!paths[@]}"; do
 	echo "${kinds[$i]} $p" >>"$manifest"
 done
 
+# Who makes a path outside the testbed: every 2 s, a testbed path that
+# has appeared is logged once with the time and the test binaries and
+# daemons running then (a leftover names its path only at the end).
+watch_paths() {
+	local i p seen=" "
+	while sleep 2; do
+		for i in "${!paths[@]}"; do
+			p=${paths[$i]}
+			[ "${kinds[$i]}" = testbed ] || continue
+			[[ $seen == *" $p "* ]] && continue
+			[ -e "$p" ] || [ -L "$p" ] || continue
+			seen+="$p "
+			log "appeared $(date +%T): $p, while running: $(ps -eo comm= | grep -E '\.test$|^(dockerd|containerd|kubelet|kube-|etcd|flanneld|apt|dpkg)' | sort -u | tr '\n' ' ')"
+		done
+	done
+}
+watch_paths >>"$tmp/appeared.log" 2>&1 &
+watcher=$!
+
 log "cloning $commit into $tmp/falcon"
 git clone --quiet --no-checkout "$root" "$tmp/falcon" && git -C "$tmp/falcon" checkout --quiet --detach "$commit" || exit 1
 cd "$tmp/falcon" || exit 1
@@ -204,7 +223,9 @@ for c in "${cmds[@]}"; do
 	[ $rc -eq 0 ] || failed=1
 done
 trap - EXIT
+kill "$watcher" 2>/dev/null
 finish
+cat "$tmp/appeared.log"
 log "results (commit ${commit:0:12}):"
 printf '  %s\n' "${results[@]}"
 if [ $leftovers -eq 1 ]; then
