@@ -9,7 +9,7 @@ import (
 
 // CauseTraces are the decisions by cause a results file recorded, one
 // replayable trace per run that has them, by a file name that says the
-// run (falcon report --traces): a run on a machine we do not have can be
+// run (falcon-lab report --traces): a run on a machine we do not have can be
 // replayed offline (cause.Trace.Replay).
 func (f *File) CauseTraces() map[string]cause.Trace {
 	out := map[string]cause.Trace{}

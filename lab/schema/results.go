@@ -1,4 +1,4 @@
-// Package schema is the results file of falcon bench: what a run measured
+// Package schema is the results file of falcon-lab bench: what a run measured
 // (File, Result, Run and the records of each workload), the metrics a run
 // yields (Metrics) and their summaries against a baseline (Normalize). bench
 // writes it; sim, report and tests read it, without the bench that made it.

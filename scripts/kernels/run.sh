@@ -99,12 +99,17 @@ for t in $tests; do
 	pkg=${t%%:*}
 	go test -c -o "$bin/$(basename "$pkg").test" "./$pkg"
 done
-go build -o "$bin/falcon" ./cmd/falcon
-# cmd/falcon's tests build the binary again inside; a build cache warmed here
-# (same toolchain, same flags) makes that a cache hit.
+# guest.sh runs falcon (doctor) and falcon-lab (its testbed).
+for b in falcon falcon-lab; do
+	go build -o "$bin/$b" ./cmd/$b
+done
+# cmd/falcon's tests build the binaries again inside (lab/labtest.Build); a
+# build cache warmed here (same toolchain, same flags) makes that a cache hit.
 gocache=$cache/gocache
 mkdir -p "$gocache"
-(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/falcon-warm" . && rm -f "$bin/falcon-warm")
+for b in falcon falcon-lab; do
+	(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/$b-warm" ../$b && rm -f "$bin/$b-warm")
+done
 
 status=0
 for series in $series_list; do

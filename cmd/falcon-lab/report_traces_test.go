@@ -8,6 +8,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cause"
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -32,7 +33,7 @@ func TestReportTraces(t *testing.T) {
 	if err != nil || len(tr.Windows) != 1 || tr.Params.Threshold != 85 {
 		t.Errorf("trace: %+v, %v", tr, err)
 	}
-	if code := exitCode(runReport([]string{"--traces", traces, name, name})); code != 2 {
+	if code := cli.ExitCode(runReport([]string{"--traces", traces, name, name})); code != 2 {
 		t.Errorf("--traces with two files: exit %d, want 2", code)
 	}
 }
