@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/lab/toolpath"
 	"github.com/falconnet/falcon/lab/schema"
 )
 

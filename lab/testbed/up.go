@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/lab/toolpath"
 )
 
 // tools are the programs Up runs, and the Debian package of each.

@@ -24,7 +24,7 @@
 # chart.svg, bench.log (progress) and probe.txt.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# The bundle's tools, never the host's (internal/toolpath).
+# The bundle's tools, never the host's (lab/toolpath).
 FALCON_TOOLS_DIR=$here/tools
 export FALCON_TOOLS_DIR
 # ip and bridge too, which falcon runs by name: a minimal host (a cloud
