@@ -9,7 +9,8 @@
 # here; the guest runs them as root and writes its logs to a writable share.
 #
 # Usage: run.sh [SERIES...]   (default: 6.1 6.12)
-# Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent, cmd)
+# Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent,
+#                      the two binaries, cmd/falcon and cmd/falcon-lab)
 #        KERNEL_SKIP   "pkg:regexp ..." tests not to run (go test -test.skip);
 #                      default: the list below under TCG, none under KVM
 #        KERNEL_TIMEOUT  minutes per kernel (default 60: under TCG on a
@@ -27,7 +28,7 @@ cd "$repo"
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 cache=${KERNEL_CACHE:-$repo/.cache/kernels}
 series_list=${*:-6.1 6.12}
-tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon}
+tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon cmd/falcon-lab}
 timeout_min=${KERNEL_TIMEOUT:-60}
 # KVM where it runs stock kernels; a host whose /dev/kvm is PVM (kvm_pvm, a
 # paravirtual nested KVM) only runs PVM-built guests, and a stock kernel hangs
