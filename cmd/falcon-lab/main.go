@@ -14,6 +14,6 @@ import (
 // files record it.
 var version = "dev"
 
-var app = cli.New("falcon-lab", &version, nil)
+var app = cli.New("falcon-lab", &version, cli.Elsewhere("falcon", cli.NodeCommands))
 
 func main() { os.Exit(app.Main(os.Args[1:], os.Stderr)) }

@@ -13,16 +13,8 @@ import (
 // version is set at link time by the Makefile (-X main.version).
 var version = "dev"
 
-var app = cli.New("falcon", &version, labCommands())
-
-// labCommands points each of falcon-lab's commands there, so that
-// 'falcon bench' says where bench went rather than "unknown command".
-func labCommands() map[string]string {
-	m := map[string]string{}
-	for _, c := range cli.LabCommands {
-		m[c] = "falcon-lab"
-	}
-	return m
-}
+// falcon bench says that bench is falcon-lab's rather than "unknown
+// command".
+var app = cli.New("falcon", &version, cli.Elsewhere("falcon-lab", cli.LabCommands))
 
 func main() { os.Exit(app.Main(os.Args[1:], os.Stderr)) }

@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 // TestLabCommandPointsThere: falcon asked for one of the lab's commands
@@ -18,5 +21,14 @@ func TestLabCommandPointsThere(t *testing.T) {
 	out.Reset()
 	if code := app.Main([]string{"benchh"}, &out); code != 2 || !strings.Contains(out.String(), `unknown command "benchh"`) {
 		t.Errorf("falcon benchh: exit %d, %q", code, out.String())
+	}
+}
+
+// TestNodeCommands: the commands falcon-lab points to falcon for are the
+// ones falcon has.
+func TestNodeCommands(t *testing.T) {
+	names := slices.DeleteFunc(app.Names(), func(n string) bool { return n == "version" })
+	if !slices.Equal(names, cli.NodeCommands) {
+		t.Errorf("falcon's commands are %q; cli.NodeCommands says %q", names, cli.NodeCommands)
 	}
 }

@@ -16,8 +16,21 @@ import (
 
 // LabCommands are falcon-lab's commands, which falcon points to when it is
 // asked for one (they were falcon's until the lab got a binary of its
-// own). cmd/falcon-lab's test checks that they are what it registers.
-var LabCommands = []string{"bench", "report", "sim", "testbed", "trace"}
+// own); NodeCommands are falcon's, which falcon-lab points to. Each
+// binary's test checks that its list is what it registers.
+var (
+	LabCommands  = []string{"bench", "report", "sim", "testbed", "trace"}
+	NodeCommands = []string{"agent", "disable", "doctor", "enable", "status", "top"}
+)
+
+// Elsewhere maps each of cmds to the binary bin, for New.
+func Elsewhere(bin string, cmds []string) map[string]string {
+	m := map[string]string{}
+	for _, c := range cmds {
+		m[c] = bin
+	}
+	return m
+}
 
 // Command is one subcommand. Each lives in its own file and registers
 // itself from init, so adding a subcommand never touches main.
