@@ -5,8 +5,12 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: build image test test-setup unit lint demo bundle generate vet fmt clean test-kernels test-guest fuzz
 
+# bin/falcon, the node product (what the image and the systemd unit run),
+# and bin/falcon-lab, the lab's testbeds, benches, traces, reports and
+# model, which falcon does not carry.
+BINARIES := falcon falcon-lab
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/falcon ./cmd/falcon
+	for b in $(BINARIES); do CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/$$b ./cmd/$$b || exit 1; done
 
 # The node agent's image (deploy/kubernetes), built with no container daemon
 # and no registry (scripts/image): build/falcon-image.tar, tagged
@@ -99,13 +103,13 @@ vet:
 # The main job: host vs docker overlay (vs falcon), results under results/demo-HOST/.
 demo: build
 	mkdir -p results/demo-$$(hostname)
-	./bin/falcon bench --preset demo --json results/demo-$$(hostname)/$$(date +%Y%m%d-%H%M%S).json
+	./bin/falcon-lab bench --preset demo --json results/demo-$$(hostname)/$$(date +%Y%m%d-%H%M%S).json
 
-# The benchmark bundle: falcon, run.sh and iperf3/sockperf/ethtool/memcached/memcaslap/nginx/wrk from
+# The benchmark bundle: falcon-lab, falcon, run.sh and iperf3/sockperf/ethtool/memcached/memcaslap/nginx/wrk from
 # Debian's packages with their libraries, for machines with no registry or
 # network (scripts/bundle/build.sh; the .debs are cached in .cache/).
 bundle: build
-	scripts/bundle/build.sh bin/falcon
+	scripts/bundle/build.sh bin
 
 # Rebuilds the committed BPF objects; needs clang and libbpf headers.
 generate:

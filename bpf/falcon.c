@@ -14,7 +14,7 @@
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 
-#include "falcon.h"
+#include "datapath.h"
 #include "maps.h"
 #include "parse.h"
 #include "guard.h"

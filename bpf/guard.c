@@ -28,7 +28,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 
-#include "falcon.h"
+#include "datapath.h"
 #include "maps.h"
 #include "parse.h"
 #include "guard.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
 /* The few kernel structures falcon's tracing programs read (guard.c,
- * stagetrace.c, stagecost.c). No vmlinux.h: only the fields used are declared, with
+ * lab/stagetrace.c, lab/stagecost.c). No vmlinux.h: only the fields used are declared, with
  * preserve_access_index, so CO-RE finds them wherever the running kernel
  * keeps them. The includer provides __u16/__be16 and friends. */
 #ifndef FALCON_KERNEL_H

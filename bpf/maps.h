@@ -9,7 +9,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#include "falcon.h"
+#include "datapath.h"
 
 /* Each attachment loads its own instance with its slot in the hooks map, so
  * hooks on equal ifindexes in different namespaces never share state. */

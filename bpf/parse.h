@@ -11,7 +11,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#include "falcon.h"
+#include "datapath.h"
 
 #define ETH_HLEN 14
 #define ETH_P_IP 0x0800

@@ -18,7 +18,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#include "falcon.h"
+#include "datapath.h"
 #include "maps.h"
 #include "parse.h"
 #include "guard.h"

@@ -6,8 +6,10 @@
 // machine probe (benchprobe), the results file and the lab's modes
 // (schema), the drawing of a results file (render) and the report page
 // (report), the papers' figures (papers), statistics (stats), the model
-// (sim), and what the root tests share (labtest). The lab imports the
-// product; no package of internal/ imports the lab (boundary_test.go holds
-// it to that), so what a node runs carries nothing of it. Tests of the
-// product may use the lab: they run the product on its testbeds.
+// (sim), which tools run (toolpath), and what the root tests share
+// (labtest). Its commands are falcon-lab's (cmd/falcon-lab). The lab
+// imports the product; neither the falcon binary (cmd/falcon) nor any
+// package of internal/ imports the lab (boundary_test.go holds them to
+// that), so what a node runs carries nothing of it. Tests of the product
+// may use the lab: they run the product on its testbeds.
 package lab

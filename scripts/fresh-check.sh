@@ -167,7 +167,7 @@ trap 'interrupted SIGHUP 129' HUP
 # own, out of its reach. Those there before the rehearsal stay.
 before_testbeds=$(ls /run/falcon/testbeds 2>/dev/null)
 down_testbeds() {
-	local bin=$tmp/falcon/bin/falcon name
+	local bin=$tmp/falcon/bin/falcon-lab name
 	[ -x "$bin" ] || return 0
 	for name in $("$bin" testbed list 2>/dev/null | awk 'NR > 1 { print $1 }'); do
 		grep -qxE "$name\.(json|d)" <<<"$before_testbeds" && continue

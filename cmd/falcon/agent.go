@@ -7,11 +7,12 @@ import (
 	"syscall"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/metrics"
 )
 
 func init() {
-	register(command{name: "agent", summary: "run falcon in the foreground until SIGTERM/SIGINT, then disable (systemd, Kubernetes)", run: runAgent})
+	app.Register(cli.Command{Name: "agent", Summary: "run falcon in the foreground until SIGTERM/SIGINT, then disable (systemd, Kubernetes)", Run: runAgent})
 }
 
 func runAgent(args []string) error {
@@ -20,10 +21,10 @@ func runAgent(args []string) error {
 	// die of SIGPIPE then, with nothing restored. The agent logs on
 	// without a reader instead, and cleans up when it is stopped.
 	signal.Ignore(syscall.SIGPIPE)
-	fs := newFlagSet("agent", agentSynopsis)
+	fs := app.FlagSet("agent", agentSynopsis)
 	f := agent.AddAgentFlags(fs)
 	readyFD := fs.Int("ready-fd", -1, "internal: file descriptor on which to report readiness (used by falcon enable)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	ready := agent.OpenReadyPipe(*readyFD)

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/falconnet/falcon/internal/agent/agenttest"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
@@ -80,7 +81,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		if code != c.code || !strings.Contains(out, c.msg) {
 			t.Errorf("falcon %s: exit %d, %q; want exit %d and %q", strings.Join(c.args, " "), code, out, c.code, c.msg)
 		}
-		if left := leftState("fct-no-such-netns"); len(left) > 0 {
+		if left := agenttest.LeftState("fct-no-such-netns"); len(left) > 0 {
 			t.Errorf("falcon %s left %v", strings.Join(c.args, " "), left)
 		}
 		for _, ns := range []string{h2, plain} {

@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // TestDaemonLayoutsCLI drives the real Flannel (flanneld, etcd, the CNI
-// plugins) and the real Docker swarm through the binary as a user does:
-// testbed up, doctor, enable, status, disable and down; then a 'testbed up'
-// killed once its daemons run, and the down after it, which must leave no
-// namespace, process or file.
+// plugins) and the real Docker swarm through the binaries as a user does:
+// falcon-lab testbed up, falcon doctor, enable, status, disable, and
+// falcon-lab testbed down; then a 'testbed up' killed once its daemons
+// run, and the down after it, which must leave no namespace, process or
+// file.
 func TestDaemonLayoutsCLI(t *testing.T) {
 	bin := cliBinary(t)
 	for _, l := range []struct {
@@ -38,14 +40,15 @@ func TestDaemonLayoutsCLI(t *testing.T) {
 			if err := testbed.CheckLayout(l.layout); err != nil {
 				t.Skip(err)
 			}
-			daemonLayoutCLI(t, bin, l.layout, fmt.Sprintf("cli%d-%s", os.Getpid(), l.short), l.roles, l.running)
+			lab := labtest.Build(t, "cmd/falcon-lab")
+			daemonLayoutCLI(t, bin, lab, l.layout, fmt.Sprintf("cli%d-%s", os.Getpid(), l.short), l.roles, l.running)
 		})
 	}
 }
 
-func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[string]int, running string) {
+func daemonLayoutCLI(t *testing.T, bin, lab, layout, name string, wantRoles map[string]int, running string) {
 	t.Cleanup(func() { testbed.Down(name) })
-	out, code := falcon(t, bin, "testbed", "up", "--layout", layout, "--name", name, "--containers", "2", "--json")
+	out, code := falcon(t, lab, "testbed", "up", "--layout", layout, "--name", name, "--containers", "2", "--json")
 	var tb testbed.Testbed
 	if err := json.Unmarshal([]byte(out), &tb); code != 0 || err != nil {
 		t.Fatalf("testbed up: exit %d, %v\n%s", code, err, out)
@@ -93,7 +96,7 @@ func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[strin
 	if rps(t, h.OverlayNS(), h.Overlay) != vx0 || rps(t, c.Netns, c.Dev) != ct0 {
 		t.Error("disable did not restore RPS")
 	}
-	if out, code := falcon(t, bin, "testbed", "down", "--name", name); code != 0 {
+	if out, code := falcon(t, lab, "testbed", "down", "--name", name); code != 0 {
 		t.Fatalf("testbed down: exit %d\n%s", code, out)
 	}
 	noDaemonTrace(t, name)
@@ -102,7 +105,7 @@ func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[strin
 	// pods; down removes them all the same.
 	killed := name + "-k"
 	t.Cleanup(func() { testbed.Down(killed) })
-	up := exec.Command(bin, "testbed", "up", "--layout", layout, "--name", killed, "--containers", "2")
+	up := exec.Command(lab, "testbed", "up", "--layout", layout, "--name", killed, "--containers", "2")
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[strin
 	if len(procsMentioning(t, killed+".d")) == 0 {
 		t.Errorf("no daemon of the killed up runs: the kill came too late to test anything")
 	}
-	if out, code := falcon(t, bin, "testbed", "down", "--name", killed); code != 0 {
+	if out, code := falcon(t, lab, "testbed", "down", "--name", killed); code != 0 {
 		t.Fatalf("testbed down after a killed up: exit %d\n%s", code, out)
 	}
 	noDaemonTrace(t, killed)
@@ -127,7 +130,7 @@ func daemonLayoutCLI(t *testing.T, bin, layout, name string, wantRoles map[strin
 // process and no file.
 func noDaemonTrace(t *testing.T, name string) {
 	t.Helper()
-	if l := leftovers(t, name); len(l) > 0 {
+	if l := labtest.TestbedLeft(t, name); len(l) > 0 {
 		t.Errorf("namespaces left: %v", l)
 	}
 	if p := procsMentioning(t, name+".d"); len(p) > 0 {

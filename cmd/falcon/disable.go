@@ -5,17 +5,18 @@ import (
 	"os"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
 func init() {
-	register(command{name: "disable", summary: "stop accelerating a host's overlay and restore every value changed", run: runDisable})
+	app.Register(cli.Command{Name: "disable", Summary: "stop accelerating a host's overlay and restore every value changed", Run: runDisable})
 }
 
 func runDisable(args []string) error {
-	fs := newFlagSet("disable", "[--netns HOSTNS]")
+	fs := app.FlagSet("disable", "[--netns HOSTNS]")
 	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	o := agent.DefaultOptions()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/doctor"
 )
 
@@ -13,14 +14,14 @@ import (
 // findings are left (after --fix, the ones it could not fix), 1 with a
 // message for failures (no such namespace, no overlay), 2 for bad flags.
 func init() {
-	register(command{name: "doctor", summary: "check the overlay for known misconfigurations (--fix repairs the safe ones)", run: runDoctor})
+	app.Register(cli.Command{Name: "doctor", Summary: "check the overlay for known misconfigurations (--fix repairs the safe ones)", Run: runDoctor})
 }
 
 // doctorOut is where the report goes; tests capture it.
 var doctorOut io.Writer = os.Stdout
 
 func runDoctor(args []string) error {
-	fs := newFlagSet("doctor", "[--netns HOSTNS] [--json] [--fix]")
+	fs := app.FlagSet("doctor", "[--netns HOSTNS] [--json] [--fix]")
 	ns := fs.String("netns", "", "host network namespace whose overlay to check (name under /run/netns or a path; default: the current one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	fix := fs.Bool("fix", false, "apply the safe fixes and report what changed")
@@ -30,7 +31,7 @@ func runDoctor(args []string) error {
 			"1 warn/error findings left (or the check failed), 2 bad flags.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	r, err := doctor.Run(doctor.Options{Netns: *ns, Fix: *fix})

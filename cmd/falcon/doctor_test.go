@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
@@ -20,16 +20,7 @@ func runDoc(t *testing.T, args ...string) (string, error, int) {
 	doctorOut = &out
 	t.Cleanup(func() { doctorOut = os.Stdout })
 	err := runDoctor(args)
-	code := 0
-	var ue usageError
-	switch {
-	case err == nil:
-	case errors.As(err, &ue):
-		code = 2
-	default:
-		code = 1
-	}
-	return out.String(), err, code
+	return out.String(), err, cli.ExitCode(err)
 }
 
 func TestDoctorBadInput(t *testing.T) {

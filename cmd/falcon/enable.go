@@ -8,12 +8,13 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
 func init() {
-	register(command{name: "enable", summary: "accelerate a host's overlay (falcon: starts a background agent; rps, rfs: sets values, nothing runs)", run: runEnable})
+	app.Register(cli.Command{Name: "enable", Summary: "accelerate a host's overlay (falcon: starts a background agent; rps, rfs: sets values, nothing runs)", Run: runEnable})
 }
 
 // agentSynopsis is enable's and agent's usage line, from the settings table.
@@ -25,15 +26,15 @@ func agentOptions(f *agent.Flags) (agent.Options, error) {
 	o, err := f.Options()
 	var se *agent.SettingError
 	if errors.As(err, &se) {
-		return o, usagef("%s", se.Msg)
+		return o, cli.Usagef("%s", se.Msg)
 	}
 	return o, err
 }
 
 func runEnable(args []string) error {
-	fs := newFlagSet("enable", agentSynopsis)
+	fs := app.FlagSet("enable", agentSynopsis)
 	f := agent.AddFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	o, err := agentOptions(f)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/agent/agenttest"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
@@ -24,15 +25,6 @@ func queueValue(t *testing.T, ns, dev, attr string) string {
 		t.Fatalf("%v: %s", err, out)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func sockFlowEntries(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(agent.SockFlowPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // studyDevs are the server host's devices the study configures: NIC,
@@ -120,7 +112,7 @@ func TestStaticModesCLI(t *testing.T) {
 func studyValues(t *testing.T, h testbed.Host) map[string]string {
 	t.Helper()
 	hostDevs, ctrs := studyDevs(h)
-	m := map[string]string{"global": sockFlowEntries(t)}
+	m := map[string]string{"global": agenttest.SockFlowEntries(t)}
 	for _, d := range hostDevs {
 		for _, a := range []string{"rps_cpus", "rps_flow_cnt"} {
 			m[h.Netns+" "+d+" "+a] = queueValue(t, h.Netns, d, a)

@@ -7,9 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -21,48 +19,12 @@ import (
 )
 
 // buildFalcon builds the real binary: enable starts 'falcon agent' from its
-// own executable, which a test binary is not. Built once per test process
-// and shared: a build per test cost each one a link, about a minute each in
-// the 6.1 guest under TCG (TestDaemonLayoutsCLI spent 64 s there and
-// skipped both its cases).
-func buildFalcon(t *testing.T) string {
-	t.Helper()
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		if gobin, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go toolchain to build falcon with")
-		}
-	}
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "falcon-cli-test-"); built.err != nil {
-			return
-		}
-		bin := filepath.Join(built.dir, "falcon")
-		cmd := exec.Command(gobin, "build", "-o", bin, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("build falcon: %v\n%s", err, out)
-			return
-		}
-		built.bin = bin
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-var built struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
+// own executable, which a test binary is not.
+func buildFalcon(t *testing.T) string { return labtest.Build(t, "cmd/falcon") }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	labtest.RemoveBuilds()
 	os.Exit(code)
 }
 

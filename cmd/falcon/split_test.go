@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 // TestSplitFlags: --split, --split-cpus and --split-proto reach the
@@ -13,7 +14,7 @@ import (
 // is a usage error.
 func TestSplitFlags(t *testing.T) {
 	parse := func(args ...string) (agent.Options, error) {
-		fs := newFlagSet("enable", agentSynopsis)
+		fs := app.FlagSet("enable", agentSynopsis)
 		f := agent.AddFlags(fs)
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
@@ -38,7 +39,7 @@ func TestSplitFlags(t *testing.T) {
 		t.Errorf("defaults: %+v, %v", o, err)
 	}
 	_, err = parse("--split", "--split-proto", "sctp")
-	var ue usageError
+	var ue cli.UsageError
 	if !errors.As(err, &ue) {
 		t.Errorf("--split-proto sctp: %v, want a usage error", err)
 	}

@@ -8,10 +8,11 @@ import (
 	"os"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 func init() {
-	register(command{name: "status", summary: "show whether falcon runs, its settings, CPU load and per-stage counters", run: runStatus})
+	app.Register(cli.Command{Name: "status", Summary: "show whether falcon runs, its settings, CPU load and per-stage counters", Run: runStatus})
 }
 
 // statusOut is where the report goes; tests capture it.
@@ -25,13 +26,13 @@ var (
 )
 
 func runStatus(args []string) error {
-	fs := newFlagSet("status", "[--netns HOSTNS] [--json] [--ready | --alive] [--explain]")
+	fs := app.FlagSet("status", "[--netns HOSTNS] [--json] [--ready | --alive] [--explain]")
 	ns := fs.String("netns", "", "host network namespace (name under /run/netns or a path; default: the current one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	ready := fs.Bool("ready", false, "exit 0 only if an agent runs, is attached and has fresh load data (a readiness probe)")
 	alive := fs.Bool("alive", false, "exit 0 unless the agent is wedged: its process is gone or its load sampler stopped (a liveness probe)")
 	explain := fs.Bool("explain", false, "also say why falcon is on or off the path: the adaptive policy's latest decision by cause, its inputs and verdict, and the latest that acted")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	o := agent.DefaultOptions()

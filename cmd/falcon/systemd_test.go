@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 // The systemd unit starts the agent with flags it accepts.
@@ -25,9 +26,9 @@ func TestSystemdUnitFlags(t *testing.T) {
 		t.Fatal("no ExecStart=.../falcon agent line")
 	}
 	args := strings.Fields(string(m[1]))
-	fs := newFlagSet("agent", "")
+	fs := app.FlagSet("agent", "")
 	f := agent.AddFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		t.Fatalf("falcon agent %s: %v", m[1], err)
 	}
 	if _, err := agentOptions(f); err != nil {

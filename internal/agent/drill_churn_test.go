@@ -25,7 +25,7 @@ import (
 )
 
 // stageKey is the ordering guard's key of a stage device (struct
-// stage_dev in bpf/falcon.h): the namespace's inode and the ifindex.
+// stage_dev in bpf/datapath.h): the namespace's inode and the ifindex.
 type stageKey struct{ NetnsIno, Ifindex uint32 }
 
 // endState is what the agent applied to a container's end, read from the

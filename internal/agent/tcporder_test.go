@@ -38,7 +38,7 @@ import (
 // transmitted later (IPv4 IDs, stagetrace's sequence device).
 //
 // The sending host's receive work (the ACKs) is pinned to the sender's
-// CPU, as falcon bench does (testbed.KeepSenderHostOn): otherwise the
+// CPU, as falcon-lab bench does (testbed.KeepSenderHostOn): otherwise the
 // ACKs of a flow whose receive stages moved are processed on the other
 // CPU, the sender transmits from both, and TCP reorders its own packets
 // before they reach falcon. A harness without that pinning (session of

@@ -24,7 +24,7 @@ type Config struct {
 	// detach (SetUnmarking).
 	Unmarking bool
 	StoodDown bool // every program detached: steering did not pay, or nothing to relieve (StandDown)
-	// Epoch: the last stage counts a hook's mark (bpf/falcon.h MARK_*) only
+	// Epoch: the last stage counts a hook's mark (bpf/datapath.h MARK_*) only
 	// while the mark's epoch is this one, 1..MaxEpoch; forgetting the flows'
 	// counts moves it on, so marks from before never count. 0: Load's 1.
 	Epoch   int

@@ -18,14 +18,14 @@ import (
 	"github.com/falconnet/falcon/internal/steer"
 )
 
-// Limits of the BPF program (bpf/falcon.h).
+// Limits of the BPF program (bpf/datapath.h).
 const (
 	MaxCPUs  = 1024 // CPU ids and the size of the CPU set
 	MaxPorts = 8    // VXLAN UDP ports
 	MaxHooks = 128  // attachments of one datapath
 )
 
-// Counter slots, as enum counter in bpf/falcon.h.
+// Counter slots, as enum counter in bpf/datapath.h.
 const (
 	cntFirst = iota
 	cntSecond

@@ -137,7 +137,7 @@ func (d *Datapath) StandDown(on bool) error {
 	return d.setState(func(c *Config) { c.StoodDown = false })
 }
 
-// MaxEpoch is the largest epoch a mark carries (bpf/falcon.h MARK_EPOCH).
+// MaxEpoch is the largest epoch a mark carries (bpf/datapath.h MARK_EPOCH).
 const MaxEpoch = 0x1ff
 
 // forgetFlows empties the guard's per-flow counts and moves the epoch on:
@@ -179,7 +179,7 @@ type StageDev struct {
 	Last     bool
 }
 
-// Stage kinds, as enum stage_kind in bpf/falcon.h.
+// Stage kinds, as enum stage_kind in bpf/datapath.h.
 const (
 	stagePath = 0
 	stageLast = 1
@@ -404,5 +404,5 @@ func doneSlot(h falconHook) int {
 	return 0
 }
 
-// targetFallback is TARGET_FALLBACK (bpf/falcon.h): the next stage inline.
+// targetFallback is TARGET_FALLBACK (bpf/datapath.h): the next stage inline.
 const targetFallback = 0xffffffff

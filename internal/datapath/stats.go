@@ -62,7 +62,7 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 }
 
 // ReadProgramStats sums the statistics of every falcon program loaded on
-// the machine, whichever process loaded them (falcon status, falcon bench),
+// the machine, whichever process loaded them (falcon status, falcon-lab bench),
 // by program name: "falcon_steer" (tc hooks), "falcon_split" (XDP) and the
 // guard's: "falcon_arrive" (tc, on the containers' ends) and
 // "falcon_guard_*", which run for all of the machine's traffic (every NAPI

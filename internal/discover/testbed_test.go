@@ -12,7 +12,7 @@ import (
 )
 
 // TestTestbedLayouts discovers the overlay of the receiving host of every
-// testbed layout, the ones falcon bench measures.
+// testbed layout, the ones falcon-lab bench measures.
 func TestTestbedLayouts(t *testing.T) {
 	labtest.NeedTestbeds(t)
 	for _, sub := range []string{"vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "vxlan-ipv6", "docker-ipv6", "flannel-ipv6", "calico-ipv6", "flannel-daemon-ipv6"} {

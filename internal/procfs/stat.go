@@ -1,4 +1,4 @@
-// Package procfs parses the kernel counters falcon bench records around each
+// Package procfs parses the kernel counters falcon-lab bench records around each
 // run: /proc/stat, /proc/softirqs, /proc/interrupts, /proc/net/softnet_stat
 // and /proc/net/{snmp,netstat}. Parsers take the file contents so they can be
 // tested on recorded files; Read* read the live ones.

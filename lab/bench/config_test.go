@@ -41,7 +41,7 @@ func TestDefaultCPUs(t *testing.T) {
 	}
 }
 
-// resolve parses a command line the way falcon bench does.
+// resolve parses a command line the way falcon-lab bench does.
 func resolve(t *testing.T, online []int, args ...string) (schema.Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)

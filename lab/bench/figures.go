@@ -335,7 +335,7 @@ func figureHelp() string {
 // figures' presets that do not run.
 func checkRunnable(preset string) error {
 	if preset == PaperAll {
-		return configErrorf("--preset %s runs one bench per figure: falcon bench --preset %s --json DIR", PaperAll, PaperAll)
+		return configErrorf("--preset %s runs one bench per figure: falcon-lab bench --preset %s --json DIR", PaperAll, PaperAll)
 	}
 	if r, ok := lookupFigure(preset); ok {
 		if why := r.refusal(); why != "" {

@@ -10,7 +10,7 @@ import (
 // with the static policy, the fixed-rate sweep with its CPU split), end to
 // end on real testbeds. Every preset is resolved by the unit tests; all of
 // them with --quick take about 25 minutes here, too long for the suite:
-// `falcon bench --preset paper-all --quick` runs them (results/paper-all-2cpu-vm).
+// `falcon-lab bench --preset paper-all --quick` runs them (results/paper-all-2cpu-vm).
 func TestFigurePresetsQuick(t *testing.T) {
 	online, name := integration(t, "f")
 	for _, p := range []string{"hotcloud6", "fig16", "fig19"} {

@@ -77,7 +77,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"exact under loss, where the receiver's out-of-order queue also counts holes); a BPF program on net:netif_receive_skb, a few runs per packet")
 	fs.BoolVar(&f.quick, "quick", false, "a smoke test of any preset or flags: one run per case of 1s after 500ms warm-up, "+
 		"and a sweep of more than three sizes or flow counts cut to its smallest, middle and largest (--runs, --duration and --warmup given win)")
-	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon sim: --preset calibrate, "+
+	fs.BoolVar(&f.calibrate, "calibrate", false, "measure what each stage of the receive path costs, for falcon-lab sim: --preset calibrate, "+
 		"and the file records the calibration format")
 	fs.BoolVar(&f.resume, "resume", false, "--preset "+PaperAll+": do not run again a figure whose results file in the --json directory is complete, "+
 		"without failures, and ran the same bench: a run of hours taken up again where it stopped")
@@ -130,10 +130,10 @@ var presets = map[string]preset{
 			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400"})},
 	"scale": {fmt.Sprintf("a real receiving host on ≥ %d CPUs (roles placed apart): host vs docker, vanilla, rps, rfs, falcon, "+
 		"falcon+split; UDP stress 16 B .. 64 KiB, 1-16 flows UDP and TCP, TCP 128 KiB, UDP ping-pong; 3 runs of 5 s", ScaleMinCPUs), scalePreset},
-	"calibrate": {"falcon sim's calibration (--calibrate): one iperf3 UDP flow at 64, 512 and 1400 B on docker, vanilla, " +
+	"calibrate": {"falcon-lab sim's calibration (--calibrate): one iperf3 UDP flow at 64, 512 and 1400 B on docker, vanilla, " +
 		"a static cut of the path (RPS of everything after the NIC's poll onto CPU 1), rps, " +
 		"falcon with either policy and falcon+split, taking turns; 10 rounds of 4 s with stage costs and BPF statistics: " +
-		"odd rounds calibrate, even ones are held out for falcon sim --validate", calibratePreset},
+		"odd rounds calibrate, even ones are held out for falcon-lab sim --validate", calibratePreset},
 	"mflow7": {"MFLOW Fig. 7: out-of-order segments against the micro-flow batch size, one iperf3 TCP flow of 64 KiB writes on docker, " +
 		"vanilla and mflow at batch 16 .. 1024 packets with every flow split (elephant=0), taking turns; 3 runs of 5 s. " +
 		"The paper had 100 G NICs and 2 splitting cores beside idle ones; here 2 vCPUs, shared with the sender", fixed(

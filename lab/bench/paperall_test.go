@@ -155,7 +155,7 @@ func checkDrawnFile(t *testing.T, m10, m12 FigureBench) {
 func checkNotRunFile(t *testing.T, dir string, fb FigureBench) {
 	t.Helper()
 	path := filepath.Join(dir, "k8s3.json")
-	if err := schema.WriteFile(path, NotRunFile(fb, "test", "falcon bench --preset paper-all")); err != nil {
+	if err := schema.WriteFile(path, NotRunFile(fb, "test", "falcon-lab bench --preset paper-all")); err != nil {
 		t.Fatal(err)
 	}
 	back, err := schema.ReadFile(path)

@@ -116,18 +116,18 @@ func (pa *paperAll) figure(ctx context.Context, i int, fb FigureBench) {
 	case ctx.Err() != nil:
 		pa.summary = append(pa.summary, tag+": not started, interrupted")
 	case fb.Done != "":
-		pa.Note("falcon bench: %s: not run again: %s", tag, fb.Done)
+		pa.Note("falcon-lab bench: %s: not run again: %s", tag, fb.Done)
 		pa.summary = append(pa.summary, tag+": "+fb.Done)
 	case fb.Skip != "":
-		pa.Note("falcon bench: %s: not run: %s", tag, fb.Skip)
+		pa.Note("falcon-lab bench: %s: not run: %s", tag, fb.Skip)
 		pa.summary = append(pa.summary, tag+": not run: "+fb.Skip)
 		if err := schema.WriteFile(fb.File, NotRunFile(fb, pa.Version, pa.Command)); err != nil {
 			pa.errs = append(pa.errs, fmt.Errorf("%s: %w", fb.Preset, err))
 		}
 	case fb.From != "" && pa.written[fb.Preset]:
-		pa.Note("falcon bench: %s: drawn from the complete bench of %s into %s", tag, fb.From, fb.File)
+		pa.Note("falcon-lab bench: %s: drawn from the complete bench of %s into %s", tag, fb.From, fb.File)
 	case fb.From != "":
-		pa.Note("falcon bench: %s: drawn from the bench of %s, once that has run", tag, fb.From)
+		pa.Note("falcon-lab bench: %s: drawn from the bench of %s, once that has run", tag, fb.From)
 	default:
 		pa.run(ctx, i, tag, fb)
 	}
@@ -140,7 +140,7 @@ func (pa *paperAll) run(ctx context.Context, i int, tag string, fb FigureBench) 
 	n := CountRuns(plan, cfg)
 	p := NewProgress(pa.Stderr, IsTerminal(pa.Stderr), cfg.Quiet, n, EstimateRun(cfg))
 	p.Label(fmt.Sprintf("%s %d/%d ", fb.Preset, i+1, len(pa.benches)))
-	p.Note("falcon bench: %s: %d runs, about %s", tag, n, (time.Duration(n) * EstimateRun(cfg)).Round(time.Second))
+	p.Note("falcon-lab bench: %s: %d runs, about %s", tag, n, (time.Duration(n) * EstimateRun(cfg)).Round(time.Second))
 	start := time.Now()
 	opts := RunOptions{Version: pa.Version, Command: pa.Command, Progress: p,
 		Checkpoint: func(f *schema.File) error { return schema.WriteFile(fb.File, f) }}
@@ -180,5 +180,5 @@ func (pa *paperAll) finish() {
 	for _, s := range pa.summary {
 		pa.Note("  %s", s)
 	}
-	pa.Note("(re-render each with 'falcon report FILE')")
+	pa.Note("(re-render each with 'falcon-lab report FILE')")
 }

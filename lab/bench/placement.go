@@ -97,7 +97,7 @@ func scaleKernelPreset(online []int) (map[string]string, error) {
 	return m, nil
 }
 
-// calibratePreset is falcon sim's calibration (lab/sim, Calibrate): a
+// calibratePreset is falcon-lab sim's calibration (lab/sim, Calibrate): a
 // sender CPU and a receiver CPU apart, as the default placement on 2 CPUs.
 func calibratePreset(online []int) (map[string]string, error) {
 	if len(online) < 2 {

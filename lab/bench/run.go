@@ -95,7 +95,7 @@ func Execute(ctx context.Context, c schema.Config, o RunOptions) (*schema.File, 
 	f := &schema.File{Format: schema.Format, FalconVersion: o.Version, Started: time.Now().UTC().Truncate(time.Second),
 		Command: o.Command, Machine: benchprobe.DescribeMachine(tools(c)), Config: c, Notes: skipped, Results: []schema.Result{}}
 	for _, s := range skipped {
-		o.Progress.Note("falcon bench: %s", s)
+		o.Progress.Note("falcon-lab bench: %s", s)
 	}
 	in, err := measure.Start(c)
 	if err != nil {
@@ -123,7 +123,7 @@ func Execute(ctx context.Context, c schema.Config, o RunOptions) (*schema.File, 
 			err := o.Checkpoint(f)
 			f.Partial = false
 			if err != nil {
-				o.Progress.Note("falcon bench: saving results so far: %v", err)
+				o.Progress.Note("falcon-lab bench: saving results so far: %v", err)
 			}
 		}
 	}
@@ -181,7 +181,7 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 	defer func() {
 		r.p.Stage("%s: testbed %s down", g.what, name)
 		if derr := testbed.Down(name); derr != nil {
-			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon testbed down --name %s')", name, derr, name))
+			err = errors.Join(err, fmt.Errorf("remove testbed %s: %w (retry with 'falcon-lab testbed down --name %s')", name, derr, name))
 		}
 	}()
 	g.tb = tb

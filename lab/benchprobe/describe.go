@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/cpuset"
-	"github.com/falconnet/falcon/internal/toolpath"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/toolpath"
 )
 
 // DescribeMachine gathers what it can; missing facts stay empty rather

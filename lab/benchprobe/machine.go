@@ -20,7 +20,7 @@ import (
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/kernel"
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/lab/toolpath"
 	"github.com/falconnet/falcon/lab/xdpsend"
 )
 

@@ -1,4 +1,4 @@
-// Package benchprobe answers: can this machine run 'falcon bench' (the benchmark
+// Package benchprobe answers: can this machine run 'falcon-lab bench' (the benchmark
 // bundle's run.sh asks before anything else)? Unlike doctor, it needs no
 // overlay: it tries what the testbeds and modes will do, in a scratch
 // network namespace, and lists what is missing. The checks that decide are
@@ -54,7 +54,7 @@ var benchFeatures = []benchFeature{
 	{FeatXDP, "native XDP on a veth and a cpumap (falcon+split)", []string{FeatBPFLoad, FeatVeth}},
 	{FeatThreadedNAPI, "threaded NAPI on a veth (--nic-cpu)", []string{FeatVeth}},
 	{FeatKernelSender, "XDP live frames out of a veth (--sender kernel, Linux 5.18)", []string{FeatBPFSyscall, FeatVeth}},
-	{FeatTracefs, "tracefs (only falcon trace uses it)", nil},
+	{FeatTracefs, "tracefs (only falcon-lab trace uses it)", nil},
 }
 
 func featureWhat(id string) string {
@@ -224,7 +224,7 @@ func (r *BenchReport) WriteText(w io.Writer) error {
 	if r.ToolsDir != "" {
 		tools = "tools from " + r.ToolsDir + " first"
 	}
-	fmt.Fprintf(w, "falcon bench probe: kernel %s, %d online CPUs, %s\n\n", r.Kernel, r.CPUs, tools)
+	fmt.Fprintf(w, "falcon-lab bench probe: kernel %s, %d online CPUs, %s\n\n", r.Kernel, r.CPUs, tools)
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	for _, it := range r.Items {

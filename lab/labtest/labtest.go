@@ -1,6 +1,6 @@
 // Package labtest is what the root integration tests share: the checks
-// that skip a test this machine cannot run, and testbeds that are removed
-// when the test ends, also when it fails.
+// that skip a test this machine cannot run, testbeds that are removed
+// when the test ends, also when it fails, and the binaries built to run.
 package labtest
 
 import (

@@ -40,16 +40,17 @@ func falconActivity(before, after agent.Activity) *schema.FalconActivity {
 	return &schema.FalconActivity{OnPathPct: pct(d.OnPath), EngagedPct: pct(d.Engaged), Comebacks: d.Comebacks,
 		StandDowns: d.StandDowns, Tests: after.Tests - before.Tests, ForSteering: after.ForSteering - before.ForSteering,
 		Probes: ptr(after.Probes - before.Probes), Thin: ptr(after.Thin - before.Thin),
-		Causes: &schema.CauseActivity{Params: a.Params, Engage: a.Engage - b.Engage, Inline: a.Inline - b.Inline, Unreadable: a.Unreadable - b.Unreadable,
+		Causes: &schema.CauseActivity{Params: causeParams(a.Params), Engage: a.Engage - b.Engage, Inline: a.Inline - b.Inline, Unreadable: a.Unreadable - b.Unreadable,
 			Begun: a.Begun - b.Begun, Pays: a.Pays - b.Pays, Fails: a.Fails - b.Fails}}
 }
 
-// causesWithin: the turns up to seq (the window's end).
-func causesWithin(rs []agent.CauseRecord, seq uint64) []agent.CauseRecord {
-	var out []agent.CauseRecord
+// causesWithin: the turns up to seq (the window's end), as the results
+// file records them.
+func causesWithin(rs []agent.CauseRecord, seq uint64) []schema.CauseRecord {
+	var out []schema.CauseRecord
 	for _, r := range rs {
 		if r.Seq <= seq {
-			out = append(out, r)
+			out = append(out, causeRecord(r))
 		}
 	}
 	return out

@@ -32,7 +32,7 @@ type Figure struct {
 }
 
 // Config is the setup as the paper states it; Layout and Workload name
-// falcon bench's equivalents where there is one, SizeBytes is 0 when the
+// falcon-lab bench's equivalents where there is one, SizeBytes is 0 when the
 // value is not of one size, FlowsMax 0 when there is no upper bound.
 type Config struct {
 	Systems   []string `json:"systems"`

@@ -12,8 +12,8 @@ import (
 	"github.com/falconnet/falcon/lab/workload"
 )
 
-// The report as one self-contained HTML page (falcon report --html): a
-// section per results file (or falcon sim prediction, lab/sim) with
+// The report as one self-contained HTML page (falcon-lab report --html): a
+// section per results file (or falcon-lab sim prediction, lab/sim) with
 // its machine and method, its charts and its table. The charts are inline
 // SVG drawn by chart.go; the page loads nothing (no script, font, style
 // sheet or image from anywhere), so it opens offline.

@@ -155,7 +155,7 @@ func checkAttrs(t *testing.T, e xml.StartElement) map[string]string {
 func TestHTMLPage(t *testing.T) {
 	sections, files := resultsSections(t)
 	var b bytes.Buffer
-	if err := report.WriteHTML(&b, "falcon report: test", sections); err != nil {
+	if err := report.WriteHTML(&b, "falcon-lab report: test", sections); err != nil {
 		t.Fatal(err)
 	}
 	c := checkPage(t, b.Bytes())
@@ -216,7 +216,7 @@ func resultsSections(t *testing.T) ([]report.HTMLSection, []resultsFile) {
 	for _, path := range paths {
 		f, err := schema.ReadFile(path)
 		if err != nil {
-			// A prediction or validation of falcon sim's, which cmd/falcon's test renders.
+			// A prediction or validation of falcon-lab sim's, which cmd/falcon-lab's test renders.
 			t.Logf("%s: not a results file: %v", path, err)
 			continue
 		}

@@ -17,7 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // testdata/results.json was recorded with
 //
-//	falcon bench --layouts host,docker --workloads udp-stress:16,tcp:64K,latency:16 --runs 2 --duration 1s
+//	falcon-lab bench --layouts host,docker --workloads udp-stress:16,tcp:64K,latency:16 --runs 2 --duration 1s
 //
 // on the 2-CPU development machine.
 const recorded = "testdata/results.json"

@@ -16,7 +16,7 @@ func TestMarkdownHTML(t *testing.T) {
 	}
 }
 
-// TestScalableSVG: an <svg> without a viewBox (falcon sim's) gets one of
+// TestScalableSVG: an <svg> without a viewBox (falcon-lab sim's) gets one of
 // its size; one with a viewBox is left alone.
 func TestScalableSVG(t *testing.T) {
 	if got := scalableSVG(`<svg xmlns="http://www.w3.org/2000/svg" width="880" height="940" font-size="11">`); got != `<svg viewBox="0 0 880 940" xmlns="http://www.w3.org/2000/svg" width="880" height="940" font-size="11">` {

@@ -49,7 +49,7 @@ type Config struct {
 	// packet a BPF run.
 	OrderCheck bool `json:"order_check,omitempty"`
 	// Calibrate is the calibration format of a calibrate preset's run
-	// (CalibrateFormat), what falcon sim checks before reading one.
+	// (CalibrateFormat), what falcon-lab sim checks before reading one.
 	Calibrate int `json:"calibrate,omitempty"`
 	// Interleave alternates the modes of a layout run by run on one
 	// testbed, and pairs each ratio with the baseline's run of the same

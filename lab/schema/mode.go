@@ -14,7 +14,7 @@ import (
 // to enable).
 const Vanilla = "vanilla"
 
-// Mode is a mode as bench --modes, falcon sim and a results file name it:
+// Mode is a mode as bench --modes, falcon-lab sim and a results file name it:
 // vanilla, or a spec of the agent's catalogue (agent.ParseMode), either
 // optionally ending in "@LABEL" (vanilla@aa, falcon:threshold=90@b): the
 // same mode once more under another name, so that one bench runs it twice

@@ -1,4 +1,4 @@
-// Package schema is the results file of falcon bench: what a run measured
+// Package schema is the results file of falcon-lab bench: what a run measured
 // (File, Result, Run and the records of each workload), the metrics a run
 // yields (Metrics) and their summaries against a baseline (Normalize). bench
 // writes it; sim, report and tests read it, without the bench that made it.
@@ -10,8 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/falconnet/falcon/internal/agent"
-	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/stats"
@@ -196,22 +194,8 @@ type FalconActivity struct {
 	Probes *uint64 `json:"tests_begun,omitempty"`
 	Thin   *uint64 `json:"tests_thin,omitempty"`
 	// Causes: the decision by cause over the window, each turn's inputs
-	// and verdict with it (Trace), to replay offline (cause.Trace).
+	// and verdict with it (Trace), to replay offline (File.CauseTraces).
 	Causes *CauseActivity `json:"causes,omitempty"`
-}
-
-// CauseActivity is the decision by cause over a window: its turns by
-// verdict, its engagements begun, paying and failing, and every turn
-// with the policy's settings (File.CauseTraces replays them).
-type CauseActivity struct {
-	Params     cause.Params        `json:"params"`
-	Engage     uint64              `json:"engage"`
-	Inline     uint64              `json:"inline"`
-	Unreadable uint64              `json:"unreadable"`
-	Begun      uint64              `json:"begun"`
-	Pays       uint64              `json:"pays"`
-	Fails      uint64              `json:"fails"`
-	Trace      []agent.CauseRecord `json:"trace,omitempty"`
 }
 
 // BPFCost is one program's runs and run time over a window, summed over

@@ -33,11 +33,11 @@ func calibrationRound(r int) bool { return r%2 == 1 }
 // Calibrate derives the costs from a calibration file's odd rounds.
 func Calibrate(f *schema.File) (*Calibration, error) {
 	if f.Config.Calibrate == 0 {
-		return nil, fmt.Errorf("not a calibration file (made by falcon bench --calibrate): its config has no calibrate format")
+		return nil, fmt.Errorf("not a calibration file (made by falcon-lab bench --calibrate): its config has no calibrate format")
 	}
 	if f.Config.Calibrate != schema.CalibrateFormat {
 		return nil, fmt.Errorf("calibration format %d, made by another version of falcon (falcon %s); this one reads format %d: "+
-			"run falcon bench --calibrate again", f.Config.Calibrate, f.FalconVersion, schema.CalibrateFormat)
+			"run falcon-lab bench --calibrate again", f.Config.Calibrate, f.FalconVersion, schema.CalibrateFormat)
 	}
 	cal := &Calibration{File: f}
 	sizes := map[int]bool{}

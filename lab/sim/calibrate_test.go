@@ -8,7 +8,7 @@ import (
 )
 
 // calFile is the calibration the README quotes, recorded on this
-// project's 2-vCPU machine (falcon bench --calibrate).
+// project's 2-vCPU machine (falcon-lab bench --calibrate).
 const calFile = "../../results/sim-2cpu-vm/calibration-2cpu-vm.json"
 
 func readCal(t *testing.T) *schema.File {

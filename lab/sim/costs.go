@@ -5,7 +5,7 @@
 // cores. It runs the project's own policy code (internal/steer: both
 // policies and the ordering guard) so that what it predicts for falcon is
 // what the datapath would decide. Its costs come from a calibration
-// measured on a real machine (falcon bench --calibrate); what it prints is
+// measured on a real machine (falcon-lab bench --calibrate); what it prints is
 // a prediction and is labelled simulated.
 package sim
 

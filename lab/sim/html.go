@@ -8,7 +8,7 @@ import (
 	"github.com/falconnet/falcon/lab/report"
 )
 
-// HTMLSection is a prediction's part of falcon report's page: labelled
+// HTMLSection is a prediction's part of falcon-lab report's page: labelled
 // SIMULATED in its title, its banner and its chart, with the model's
 // calibration and placement where a results file states its machine and
 // method.
@@ -29,7 +29,7 @@ func (p Prediction) HTMLSection(source string) (report.HTMLSection, error) {
 			{Name: "Calibration", Value: p.Calibration},
 			{Name: "Placement (modelled)", Value: p.Placement},
 			{Name: "Size", Value: fmt.Sprintf("%d B UDP", p.Size)},
-			{Name: "Method", Value: "falcon sim's discrete-event model of the receive path with the stage costs measured by the calibration; no packet was sent"},
+			{Name: "Method", Value: "falcon-lab sim's discrete-event model of the receive path with the stage costs measured by the calibration; no packet was sent"},
 			{Name: "Created", Value: created + "; falcon " + p.FalconVersion},
 		},
 		Charts: []report.Chart{{Kind: "simulated",

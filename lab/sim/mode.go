@@ -24,7 +24,7 @@ func ParseMode(spec string) (Mode, error) {
 	// has no TCP, so it does not pretend to predict them.
 	if m.Opts.Batch > 0 {
 		return Mode{}, fmt.Errorf("mode %s: the model has no micro-flows (it has no TCP, whose reaction to their reordering is their cost); "+
-			"measure them with falcon bench --preset mflow7", m.Spec)
+			"measure them with falcon-lab bench --preset mflow7", m.Spec)
 	}
 	return Mode{m}, nil
 }

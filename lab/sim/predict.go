@@ -47,7 +47,7 @@ type Prediction struct {
 }
 
 // SimulatedLabel heads every simulated figure.
-const SimulatedLabel = "SIMULATED: falcon sim's model, calibrated on measured stage costs; not a measurement"
+const SimulatedLabel = "SIMULATED: falcon-lab sim's model, calibrated on measured stage costs; not a measurement"
 
 // PlaceFor is the receiving host the model predicts on n cores: its
 // senders are another machine; CPU 0 takes the NIC's interrupts, the next

@@ -12,7 +12,7 @@ import (
 
 // Keys of NET_RX time that belongs to no device (NetnsInode 0, which no
 // namespace has): polls of a CPU's backlog before their first skb, and the
-// softirq's time outside every poll (bpf/stagecost.c says which is which).
+// softirq's time outside every poll (bpf/lab/stagecost.c says which is which).
 const (
 	CostBacklog uint32 = 0
 	CostOther   uint32 = 0xffffffff
@@ -89,7 +89,7 @@ func (s CostSnapshot) Sub(prev CostSnapshot) CostSnapshot {
 }
 
 // CostTracer times each device's receive stage in NET_RX softirqs
-// (bpf/stagecost.c). It pins nothing; Close removes everything.
+// (bpf/lab/stagecost.c). It pins nothing; Close removes everything.
 type CostTracer struct {
 	coll  *ebpf.Collection
 	links []link.Link

@@ -1,4 +1,7 @@
 package stagetrace
 
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror" -type flow -type stage_key -type stage_val -type seq_val -type seq_dev -type path -type hop stagetrace ../../bpf/stagetrace.c
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel -cc clang -cflags "-O2 -g -Wall -Werror" -type cost_key -type cost_val stagecost ../../bpf/stagecost.c
+// The generated *_bpfel.go/.o are committed so that building falcon-lab
+// needs no clang; `make generate` rebuilds them from bpf/lab/
+// (scripts/bpf2go.sh).
+//go:generate ../../scripts/bpf2go.sh stagetrace lab/stagetrace.c -type flow -type stage_key -type stage_val -type seq_val -type seq_dev -type path -type hop
+//go:generate ../../scripts/bpf2go.sh stagecost lab/stagecost.c -type cost_key -type cost_val

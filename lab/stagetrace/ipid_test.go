@@ -129,7 +129,7 @@ func checkFirstInversion(t *testing.T, o *overlay, c idCase, r SeqRecord) {
 	}
 }
 
-// checkOrderReport: falcon trace --seq --paths' report carries each flow's
+// checkOrderReport: falcon-lab trace --seq --paths' report carries each flow's
 // first inversion, its text tells it with both ways, its JSON keeps them.
 func checkOrderReport(t *testing.T, o *overlay, tr *Tracer, order []SeqRecord, got map[Flow]SeqRecord) {
 	t.Helper()

@@ -10,7 +10,7 @@ import (
 )
 
 // Report is what a trace counted, for people (WriteText) and as JSON
-// (falcon trace --json): each stage's packets per CPU, the busiest flows
+// (falcon-lab trace --json): each stage's packets per CPU, the busiest flows
 // with the CPUs of each of their stages, and the order at the sequence
 // device when one was set.
 type Report struct {
@@ -116,7 +116,7 @@ func (t *Tracer) Report(d time.Duration, maxFlows int) (Report, error) {
 	return rep, nil
 }
 
-// WriteText writes the report as falcon trace prints it: a table of stages
+// WriteText writes the report as falcon-lab trace prints it: a table of stages
 // by CPU, then the flows, the order and any warning.
 func (rep Report) WriteText(out io.Writer) {
 	cpuSet := map[int]bool{}

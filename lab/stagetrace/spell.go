@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// The spellings of Options' filters on a command line (falcon trace).
+// The spellings of Options' filters on a command line (falcon-lab trace).
 
 // ParseProto reads "tcp", "udp" or "all" as Options.Proto.
 func ParseProto(s string) (uint8, error) {

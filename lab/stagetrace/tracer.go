@@ -93,7 +93,7 @@ type Device struct{ Netns, Name string }
 
 func (d Device) String() string { return d.Netns + "/" + d.Name }
 
-// maxSeqDevices bounds Options.Seq (bpf/stagetrace.c seq_devs).
+// maxSeqDevices bounds Options.Seq (bpf/lab/stagetrace.c seq_devs).
 const maxSeqDevices = 1024
 
 type cfg struct {

@@ -226,7 +226,7 @@ func Get(name string) (*Testbed, error) {
 		return nil, fmt.Errorf("testbed %s: %w", name, ErrNotFound)
 	}
 	if len(t.Problems) > 0 {
-		return nil, fmt.Errorf("testbed %s is broken: %s; remove it with 'falcon testbed down --name %s'",
+		return nil, fmt.Errorf("testbed %s is broken: %s; remove it with 'falcon-lab testbed down --name %s'",
 			name, strings.Join(t.Problems, "; "), name)
 	}
 	return t, nil

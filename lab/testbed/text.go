@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// WriteText writes the testbed as falcon testbed up prints it: each host
+// WriteText writes the testbed as falcon-lab testbed up prints it: each host
 // and its containers, then how to try it and how to remove it.
 func (t *Testbed) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "testbed %s (%s) is up\n", t.Name, t.Layout)
@@ -39,10 +39,10 @@ func (t *Testbed) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "kubectl: ip netns exec %s %s --kubeconfig %s get pods -o wide\n", t.Hosts[0].Netns, kubectl, t.Kubeconfig)
 	}
-	fmt.Fprintf(w, "remove: falcon testbed down --name %s\n", t.Name)
+	fmt.Fprintf(w, "remove: falcon-lab testbed down --name %s\n", t.Name)
 }
 
-// WriteList writes testbeds as falcon testbed list prints them: one line
+// WriteList writes testbeds as falcon-lab testbed list prints them: one line
 // each, with what is broken.
 func WriteList(w io.Writer, list []Testbed) {
 	if len(list) == 0 {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// What falcon testbed up and list print stays as cmd/falcon wrote it:
+// What falcon-lab testbed up and list print stays as cmd/falcon-lab wrote it:
 // testdata/testbeds.txt is that code's output for testdata/testbeds.json
 // (planned testbeds of four layouts, one broken, one of unknown layout).
 func TestText(t *testing.T) {

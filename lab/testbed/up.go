@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/falconnet/falcon/internal/netns"
-	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/lab/toolpath"
 )
 
 // tools are the programs Up runs, and the Debian package of each.
@@ -91,7 +91,7 @@ func checkFree(name string) error {
 		if len(found) > 3 {
 			what = fmt.Sprintf("%s and %d more", strings.Join(found[:3], ", "), len(found)-3)
 		}
-		return fmt.Errorf("testbed name %q is in use (%s): pick another name or run 'falcon testbed down --name %s'",
+		return fmt.Errorf("testbed name %q is in use (%s): pick another name or run 'falcon-lab testbed down --name %s'",
 			name, what, name)
 	}
 	return nil

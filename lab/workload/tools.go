@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 
-	"github.com/falconnet/falcon/internal/toolpath"
+	"github.com/falconnet/falcon/lab/toolpath"
 )
 
 // packages names the Debian package that provides each tool.

@@ -94,7 +94,7 @@ func Load(o Options) (*Sender, error) {
 	return s, nil
 }
 
-// maxTemplates is MAX_TEMPLATES in bpf/xdpsend.c.
+// maxTemplates is MAX_TEMPLATES in bpf/lab/xdpsend.c.
 const maxTemplates = 64
 
 // Close unloads the program.

@@ -2,7 +2,7 @@
 // remote host's would arrive, at almost no cost to the receiving machine.
 // It learns how the overlay carries one datagram (captures the frame the
 // sending host puts on the wire) and hands copies of that frame to the wire
-// device from an XDP program run in live-frame mode (bpf/xdpsend.c).
+// device from an XDP program run in live-frame mode (bpf/lab/xdpsend.c).
 package xdpsend
 
 import (
@@ -29,7 +29,7 @@ func (t Template) Encapsulated() bool { return t.OuterSport != 0 }
 func (t Template) HeaderLen() int { return t.InnerSport + udpLen }
 
 // MaxHeader is the longest header a template may have (struct template in
-// bpf/xdpsend.c): VXLAN over IPv4 without options takes 92 B.
+// bpf/lab/xdpsend.c): VXLAN over IPv4 without options takes 92 B.
 const MaxHeader = 128
 
 // Port reads the 16-bit port at offset off.

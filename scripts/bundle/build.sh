@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmark bundle, dist/falcon-bench-linux-amd64.tar.gz: the
-# static falcon binary, run.sh, and iperf3, sockperf, ethtool, memcached,
+# static falcon-lab binary that runs the bench, falcon (the node product,
+# what the bench measures, for trying it by hand), run.sh, and iperf3, sockperf, ethtool, memcached,
 # memcaslap, nginx and wrk from Debian's packages with every shared library
 # they load (glibc and its loader included), so that the bundle runs on a
 # machine with no package registry, no network and none of these tools,
@@ -12,12 +13,13 @@
 # that starts it with the bundle's loader and library directory, and the
 # build fails if the loader would resolve any library outside the bundle.
 #
-# Usage: build.sh FALCON_BINARY
+# Usage: build.sh BIN_DIR   (the folder of the static falcon and falcon-lab)
 # Env:   BUNDLE_CACHE  where the .debs are kept (default .cache/bundle-debs)
 #        BUNDLE_OUT    where the tarball goes (default dist)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-falcon=${1:?usage: build.sh FALCON_BINARY}
+bindir=${1:?usage: build.sh BIN_DIR (the folder of falcon and falcon-lab)}
+bins=(falcon-lab falcon)
 cache=${BUNDLE_CACHE:-$repo/.cache/bundle-debs}
 out=${BUNDLE_OUT:-$repo/dist}
 name=falcon-bench
@@ -30,11 +32,13 @@ for c in apt-get dpkg-deb dpkg tar; do
 	command -v $c >/dev/null || die "$c is missing: the bundle is built from Debian packages, on Debian or Ubuntu"
 done
 [ "$(dpkg --print-architecture)" = amd64 ] || die "apt-get download fetches this host's architecture ($(dpkg --print-architecture)); the bundle is linux-amd64"
-[ -x "$falcon" ] || die "$falcon: no such executable (make bundle builds it)"
-# A dynamically linked falcon would need the host's libc after all.
-if ldd "$falcon" >/dev/null 2>&1; then
-	die "$falcon is dynamically linked; build it with CGO_ENABLED=0"
-fi
+for b in "${bins[@]}"; do
+	[ -x "$bindir/$b" ] || die "$bindir/$b: no such executable (make bundle builds it)"
+	# A dynamically linked binary would need the host's libc after all.
+	if ldd "$bindir/$b" >/dev/null 2>&1; then
+		die "$bindir/$b is dynamically linked; build it with CGO_ENABLED=0"
+	fi
+done
 
 mkdir -p "$cache" "$out"
 work=$(mktemp -d)
@@ -173,12 +177,17 @@ for pt in "${tools[@]}"; do
 	starts "$t" || die "$t no longer starts once unused libraries are pruned"
 done
 
-cp "$falcon" "$stage/falcon"
+for b in "${bins[@]}"; do
+	cp "$bindir/$b" "$stage/$b"
+	chmod 755 "$stage/$b"
+done
 cp "$repo/scripts/bundle/run.sh" "$stage/run.sh"
 cp "$repo/scripts/bundle/README.txt" "$stage/README.txt"
-chmod 755 "$stage/falcon" "$stage/run.sh"
+chmod 755 "$stage/run.sh"
 {
-	"$stage/falcon" version 2>/dev/null || echo "falcon (version unknown)"
+	for b in "${bins[@]}"; do
+		"$stage/$b" version 2>/dev/null || echo "$b (version unknown)"
+	done
 	echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
 	echo
 	echo "Debian packages (tools/ and lib/ come from these, licences in licenses/):"

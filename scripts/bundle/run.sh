@@ -16,15 +16,15 @@
 # memcached, memcaslap, nginx, wrk and ethtool are Debian's, with their own libraries and loader
 # (tools/), iproute2's ip and bridge too, so no package registry or network is
 # needed; taskset is the system's.
-# First `falcon bench --probe` checks that the kernel and the system have
+# First `falcon-lab bench --probe` checks that the kernel and the system have
 # what the run needs and stops, changing nothing, with a list of what is
 # missing. Then the benchmark runs and its results go to one folder,
 # results-<host>-<date>/ in the current directory: results.json (every run;
-# `./falcon report results.json` re-prints it), report.md (the table),
+# `./falcon-lab report results.json` re-prints it), report.md (the table),
 # chart.svg, bench.log (progress) and probe.txt.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-# The bundle's tools, never the host's (internal/toolpath).
+# The bundle's tools, never the host's (lab/toolpath).
 FALCON_TOOLS_DIR=$here/tools
 export FALCON_TOOLS_DIR
 # ip and bridge too, which falcon runs by name: a minimal host (a cloud
@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
 	--out=*) out=${1#--out=} ;;
 	-h | --help) usage; exit 0 ;;
 	--) shift; break ;;
-	*) echo "run.sh: unknown argument '$1' (falcon bench's own flags go after --; see --help)" >&2; exit 2 ;;
+	*) echo "run.sh: unknown argument '$1' (falcon-lab bench's own flags go after --; see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
@@ -78,7 +78,7 @@ fi
 
 echo "== 1/2 probe: can this machine run --preset $preset?"
 probe=$(mktemp)
-"$here/falcon" bench --probe --preset "$preset" "$@" >"$probe" 2>&1
+"$here/falcon-lab" bench --probe --preset "$preset" "$@" >"$probe" 2>&1
 status=$?
 cat "$probe"
 if [ $status -ne 0 ]; then
@@ -92,14 +92,14 @@ mv "$probe" "$out/probe.txt" && chmod 644 "$out/probe.txt"
 cp "$here/VERSIONS" "$out/VERSIONS" 2>/dev/null
 
 echo
-echo "== 2/2 falcon bench --preset $preset $* (progress also in $out/bench.log)"
+echo "== 2/2 falcon-lab bench --preset $preset $* (progress also in $out/bench.log)"
 # Ctrl-C or a TERM (timeout, a job scheduler) reaches falcon, which stops
 # the traffic and removes its testbeds; tee ignores both so that the log
 # (and falcon's stderr) stays open until it has, and this script goes on to
 # save what was measured.
 trap 'echo "run.sh: interrupted: falcon is removing its testbeds" >&2' INT TERM HUP
 {
-	"$here/falcon" bench --preset "$preset" --json "$out/results.json" "$@" 2>&1 >"$out/report.md"
+	"$here/falcon-lab" bench --preset "$preset" --json "$out/results.json" "$@" 2>&1 >"$out/report.md"
 	echo $? >"$out/.status"
 } | (trap '' INT TERM HUP && exec tee "$out/bench.log")
 status=$(cat "$out/.status" 2>/dev/null || echo 1)
@@ -107,7 +107,7 @@ rm -f "$out/.status"
 trap - INT TERM HUP
 
 if [ -s "$out/results.json" ]; then
-	"$here/falcon" report "$out/results.json" --svg "$out/chart.svg" >/dev/null 2>>"$out/bench.log" ||
+	"$here/falcon-lab" report "$out/results.json" --svg "$out/chart.svg" >/dev/null 2>>"$out/bench.log" ||
 		echo "run.sh: could not draw $out/chart.svg (see $out/bench.log)" >&2
 	echo
 	cat "$out/report.md"
@@ -116,6 +116,6 @@ echo
 if [ "$status" -eq 0 ]; then
 	echo "run.sh: done; results in $out/ (results.json, report.md, chart.svg, bench.log, probe.txt)"
 else
-	echo "run.sh: falcon bench exited $status; what it measured is in $out/ (bench.log says what failed)" >&2
+	echo "run.sh: falcon-lab bench exited $status; what it measured is in $out/ (bench.log says what failed)" >&2
 fi
 exit "$status"

@@ -24,7 +24,7 @@
 # policy decides by cause (docs/policy.md); each part's results.json
 # records every turn's inputs and verdict per window (falcon.causes), and
 # the part's folder gets them as replayable traces too (traces/, one a run:
-# falcon report --traces), so that the decisions on this machine can be
+# falcon-lab report --traces), so that the decisions on this machine can be
 # replayed offline against the decision code.
 set -u
 bundle=$1
@@ -75,7 +75,7 @@ part() {
 	echo "== $name: exit $? after $((SECONDS - start)) s"
 	tail -5 "$out/$name.console"
 	[ ! -s "$out/$name/results.json" ] ||
-		"$b/falcon" report --traces "$out/$name/traces" "$out/$name/results.json" >/dev/null 2>>"$out/$name.console"
+		"$b/falcon-lab" report --traces "$out/$name/traces" "$out/$name/results.json" >/dev/null 2>>"$out/$name.console"
 	[ ! -d "$out/$name" ] || { tar czf "$out/$name.tgz" -C "$out" "$name" && rm -rf "${out:?}/$name"; }
 }
 

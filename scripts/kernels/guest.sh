@@ -81,12 +81,12 @@ if [ "$ACCEL" = tcg ]; then
 fi
 
 # What falcon itself detects on this kernel: doctor on a docker-style testbed.
-$BIN/falcon testbed up --layout docker --name kd --json >$out/testbed.json 2>&1
+$BIN/falcon-lab testbed up --layout docker --name kd --json >$out/testbed.json 2>&1
 ns=$(grep -o '"[Nn]etns": *"[^"]*"' $out/testbed.json | head -1 | cut -d'"' -f4)
 echo "# falcon doctor --netns $ns" >$out/doctor.txt
 $BIN/falcon doctor --netns "$ns" >>$out/doctor.txt 2>&1
 echo "# exit status $?" >>$out/doctor.txt
-$BIN/falcon testbed down --name kd >/dev/null 2>&1
+$BIN/falcon-lab testbed down --name kd >/dev/null 2>&1
 
 for t in $TESTS; do
 	pkg=${t%%:*} run=

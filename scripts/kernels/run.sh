@@ -9,7 +9,8 @@
 # here; the guest runs them as root and writes its logs to a writable share.
 #
 # Usage: run.sh [SERIES...]   (default: 6.1 6.12)
-# Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent, cmd)
+# Env:   KERNEL_TESTS  "pkg[:regexp] ..." to run (default: datapath, agent,
+#                      the two binaries, cmd/falcon and cmd/falcon-lab)
 #        KERNEL_SKIP   "pkg:regexp ..." tests not to run (go test -test.skip);
 #                      default: the list below under TCG, none under KVM
 #        KERNEL_TIMEOUT  minutes per kernel (default 60: under TCG on a
@@ -27,7 +28,7 @@ cd "$repo"
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 cache=${KERNEL_CACHE:-$repo/.cache/kernels}
 series_list=${*:-6.1 6.12}
-tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon}
+tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon cmd/falcon-lab}
 timeout_min=${KERNEL_TIMEOUT:-60}
 # KVM where it runs stock kernels; a host whose /dev/kvm is PVM (kvm_pvm, a
 # paravirtual nested KVM) only runs PVM-built guests, and a stock kernel hangs
@@ -99,12 +100,17 @@ for t in $tests; do
 	pkg=${t%%:*}
 	go test -c -o "$bin/$(basename "$pkg").test" "./$pkg"
 done
-go build -o "$bin/falcon" ./cmd/falcon
-# cmd/falcon's tests build the binary again inside; a build cache warmed here
-# (same toolchain, same flags) makes that a cache hit.
+# guest.sh runs falcon (doctor) and falcon-lab (its testbed).
+for b in falcon falcon-lab; do
+	go build -o "$bin/$b" ./cmd/$b
+done
+# cmd/falcon's tests build the binaries again inside (lab/labtest.Build); a
+# build cache warmed here (same toolchain, same flags) makes that a cache hit.
 gocache=$cache/gocache
 mkdir -p "$gocache"
-(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/falcon-warm" . && rm -f "$bin/falcon-warm")
+for b in falcon falcon-lab; do
+	(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/$b-warm" ../$b && rm -f "$bin/$b-warm")
+done
 
 status=0
 for series in $series_list; do

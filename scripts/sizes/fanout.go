@@ -15,11 +15,12 @@ const maxFanOut = 8
 
 // fanOutExceptions are the packages held to no fan-out, each with why.
 var fanOutExceptions = map[string]string{
-	// The composition root: each subcommand parses flags into one
-	// package's options, calls it and prints the result, so the CLI
-	// imports one package per command by design, and folding them
-	// behind a facade would only hide that.
-	"cmd/falcon": "the CLI wires every command's package",
+	// The lab's composition root: each subcommand parses flags into one
+	// package's options, calls it and prints the result, so falcon-lab
+	// imports a package or two per command by design, and folding them
+	// behind a facade would only hide that. (cmd/falcon, the node's, fits
+	// under the limit since the lab's commands left it.)
+	"cmd/falcon-lab": "the lab's CLI wires every command's package",
 	// The node agent composes the product's mechanisms (datapath,
 	// journal, discovery, load sampling, the cause policy) and also holds
 	// the mode catalogue's syntax: 10 today, not yet split by concern

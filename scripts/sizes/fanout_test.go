@@ -42,7 +42,7 @@ func TestFanOut(t *testing.T) {
 	write("wide/w.go", importing("wide", 9))
 	write("eight/e.go", importing("eight", 8, "fmt", "os"))
 	write("eight/e_test.go", importing("eight", 10))
-	write("cmd/falcon/main.go", importing("main", 10))
+	write("cmd/falcon-lab/main.go", importing("main", 10))
 	got, err := checkFanOut(root)
 	if err != nil {
 		t.Fatal(err)

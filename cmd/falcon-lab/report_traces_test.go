@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/falconnet/falcon/internal/agent"
 	"github.com/falconnet/falcon/internal/cause"
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/schema"
 )
 
@@ -18,8 +18,8 @@ func TestReportTraces(t *testing.T) {
 	t.Cleanup(func() { reportOut = os.Stdout })
 	dir := t.TempDir()
 	name := filepath.Join(dir, "results.json")
-	act := &schema.FalconActivity{Causes: &schema.CauseActivity{Params: cause.Params{Threshold: 85, Set: []int{0, 1}},
-		Trace: []agent.CauseRecord{{Seq: 1, Window: cause.Window{Ms: 150}}}}}
+	act := &schema.FalconActivity{Causes: &schema.CauseActivity{Params: schema.CauseParams{Threshold: 85, Set: []int{0, 1}},
+		Trace: []schema.CauseRecord{{Seq: 1, Window: schema.CauseWindow{Ms: 150}}}}}
 	f := &schema.File{Results: []schema.Result{{Layout: "docker", Mode: "falcon", Workload: "udp-stress", Size: 16, Runs: []schema.Run{{PPS: 1, Falcon: act}}}}}
 	if err := schema.WriteFile(name, f); err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestReportTraces(t *testing.T) {
 	if err != nil || len(tr.Windows) != 1 || tr.Params.Threshold != 85 {
 		t.Errorf("trace: %+v, %v", tr, err)
 	}
-	if code := exitCode(runReport([]string{"--traces", traces, name, name})); code != 2 {
+	if code := cli.ExitCode(runReport([]string{"--traces", traces, name, name})); code != 2 {
 		t.Errorf("--traces with two files: exit %d, want 2", code)
 	}
 }

@@ -3,18 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
-// runTB runs 'falcon testbed args...' and returns its stdout, its error and
+// runTB runs 'falcon-lab testbed args...' and returns its stdout, its error and
 // the exit status main would give it.
 func runTB(t *testing.T, args ...string) (string, error, int) {
 	t.Helper()
@@ -22,25 +21,7 @@ func runTB(t *testing.T, args ...string) (string, error, int) {
 	testbedOut = &out
 	t.Cleanup(func() { testbedOut = os.Stdout })
 	err := runTestbed(args)
-	code := 0
-	var ue usageError
-	switch {
-	case err == nil:
-	case errors.As(err, &ue):
-		code = 2
-	default:
-		code = 1
-	}
-	return out.String(), err, code
-}
-
-func leftovers(t *testing.T, name string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join("/run/netns", testbed.Prefix+name+"-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return out.String(), err, cli.ExitCode(err)
 }
 
 func TestTestbedBadInput(t *testing.T) {
@@ -68,7 +49,7 @@ func TestTestbedBadInput(t *testing.T) {
 		if code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("testbed %q: exit %d, %v; want exit %d mentioning %q", c.args, code, err, c.code, c.msg)
 		}
-		if l := leftovers(t, name); len(l) > 0 {
+		if l := labtest.TestbedLeft(t, name); len(l) > 0 {
 			t.Fatalf("testbed %q left %v", c.args, l)
 		}
 	}
@@ -78,7 +59,7 @@ func TestTestbedBadInput(t *testing.T) {
 	if code != 1 || err == nil || !strings.Contains(err.Error(), "install") {
 		t.Errorf("up without tools: exit %d, %v", code, err)
 	}
-	if l := leftovers(t, name); len(l) > 0 {
+	if l := labtest.TestbedLeft(t, name); len(l) > 0 {
 		t.Fatalf("up without tools left %v", l)
 	}
 }
@@ -125,7 +106,7 @@ func TestTestbedUpJSONListDown(t *testing.T) {
 	if _, err, _ := runTB(t, "down", "--name", name); err != nil {
 		t.Fatal(err)
 	}
-	if l := leftovers(t, name); len(l) > 0 {
+	if l := labtest.TestbedLeft(t, name); len(l) > 0 {
 		t.Errorf("down left %v", l)
 	}
 }

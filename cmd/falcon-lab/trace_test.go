@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/stagetrace"
@@ -35,7 +36,7 @@ func TestTraceBadInput(t *testing.T) {
 		{"stray"},
 	} {
 		err := runTrace(args)
-		var ue usageError
+		var ue cli.UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: got %v, want a usage error", args, err)
 		}
@@ -69,7 +70,7 @@ func TestTraceLoopback(t *testing.T) {
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
-			conn.Write([]byte("falcon trace test"))
+			conn.Write([]byte("falcon-lab trace test"))
 			time.Sleep(time.Millisecond)
 		}
 	}()

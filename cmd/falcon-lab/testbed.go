@@ -10,11 +10,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/testbed"
 )
 
 func init() {
-	register(command{name: "testbed", summary: "build or remove a two-host overlay testbed of namespaces", run: runTestbed})
+	app.Register(cli.Command{Name: "testbed", Summary: "build or remove a two-host overlay testbed of namespaces", Run: runTestbed})
 }
 
 const testbedSynopsis = `up --layout L --name N [--containers K] [--json] | down --name N | down --all | list [--json]`
@@ -24,9 +25,9 @@ var testbedOut io.Writer = os.Stdout
 
 func runTestbed(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(os.Stderr, "usage: falcon testbed %s\n\nlayouts: %s\n", testbedSynopsis, strings.Join(testbed.Layouts, ", "))
+		fmt.Fprintf(os.Stderr, "usage: falcon-lab testbed %s\n\nlayouts: %s\n", testbedSynopsis, strings.Join(testbed.Layouts, ", "))
 		if len(args) == 0 {
-			return usagef("missing subcommand (up, down or list)")
+			return cli.Usagef("missing subcommand (up, down or list)")
 		}
 		return nil
 	}
@@ -38,28 +39,28 @@ func runTestbed(args []string) error {
 	case "list":
 		return testbedList(args[1:])
 	}
-	return usagef("unknown subcommand %q (up, down or list)", args[0])
+	return cli.Usagef("unknown subcommand %q (up, down or list)", args[0])
 }
 
 func testbedUp(args []string) error {
-	fs := newFlagSet("testbed up", "--layout L --name N [--containers K] [--ipv6] [--json]")
+	fs := app.FlagSet("testbed up", "--layout L --name N [--containers K] [--ipv6] [--json]")
 	layout := fs.String("layout", "", "layout: "+strings.Join(testbed.Layouts, ", "))
 	name := fs.String("name", "", "testbed name: lower-case letters, digits, dashes")
 	k := fs.Int("containers", 1, "containers per host (docker, flannel, calico)")
 	v6 := fs.Bool("ipv6", false, "IPv6: wire, overlay and containers (not docker-swarm or k8s; flannel-daemon runs Flannel dual stack)")
 	asJSON := fs.Bool("json", false, "print the testbed as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *name == "" || *layout == "" {
-		return usagef("--name and --layout are required")
+		return cli.Usagef("--name and --layout are required")
 	}
 	if *k < 1 {
-		return usagef("--containers must be at least 1, not %d", *k)
+		return cli.Usagef("--containers must be at least 1, not %d", *k)
 	}
 	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k, IPv6: *v6}
 	if err := testbed.Validate(s); err != nil {
-		return usageError{err.Error()}
+		return cli.Usagef("%s", err)
 	}
 	// Ctrl-C cancels Up, which then removes what it made.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -76,18 +77,18 @@ func testbedUp(args []string) error {
 }
 
 func testbedDown(args []string) error {
-	fs := newFlagSet("testbed down", "--name N | --all")
+	fs := app.FlagSet("testbed down", "--name N | --all")
 	name := fs.String("name", "", "testbed to remove")
 	all := fs.Bool("all", false, "remove every testbed")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if (*name == "") == !*all {
-		return usagef("give either --name N or --all")
+		return cli.Usagef("give either --name N or --all")
 	}
 	if *name != "" {
 		if err := testbed.ValidateName(*name); err != nil {
-			return usageError{err.Error()}
+			return cli.Usagef("%s", err)
 		}
 	}
 	list, err := testbed.List()
@@ -99,7 +100,7 @@ func testbedDown(args []string) error {
 		if *all || t.Name == *name {
 			found = true
 			for _, p := range t.Problems {
-				fmt.Fprintf(os.Stderr, "falcon testbed: note: %s: %s\n", t.Name, p)
+				fmt.Fprintf(os.Stderr, "falcon-lab testbed: note: %s: %s\n", t.Name, p)
 			}
 		}
 	}
@@ -111,7 +112,7 @@ func testbedDown(args []string) error {
 		return nil
 	}
 	if !found {
-		return fmt.Errorf("no testbed named %q (see 'falcon testbed list')", *name)
+		return fmt.Errorf("no testbed named %q (see 'falcon-lab testbed list')", *name)
 	}
 	if err := testbed.Down(*name); err != nil {
 		return err
@@ -121,9 +122,9 @@ func testbedDown(args []string) error {
 }
 
 func testbedList(args []string) error {
-	fs := newFlagSet("testbed list", "[--json]")
+	fs := app.FlagSet("testbed list", "[--json]")
 	asJSON := fs.Bool("json", false, "print the testbeds as JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	list, err := testbed.List()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/benchprobe"
@@ -52,8 +53,8 @@ func TestProbeRefusal(t *testing.T) {
 	defer func() { probeOut = os.Stdout }()
 	s := &sandbox{}
 	err = runProbe(s, bench.ProbeNeeds(cfg))
-	if exitCode(err) != 1 || !errors.Is(err, benchprobe.ErrBenchRefused) || !s.closed {
-		t.Fatalf("probe on a sandbox: %v (exit %d, closed %v)", err, exitCode(err), s.closed)
+	if cli.ExitCode(err) != 1 || !errors.Is(err, benchprobe.ErrBenchRefused) || !s.closed {
+		t.Fatalf("probe on a sandbox: %v (exit %d, closed %v)", err, cli.ExitCode(err), s.closed)
 	}
 	want := "this machine cannot run the benchmark; missing:\n" +
 		"  - a real Linux kernel, 4.18 or newer: kernel 4.4.0 is older than 4.18; gVisor reports 4.4.0: this looks like an emulated kernel\n" +
@@ -114,7 +115,7 @@ func TestProbeTooFewCPUs(t *testing.T) {
 	if err != nil || len(online) >= bench.ScaleMinCPUs {
 		t.Skip("this machine has enough CPUs for the scale preset")
 	}
-	if err := runBench([]string{"--preset", "scale"}); exitCode(err) != 2 || !strings.Contains(err.Error(), "need at least 8 online CPUs") {
+	if err := runBench([]string{"--preset", "scale"}); cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "need at least 8 online CPUs") {
 		t.Errorf("bench --preset scale on %d CPUs: %v", len(online), err)
 	}
 	if testing.Short() || os.Geteuid() != 0 {
@@ -124,7 +125,7 @@ func TestProbeTooFewCPUs(t *testing.T) {
 	probeOut = &out
 	defer func() { probeOut = os.Stdout }()
 	err = runBench([]string{"--probe", "--preset", "scale"})
-	if exitCode(err) != 1 || !strings.Contains(err.Error(), "  - enough online CPUs: the scale presets need at least 8") {
+	if cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "  - enough online CPUs: the scale presets need at least 8") {
 		t.Errorf("bench --probe --preset scale on %d CPUs: %v", len(online), err)
 	}
 	if !strings.Contains(out.String(), "threaded NAPI") {

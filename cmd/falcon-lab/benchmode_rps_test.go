@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/internal/agent/agenttest"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/schema"
@@ -26,7 +27,7 @@ func TestBenchStudyMode(t *testing.T) {
 	if _, err := os.Stat(agent.SockFlowPath); err != nil {
 		t.Skip(err)
 	}
-	sockFlow := sockFlowEntries(t)
+	sockFlow := agenttest.SockFlowEntries(t)
 	out := filepath.Join(t.TempDir(), "r.json")
 	err := runBench([]string{"--preset", "k8s-rps-rfs", "--modes", "vanilla,rfs+", "--flows", "2", "--runs", "1",
 		"--duration", "1s", "--quiet", "--json", out})
@@ -67,14 +68,14 @@ func TestBenchStudyMode(t *testing.T) {
 			}
 		}
 	}
-	if got := sockFlowEntries(t); got != sockFlow {
+	if got := agenttest.SockFlowEntries(t); got != sockFlow {
 		t.Errorf("rps_sock_flow_entries = %s after the bench, was %s", got, sockFlow)
 	}
 	nss, _ := exec.Command("ip", "netns", "list").Output()
 	if prefix := fmt.Sprintf("fb-b%d-", os.Getpid()); strings.Contains(string(nss), prefix) {
 		t.Errorf("namespaces left behind:\n%s", nss)
 	}
-	if left := leftState(fmt.Sprintf("fb-b%d-", os.Getpid())); len(left) > 0 {
+	if left := agenttest.LeftState(fmt.Sprintf("fb-b%d-", os.Getpid())); len(left) > 0 {
 		t.Errorf("agent state left behind: %v", left)
 	}
 }

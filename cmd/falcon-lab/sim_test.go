@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/sim"
 )
 
@@ -52,7 +53,7 @@ func TestSimBadInput(t *testing.T) {
 		{[]string{"--calibration", "/nonexistent.json"}, 1, "no such file"},
 	} {
 		err := runSim(c.args)
-		if code := exitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
+		if code := cli.ExitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("sim %v: exit %d, %v; want exit %d with %q", c.args, code, err, c.code, c.msg)
 		}
 	}

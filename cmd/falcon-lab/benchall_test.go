@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 // TestBenchFigureBadInput: a figure's preset that cannot run, and
@@ -32,7 +34,7 @@ func TestBenchFigureBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		err := runBench(c.args)
-		if code := exitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
+		if code := cli.ExitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("bench %q: exit %d, %v; want exit %d mentioning %q", c.args, code, err, c.code, c.msg)
 		}
 	}

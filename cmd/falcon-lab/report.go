@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/render"
 	"github.com/falconnet/falcon/lab/report"
@@ -22,11 +23,11 @@ import (
 var reportOut io.Writer = os.Stdout
 
 func init() {
-	register(command{name: "report", summary: "print a results file's (or a falcon sim prediction's) table; draw it as SVG, or several files as one HTML page", run: runReport})
+	app.Register(cli.Command{Name: "report", Summary: "print a results file's (or a falcon-lab sim prediction's) table; draw it as SVG, or several files as one HTML page", Run: runReport})
 }
 
 func runReport(args []string) error {
-	fs := newFlagSet("report", "[--svg OUT.svg] [--html DIR] [--baseline LAYOUT/MODE|auto] [--traces DIR] FILE...")
+	fs := app.FlagSet("report", "[--svg OUT.svg] [--html DIR] [--baseline LAYOUT/MODE|auto] [--traces DIR] FILE...")
 	svg := fs.String("svg", "", "also draw the normalised figures as a bar chart into `OUT.svg`")
 	html := fs.String("html", "", "also write one self-contained page into `DIR`/index.html: per FILE its machine and method, charts "+
 		"(SVG inline; the papers' ratios marked) and tables; nothing loaded from the network; takes several FILEs")
@@ -40,7 +41,7 @@ func runReport(args []string) error {
 			if errors.Is(err, flag.ErrHelp) {
 				return err
 			}
-			return usagef("%s", err)
+			return cli.Usagef("%s", err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -50,11 +51,11 @@ func runReport(args []string) error {
 	}
 	switch {
 	case len(files) == 0 || len(files) > 1 && *html == "":
-		return usagef("want one results file (several with --html), got %d", len(files))
+		return cli.Usagef("want one results file (several with --html), got %d", len(files))
 	case len(files) > 1 && *svg != "":
-		return usagef("--svg draws one file's chart; for several files, --html")
+		return cli.Usagef("--svg draws one file's chart; for several files, --html")
 	case len(files) > 1 && *traces != "":
-		return usagef("--traces writes one file's traces")
+		return cli.Usagef("--traces writes one file's traces")
 	}
 	if err := checkHTMLDir(*html); err != nil {
 		return err
@@ -92,7 +93,7 @@ func writeTraces(dir, name string) error {
 	}
 	ts := f.CauseTraces()
 	if len(ts) == 0 {
-		fmt.Fprintf(os.Stderr, "falcon report: %s recorded no decision by cause\n", name)
+		fmt.Fprintf(os.Stderr, "falcon-lab report: %s recorded no decision by cause\n", name)
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -107,7 +108,7 @@ func writeTraces(dir, name string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "falcon report: %d traces of decisions by cause in %s\n", len(ts), dir)
+	fmt.Fprintf(os.Stderr, "falcon-lab report: %d traces of decisions by cause in %s\n", len(ts), dir)
 	return nil
 }
 
@@ -159,15 +160,15 @@ func writeChart(cmd, path string, draw func(io.Writer) error) error {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "falcon %s: chart in %s\n", cmd, path)
+	fmt.Fprintf(os.Stderr, "falcon-lab %s: chart in %s\n", cmd, path)
 	return nil
 }
 
-// reportPrediction prints and draws a falcon sim prediction: simulated,
+// reportPrediction prints and draws a falcon-lab sim prediction: simulated,
 // and labelled so in both.
 func reportPrediction(p sim.Prediction, svg, baseline string) error {
 	if baseline != "" {
-		return usagef("--baseline: a prediction is drawn against its own vanilla")
+		return cli.Usagef("--baseline: a prediction is drawn against its own vanilla")
 	}
 	if err := writeChart("report", svg, func(w io.Writer) error { return sim.WriteSVG(w, p) }); err != nil {
 		return err

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
-/* Types shared between the BPF program and its Go loader (internal/datapath).
+/* Types and limits shared by the datapath's programs (falcon.c, split.c,
+ * guard.c) and their Go loader (internal/datapath).
  * bpf2go turns every struct here into a Go type; keep fields naturally
  * aligned so C and Go agree on the layout without packing tricks. */
-#ifndef FALCON_H
-#define FALCON_H
+#ifndef FALCON_DATAPATH_H
+#define FALCON_DATAPATH_H
 
 #include <linux/types.h>
 

@@ -2,25 +2,15 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func exitCode(err error) int {
-	var ue usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	}
-	return 1
-}
+	"github.com/falconnet/falcon/internal/cli"
+)
 
 // TestBenchBadInput: every mistake is reported before anything is built.
 func TestBenchBadInput(t *testing.T) {
@@ -43,7 +33,7 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--runs", "1", "--duration", "1s", "--json", "/nonexistent-dir/r.json"}, 1, "does not exist"},
 	} {
 		err := runBench(c.args)
-		if code := exitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
+		if code := cli.ExitCode(err); code != c.code || err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("bench %q: exit %d, %v; want exit %d mentioning %q", c.args, code, err, c.code, c.msg)
 		}
 	}
@@ -85,7 +75,7 @@ func TestReport(t *testing.T) {
 		{[]string{filepath.Join(t.TempDir(), "missing.json")}, 1},
 		{[]string{"bench_test.go"}, 1},
 	} {
-		if code := exitCode(runReport(c.args)); code != c.code {
+		if code := cli.ExitCode(runReport(c.args)); code != c.code {
 			t.Errorf("report %q: exit %d, want %d", c.args, code, c.code)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/benchprobe"
@@ -19,11 +20,11 @@ import (
 )
 
 func init() {
-	register(command{name: "bench", summary: "measure layouts × modes × workloads on fresh testbeds", run: runBench})
+	app.Register(cli.Command{Name: "bench", Summary: "measure layouts × modes × workloads on fresh testbeds", Run: runBench})
 }
 
 func runBench(args []string) error {
-	fs := newFlagSet("bench", "[flags]")
+	fs := app.FlagSet("bench", "[flags]")
 	flags := bench.RegisterFlags(fs)
 	probe := fs.Bool("probe", false, "only check that this machine can run this bench (root, a real kernel, namespaces, veth, "+
 		"VXLAN, bridges, BPF in tc, XDP, threaded NAPI, the tools, the CPUs) and list what is missing; "+
@@ -33,9 +34,9 @@ func runBench(args []string) error {
 		usage()
 		fmt.Fprintf(fs.Output(), "\nworkloads:\n%s\npresets:\n%s", workload.Help(), bench.PresetHelp())
 		fmt.Fprintf(fs.Output(), "\nEach layout × mode gets a fresh testbed, removed afterwards (also on ctrl-C);\n"+
-			"after a kill -9, 'falcon testbed down --all' cleans up.\n")
+			"after a kill -9, 'falcon-lab testbed down --all' cleans up.\n")
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	online, err := cpuset.Online()
@@ -57,7 +58,7 @@ func runBench(args []string) error {
 			// else this one lacks too.
 			needs = bench.ProbeNeedsAll(ce.Msg)
 		case errors.As(err, &ce):
-			return usagef("%s", ce.Msg)
+			return cli.Usagef("%s", ce.Msg)
 		default:
 			return err
 		}
@@ -65,7 +66,7 @@ func runBench(args []string) error {
 	}
 	if err != nil {
 		if errors.As(err, &ce) {
-			return usagef("%s", ce.Msg)
+			return cli.Usagef("%s", ce.Msg)
 		}
 		return err
 	}
@@ -95,7 +96,7 @@ func runBench(args []string) error {
 		if err := schema.WriteFile(cfg.JSON, f); err != nil {
 			return errors.Join(runErr, fmt.Errorf("write results: %w", err))
 		}
-		fmt.Fprintf(os.Stderr, "falcon bench: results in %s (re-render with 'falcon report %s')\n", cfg.JSON, cfg.JSON)
+		fmt.Fprintf(os.Stderr, "falcon-lab bench: results in %s (re-render with 'falcon-lab report %s')\n", cfg.JSON, cfg.JSON)
 	}
 	if err := render.WriteTable(os.Stdout, f); err != nil {
 		return errors.Join(runErr, err)
@@ -121,10 +122,10 @@ func interruptible(note func(format string, a ...any)) (context.Context, func())
 		// tee, an ssh session): a write to a broken pipe must not kill the
 		// cleanup, which Go's default SIGPIPE on stdout and stderr would.
 		signal.Ignore(syscall.SIGPIPE)
-		note("falcon bench: interrupted: stopping traffic, undoing modes, removing testbeds …")
+		note("falcon-lab bench: interrupted: stopping traffic, undoing modes, removing testbeds …")
 		cancel()
 		for range sigs {
-			note("falcon bench: still cleaning up, please wait")
+			note("falcon-lab bench: still cleaning up, please wait")
 		}
 	}()
 	return ctx, func() { signal.Stop(sigs); cancel() }
@@ -132,7 +133,7 @@ func interruptible(note func(format string, a ...any)) (context.Context, func())
 
 // commandLine is how this run was invoked, shell-quoted where needed.
 func commandLine() string {
-	parts := []string{"falcon"}
+	parts := []string{"falcon-lab"}
 	for _, a := range os.Args[1:] {
 		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?;&|<>()") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

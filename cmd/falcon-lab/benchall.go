@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/bench"
 	"github.com/falconnet/falcon/lab/testbed"
 )
@@ -18,13 +19,13 @@ import (
 // apply to every figure.
 func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 	if probe {
-		return usagef("--probe checks one bench: name one figure's preset (e.g. --preset fig10 --probe)")
+		return cli.Usagef("--probe checks one bench: name one figure's preset (e.g. --preset fig10 --probe)")
 	}
 	benches, err := flags.ResolvePaperAll(online)
 	if err != nil {
 		var ce *bench.ConfigError
 		if errors.As(err, &ce) {
-			return usagef("%s", ce.Msg)
+			return cli.Usagef("%s", ce.Msg)
 		}
 		return err
 	}
@@ -43,7 +44,7 @@ func runPaperAll(flags *bench.Flags, online []int, probe bool) error {
 	if c.ToRun == 0 && c.Done == 0 {
 		return errors.New("paper-all: no figure can run on this machine")
 	}
-	note("falcon bench: %s: %d figures, %d to run (%d drawn from another's bench; %d runs, about %s besides building testbeds), %d complete already, %d not runnable here; results in %s",
+	note("falcon-lab bench: %s: %d figures, %d to run (%d drawn from another's bench; %d runs, about %s besides building testbeds), %d complete already, %d not runnable here; results in %s",
 		bench.PaperAll, len(benches), c.ToRun, c.FromOthers, c.Runs, c.Est.Round(time.Minute), c.Done, len(benches)-c.ToRun-c.Done, dir)
 	ctx, stop := interruptible(note)
 	defer stop()

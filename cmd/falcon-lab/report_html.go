@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/internal/fileutil"
 	"github.com/falconnet/falcon/lab/report"
 )
@@ -18,7 +19,7 @@ func checkHTMLDir(dir string) error {
 		return nil
 	}
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		return usagef("--html %s: not a directory", dir)
+		return cli.Usagef("--html %s: not a directory", dir)
 	}
 	return nil
 }
@@ -26,9 +27,9 @@ func checkHTMLDir(dir string) error {
 // writeReportPage writes the sections as DIR/index.html, the whole page or
 // nothing, and says where.
 func writeReportPage(dir string, files []string, sections []report.HTMLSection) error {
-	title := "falcon report: " + strings.Join(baseNames(files), ", ")
+	title := "falcon-lab report: " + strings.Join(baseNames(files), ", ")
 	if len(files) > 3 {
-		title = fmt.Sprintf("falcon report: %d files", len(files))
+		title = fmt.Sprintf("falcon-lab report: %d files", len(files))
 	}
 	var buf bytes.Buffer
 	if err := report.WriteHTML(&buf, title, sections); err != nil {
@@ -41,7 +42,7 @@ func writeReportPage(dir string, files []string, sections []report.HTMLSection) 
 	if err := fileutil.WriteAtomic(path, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "falcon report: page in %s\n", path)
+	fmt.Fprintf(os.Stderr, "falcon-lab report: page in %s\n", path)
 	return nil
 }
 

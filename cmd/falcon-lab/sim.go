@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/sim"
 )
@@ -18,15 +19,15 @@ import (
 var simOut io.Writer = os.Stdout
 
 func init() {
-	register(command{name: "sim", summary: "predict falcon on machines we do not have, from a calibration (simulated, labelled so)", run: runSim})
+	app.Register(cli.Command{Name: "sim", Summary: "predict falcon on machines we do not have, from a calibration (simulated, labelled so)", Run: runSim})
 }
 
 func runSim(args []string) error {
-	fs := newFlagSet("sim", "--validate FILE [--strict] | --calibration FILE [--cores LIST] [--modes LIST] [--flows LIST] [--size B] [--loads LIST] [--json OUT] [--svg OUT.svg]")
+	fs := app.FlagSet("sim", "--validate FILE [--strict] | --calibration FILE [--cores LIST] [--modes LIST] [--flows LIST] [--size B] [--loads LIST] [--json OUT] [--svg OUT.svg]")
 	validate := fs.String("validate", "", "predict the measured ratios of the calibration `FILE`'s held-out rounds; exit non-zero when a "+
 		"prediction is more than 15 % off and outside the held-out runs' 95 % interval, or most checks are unresolved")
 	strict := fs.Bool("strict", false, "--validate: fail any prediction more than 15 % off, however wide the held-out runs spread")
-	calFile := fs.String("calibration", "", "the calibration `FILE` (falcon bench --calibrate --json FILE) to predict from")
+	calFile := fs.String("calibration", "", "the calibration `FILE` (falcon-lab bench --calibrate --json FILE) to predict from")
 	cores := fs.String("cores", "2,4,8,16,32,64", "core counts of the machines to predict")
 	modes := fs.String("modes", "vanilla,rps,rfs,falcon,falcon:policy=paper,falcon+split", "modes, as bench --modes")
 	flows := fs.String("flows", "1,16", "flow counts (UDP, one receiving application each)")
@@ -38,20 +39,20 @@ func runSim(args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usagef("%s", err)
+		return cli.Usagef("%s", err)
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if (*validate == "") == (*calFile == "") {
-		return usagef("want one of --validate FILE and --calibration FILE")
+		return cli.Usagef("want one of --validate FILE and --calibration FILE")
 	}
 	if *strict && *validate == "" {
-		return usagef("--strict belongs to --validate")
+		return cli.Usagef("--strict belongs to --validate")
 	}
 	if *validate != "" {
 		if *svgOut != "" {
-			return usagef("--svg draws a prediction; --validate prints a table")
+			return cli.Usagef("--svg draws a prediction; --validate prints a table")
 		}
 		return simValidate(*validate, *strict, *jsonOut)
 	}
@@ -67,7 +68,7 @@ func runSim(args []string) error {
 		return err
 	}
 	if err := pc.Check(); err != nil {
-		return usagef("%s", err)
+		return cli.Usagef("%s", err)
 	}
 	return simPredict(*calFile, pc, *jsonOut, *svgOut)
 }
@@ -147,7 +148,7 @@ func intList(name, s string) ([]int, error) {
 	for _, p := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil {
-			return nil, usagef("--%s %q: want whole numbers, comma-separated", name, s)
+			return nil, cli.Usagef("--%s %q: want whole numbers, comma-separated", name, s)
 		}
 		out = append(out, n)
 	}
@@ -159,7 +160,7 @@ func floatList(name, s string) ([]float64, error) {
 	for _, p := range strings.Split(s, ",") {
 		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
 		if err != nil {
-			return nil, usagef("--%s %q: want numbers, comma-separated", name, s)
+			return nil, cli.Usagef("--%s %q: want numbers, comma-separated", name, s)
 		}
 		out = append(out, x)
 	}

@@ -12,11 +12,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/falconnet/falcon/internal/cli"
 	"github.com/falconnet/falcon/lab/stagetrace"
 )
 
 func init() {
-	register(command{name: "trace", summary: "show on which CPU each device stage of each flow runs", run: runTrace})
+	app.Register(cli.Command{Name: "trace", Summary: "show on which CPU each device stage of each flow runs", Run: runTrace})
 }
 
 const traceSynopsis = `[--duration 5s] [--netns NS,...] [--proto tcp|udp|all] [--ports LO[-HI]] [--vxlan-ports P,...] [--seq NS/DEV,... [--paths]] [--flows N] [--json]`
@@ -33,7 +34,7 @@ type traceArgs struct {
 
 func parseTraceArgs(args []string) (traceArgs, error) {
 	var a traceArgs
-	fs := newFlagSet("trace", traceSynopsis)
+	fs := app.FlagSet("trace", traceSynopsis)
 	fs.DurationVar(&a.duration, "duration", 5*time.Second, "how long to count (Ctrl-C stops early)")
 	nsList := fs.String("netns", "", "count only in these network namespaces (names in /run/netns or paths, comma-separated)")
 	proto := fs.String("proto", "all", "count only tcp, udp, or all")
@@ -44,14 +45,14 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	tp := fs.String("tracepoint", "netif_receive_skb", "net: tracepoint to count at ("+strings.Join(stagetrace.Tracepoints, ", ")+")")
 	fs.IntVar(&a.flows, "flows", 20, "list the N busiest flows (0: all)")
 	fs.BoolVar(&a.json, "json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return a, err
 	}
 	if a.duration <= 0 {
-		return a, usagef("--duration must be positive, not %s", a.duration)
+		return a, cli.Usagef("--duration must be positive, not %s", a.duration)
 	}
 	if a.flows < 0 {
-		return a, usagef("--flows must be 0 or more, not %d", a.flows)
+		return a, cli.Usagef("--flows must be 0 or more, not %d", a.flows)
 	}
 	o := &a.opts
 	o.Tracepoint = *tp
@@ -60,27 +61,27 @@ func parseTraceArgs(args []string) (traceArgs, error) {
 	}
 	var err error
 	if o.Proto, err = stagetrace.ParseProto(*proto); err != nil {
-		return a, usagef("--proto %v", err)
+		return a, cli.Usagef("--proto %v", err)
 	}
 	if *ports != "" {
 		if o.PortMin, o.PortMax, err = stagetrace.ParsePortRange(*ports); err != nil {
-			return a, usagef("--ports %v", err)
+			return a, cli.Usagef("--ports %v", err)
 		}
 	}
 	if o.VXLANPorts, err = stagetrace.ParsePorts(*vxlan); err != nil {
-		return a, usagef("--vxlan-ports: %v", err)
+		return a, cli.Usagef("--vxlan-ports: %v", err)
 	}
 	if *seq != "" {
 		for _, s := range strings.Split(*seq, ",") {
 			d, err := stagetrace.ParseDevice(s)
 			if err != nil {
-				return a, usagef("--seq %v", err)
+				return a, cli.Usagef("--seq %v", err)
 			}
 			o.Seq = append(o.Seq, d)
 		}
 	}
 	if o.SeqPaths && len(o.Seq) == 0 {
-		return a, usagef("--paths records the ways of the segments --seq checks: name the devices with --seq")
+		return a, cli.Usagef("--paths records the ways of the segments --seq checks: name the devices with --seq")
 	}
 	return a, nil
 }

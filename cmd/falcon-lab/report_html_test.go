@@ -13,10 +13,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/falconnet/falcon/internal/cli"
 )
 
 // reportHTMLFiles are the recorded results file, the Kubernetes study's
-// replica sweep, memcached's latency, and falcon sim's prediction.
+// replica sweep, memcached's latency, and falcon-lab sim's prediction.
 var reportHTMLFiles = []string{
 	"../../lab/render/testdata/results.json",
 	"../../results/k8s-rps-rfs-2cpu-vm/k8s-rps-rfs-2cpu-vm.json",
@@ -24,7 +26,7 @@ var reportHTMLFiles = []string{
 	"../../results/sim-2cpu-vm/sim-prediction-2cpu-vm.json",
 }
 
-// renderReportPage runs falcon report --html on reportHTMLFiles and
+// renderReportPage runs falcon-lab report --html on reportHTMLFiles and
 // returns the page's path.
 func renderReportPage(t *testing.T) string {
 	t.Helper()
@@ -45,7 +47,7 @@ func renderReportPage(t *testing.T) string {
 	return filepath.Join(dir, "index.html")
 }
 
-// TestReportHTML: falcon report FILE… --html DIR writes one well-formed
+// TestReportHTML: falcon-lab report FILE… --html DIR writes one well-formed
 // page with a section per file, the prediction's labelled SIMULATED.
 func TestReportHTML(t *testing.T) {
 	path := renderReportPage(t)
@@ -78,7 +80,7 @@ func TestReportHTML(t *testing.T) {
 	}
 	for _, want := range []string{
 		"<h2>SIMULATED: sim-prediction-2cpu-vm.json</h2>",
-		`<p class="banner">SIMULATED: falcon sim&#39;s model`,
+		`<p class="banner">SIMULATED: falcon-lab sim&#39;s model`,
 		"<h2>preset k8s-rps-rfs: k8s-rps-rfs-2cpu-vm.json</h2>",
 		"<h2>preset memcached: memcached-2cpu-vm.json</h2>",
 		"memcached: latency percentiles (µs)",
@@ -101,7 +103,7 @@ func TestReportHTML(t *testing.T) {
 		{[]string{"--html", t.TempDir()}, "got 0"},
 	} {
 		err := runReport(c.args)
-		if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), c.msg) {
+		if code := cli.ExitCode(err); code != 2 || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("report %q: exit %d, %v; want 2 mentioning %q", c.args, code, err, c.msg)
 		}
 	}

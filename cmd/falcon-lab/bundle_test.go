@@ -88,9 +88,11 @@ func bundleCanBuild(t *testing.T) (repo, cache string) {
 
 // buildBundle builds the bundle and unpacks it; it returns where.
 func buildBundle(t *testing.T, repo, cache string) string {
-	bin := buildFalcon(t)
+	// Build puts every binary in one folder, which the bundle takes.
+	labtest.Build(t, "cmd/falcon")
+	bin := labtest.Build(t, "cmd/falcon-lab")
 	dist := t.TempDir()
-	build := exec.Command(filepath.Join(repo, "scripts/bundle/build.sh"), bin)
+	build := exec.Command(filepath.Join(repo, "scripts/bundle/build.sh"), filepath.Dir(bin))
 	build.Env = append(os.Environ(), "BUNDLE_CACHE="+cache, "BUNDLE_OUT="+dist)
 	if out, err := build.CombinedOutput(); err != nil {
 		if strings.Contains(string(out), "apt-get download") {
@@ -171,7 +173,7 @@ func checkQuickRun(t *testing.T, work string, out []byte) {
 }
 
 // netnsList is the host's named network namespaces.
-// benchNetns matches the namespaces of the testbeds falcon bench names
+// benchNetns matches the namespaces of the testbeds falcon-lab bench names
 // (b<pid>-<n>): the stopped run's, and no other test's or session's.
 var benchNetns = regexp.MustCompile(`^fb-b[0-9]+-[0-9]+(-|$)`)
 
