@@ -12,7 +12,7 @@ import (
 // TestSynopsisNamesEverySetting: the usage line of enable and agent names
 // every flag enable takes, so a setting added to the table shows in -h.
 func TestSynopsisNamesEverySetting(t *testing.T) {
-	fs := newFlagSet("enable", agentSynopsis)
+	fs := app.FlagSet("enable", agentSynopsis)
 	agent.AddFlags(fs)
 	var out bytes.Buffer
 	fs.SetOutput(&out)
