@@ -37,6 +37,7 @@ func TestFastConntrackGate(t *testing.T) {
 			if !c.wait {
 				return
 			}
+			arriveAll(t, f) // the waiting packet took the slow path
 			st, _ := f.Stats()
 			if st.Counters["conntrack_wait"] != 1 {
 				t.Errorf("conntrack_wait %d, want 1", st.Counters["conntrack_wait"])

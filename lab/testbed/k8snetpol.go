@@ -43,6 +43,30 @@ func NetpolDir() (string, error) {
 		"--netpol needs kube-network-policies", "scripts/k8s/netpol.sh (scripts/setup.sh --k8s; about 7 minutes on 2 busy CPUs, once)")
 }
 
+// CheckNetpol reports what keeps --netpol from running here: the build,
+// and the kernel's queue.
+func CheckNetpol() error {
+	if _, err := NetpolDir(); err != nil {
+		return err
+	}
+	return CheckNftQueue()
+}
+
+// CheckNftQueue says whether the kernel's nftables has the queue statement
+// (CONFIG_NFT_QUEUE), which every rule kube-network-policies judges by
+// ends in. Without it its rules fail to load and it runs on, enforcing
+// nothing. nft's check mode asks the kernel, in a namespace of its own
+// that ends with it.
+func CheckNftQueue() error {
+	cmd := exec.Command("unshare", "--net", "nft", "-c", "-f", "-")
+	cmd.Stdin = strings.NewReader("table inet falcon-probe {\nchain c {\ntype filter hook postrouting priority 0;\nqueue num 100\n}\n}\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("--netpol: this kernel's nftables refuses the queue statement kube-network-policies' rules end in (CONFIG_NFT_QUEUE): nft -c: %v: %s",
+			err, strings.Join(strings.Fields(string(out)), " "))
+	}
+	return nil
+}
+
 // netpol gives kube-network-policies its RBAC and a token, starts it on
 // every node and waits for each to write its table.
 func (b *builder) netpol(bin string) error {

@@ -50,7 +50,7 @@ func Up(ctx context.Context, s Spec) (*Testbed, error) {
 		return nil, err
 	}
 	if s.NetworkPolicy {
-		if _, err := NetpolDir(); err != nil {
+		if err := CheckNetpol(); err != nil {
 			return nil, err
 		}
 	}
