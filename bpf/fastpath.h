@@ -33,7 +33,7 @@ struct fp_config {
 	__u32 on;
 	__u32 nports;
 	__u32 decap_flags; /* BPF_F_ADJ_ROOM_DECAP_L3_IPV4 where the kernel has it */
-	__u32 ct_gate; /* the host tracks connections: TCP entries wait for FP_CT_KEPT */
+	__u32 ct_gate; /* enum fp_ct_gate's bits: which entries wait for FP_CT_KEPT */
 	__u16 ports[FP_PORTS]; /* VXLAN UDP ports, host order */
 };
 
@@ -101,6 +101,15 @@ enum fp_ct {
 	FP_CT_KEPT = 1,
 };
 
+/* fp_config.ct_gate's bits (docs/fastpath.md#conntrack). */
+enum fp_ct_gate {
+	FP_GATE_TCP = 1, /* the host tracks connections: TCP entries wait */
+	/* Every entry waits, UDP's too: the host's rules send new packets to
+	 * user space, so the agent lets on only connections conntrack has
+	 * ESTABLISHED. */
+	FP_GATE_ALL = 2,
+};
+
 /* What the learning points ask of the agent: keep conntrack in step with
  * the flow of key k, learned into dir's map under generation gen. */
 struct fp_ct_event {
@@ -124,7 +133,7 @@ enum fp_counter {
 	FP_NOT_ELIGIBLE, /* not IPv4 TCP/UDP, IP options, a fragment; headers the kernel would
 			  * refuse or rewrite otherwise (docs/fastpath.md) */
 	FP_HELPER_FAIL, /* a helper refused the packet: it took the slow path */
-	FP_CT_WAITING,  /* cached TCP flow whose conntrack entry the agent has not kept yet */
+	FP_CT_WAITING,  /* cached flow whose conntrack entry the agent has not kept yet */
 	FP_IDLE,        /* cached, but unused for longer than conntrack may keep the flow */
 	FP_CNT_MAX,
 };

@@ -18,13 +18,15 @@ struct {
 /* Keeps struct fp_ct_event in the object's BTF for bpf2go's Go type. */
 const struct fp_ct_event *fp_ct_event_type __attribute__((unused));
 
-/* What a newly learned entry of key k holds in its ct field: TCP waits
- * for the agent to keep conntrack in step, unless it already has under
- * this generation (prev: the replaced entry's, or FP_CT_WAIT for a fresh
- * one). */
+/* What a newly learned entry of key k holds in its ct field: TCP (with
+ * FP_GATE_ALL every flow) waits for the agent to keep conntrack in step,
+ * unless it already has under this generation (prev: the replaced
+ * entry's, or FP_CT_WAIT for a fresh one). */
 static __always_inline __u8 ct_learned(struct fp_config *c, struct fp_key *k, __u8 prev)
 {
-	return !c->ct_gate || k->proto != PROTO_TCP ? FP_CT_KEPT : prev;
+	if ((c->ct_gate & FP_GATE_ALL) || ((c->ct_gate & FP_GATE_TCP) && k->proto == PROTO_TCP))
+		return prev;
+	return FP_CT_KEPT;
 }
 
 /* Asks the agent to keep conntrack in step with an entry just learned

@@ -14,7 +14,8 @@
 #                               runc and iptables, and Kubernetes with etcd,
 #                               flanneld and the CNI plugins (built once from
 #                               the module proxy, about 7 minutes:
-#                               scripts/k8s/build.sh)
+#                               scripts/k8s/build.sh), and kube-network-policies
+#                               for its --netpol (scripts/k8s/netpol.sh)
 #   scripts/setup.sh --test     everything `make test` and `make test-kernels`
 #                               need (they run it themselves): --bench,
 #                               --daemons, --k8s, tmux (falcon top's test), chromium
@@ -34,7 +35,7 @@ for a in "$@"; do
 	--daemons) daemons=1 ;;
 	--k8s) k8s=1 ;;
 	--test) bench=1 daemons=1 k8s=1 test=1 ;;
-	-h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
 	esac
 done
@@ -118,6 +119,7 @@ if [ $daemons -eq 1 ]; then
 fi
 if [ $k8s -eq 1 ]; then
 	"$root/scripts/k8s/build.sh"
+	"$root/scripts/k8s/netpol.sh"
 fi
 
 # Tracepoints used by the tests live in tracefs.

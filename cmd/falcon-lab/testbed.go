@@ -18,7 +18,7 @@ func init() {
 	app.Register(cli.Command{Name: "testbed", Summary: "build or remove a two-host overlay testbed of namespaces", Run: runTestbed})
 }
 
-const testbedSynopsis = `up --layout L --name N [--containers K] [--json] | down --name N | down --all | list [--json]`
+const testbedSynopsis = `up --layout L --name N [--containers K] [--netpol] [--json] | down --name N | down --all | list [--json]`
 
 // testbedOut is where the testbed command prints; tests replace it.
 var testbedOut io.Writer = os.Stdout
@@ -43,11 +43,12 @@ func runTestbed(args []string) error {
 }
 
 func testbedUp(args []string) error {
-	fs := app.FlagSet("testbed up", "--layout L --name N [--containers K] [--ipv6] [--json]")
+	fs := app.FlagSet("testbed up", "--layout L --name N [--containers K] [--ipv6] [--netpol] [--json]")
 	layout := fs.String("layout", "", "layout: "+strings.Join(testbed.Layouts, ", "))
 	name := fs.String("name", "", "testbed name: lower-case letters, digits, dashes")
 	k := fs.Int("containers", 1, "containers per host (docker, flannel, calico)")
 	v6 := fs.Bool("ipv6", false, "IPv6: wire, overlay and containers (not docker-swarm or k8s; flannel-daemon runs Flannel dual stack)")
+	netpol := fs.Bool("netpol", false, "k8s: enforce NetworkPolicies with kube-network-policies on each node (scripts/k8s/netpol.sh builds it)")
 	asJSON := fs.Bool("json", false, "print the testbed as JSON")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -58,7 +59,7 @@ func testbedUp(args []string) error {
 	if *k < 1 {
 		return cli.Usagef("--containers must be at least 1, not %d", *k)
 	}
-	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k, IPv6: *v6}
+	s := testbed.Spec{Name: *name, Layout: *layout, Containers: *k, IPv6: *v6, NetworkPolicy: *netpol}
 	if err := testbed.Validate(s); err != nil {
 		return cli.Usagef("%s", err)
 	}

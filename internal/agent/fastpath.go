@@ -55,6 +55,9 @@ type fastPath struct {
 	log    *slog.Logger
 	// off: why the host's ruleset keeps the fast path off ("": it does not).
 	off string
+	// est: the ruleset is safe for established connections alone, so
+	// every flow waits for conntrack to have it ESTABLISHED.
+	est bool
 	// h, ov: the host and overlay of the last sync, for a resync on a
 	// change of tc configuration.
 	h  *Host
@@ -103,7 +106,7 @@ func checkFastPath(h *Host, ov *discover.Overlay) error {
 	if err := reachable(h, ov); err != nil {
 		return err
 	}
-	if reason := unsafeHost(h.Opts.Netns, ov); reason != "" {
+	if reason, _ := unsafeHost(h.Opts.Netns, ov); reason != "" {
 		return fmt.Errorf("the fast path would skip what the host decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
 	}
 	return nil
@@ -193,13 +196,15 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		closeAll(fds)
 		return err
 	}
-	f.fp, f.hooks, f.ns, f.log = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log()
+	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	if f.ct, err = startCtKeeper(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
 	}
+	// The conntrack gate the ruleset needs, before anything is learned.
+	f.judge()
 	if err := f.sync(h, ov); err != nil {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))

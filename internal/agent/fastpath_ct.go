@@ -45,6 +45,11 @@ type ctKeeper struct {
 	mu     sync.Mutex
 	conns  map[datapath.FastFlow]*ctConn // by the connection's canonical direction
 	counts ctCounts
+	// established: the host's rules send packets of connections not yet
+	// established to user space (a queue the judge passed), so every flow,
+	// UDP's too, is let on only once conntrack has it ESTABLISHED, and an
+	// untracked one never (each of its packets is new to the rules).
+	established atomic.Bool
 }
 
 // ctConn is what the keeper remembers of a cached connection.
@@ -72,6 +77,9 @@ type CtReport struct {
 	Renewed   uint64 `json:"renewed"`
 	Forgotten uint64 `json:"forgotten"`
 	Failed    uint64 `json:"failed"`
+	// Established: every flow waits for its connection to be ESTABLISHED,
+	// as the host's rules judge new packets in user space (a queue).
+	Established bool `json:"established,omitempty"`
 }
 
 // ctTimeouts are the namespace's conntrack timeouts the fast path can
@@ -199,6 +207,7 @@ func (k *ctKeeper) report() *CtReport {
 		Tracked: true, Period: k.tmo.period().String(),
 		Kept: k.counts.kept.Load(), Renewed: k.counts.renewed.Load(),
 		Forgotten: k.counts.forgotten.Load(), Failed: k.counts.failed.Load(),
+		Established: k.established.Load(),
 	}
 }
 
@@ -228,23 +237,29 @@ func (k *ctKeeper) conn(f datapath.FastFlow) *ctConn {
 	return cc
 }
 
-// keep lets a waiting TCP entry be used once its connection's conntrack
-// entry tracks it liberally; untracked connections have nothing to keep
-// in step. A connection not ESTABLISHED stays slow.
+// keep lets a waiting entry be used once its connection's conntrack
+// entry is ESTABLISHED and, for TCP, tracks it liberally; untracked
+// connections have nothing to keep in step, and are let on unless the
+// rules need established ones. A connection not ESTABLISHED stays slow.
 func (k *ctKeeper) keep(dir datapath.FastDir, flow datapath.FastFlow, gen uint32) {
 	t := tupleOf(flow)
 	e, err := k.ct.Get(t)
 	switch {
 	case errors.Is(err, conntrack.ErrNotFound):
+		if k.established.Load() {
+			return
+		}
 	case err != nil:
 		k.counts.failed.Add(1)
 		return
-	case e.TCPState != conntrack.TCPEstablished:
+	case !established(flow.Proto, e):
 		return
 	default:
-		if err := k.ct.Update(t, conntrack.Change{Liberal: true}); err != nil {
-			k.counts.failed.Add(1)
-			return
+		if flow.Proto == unix.IPPROTO_TCP {
+			if err := k.ct.Update(t, conntrack.Change{Liberal: true}); err != nil {
+				k.counts.failed.Add(1)
+				return
+			}
 		}
 		cc := k.conn(flow)
 		k.mu.Lock()
@@ -254,6 +269,17 @@ func (k *ctKeeper) keep(dir datapath.FastDir, flow datapath.FastFlow, gen uint32
 	if k.fp.Keep(dir, flow, gen) == nil {
 		k.counts.kept.Add(1)
 	}
+}
+
+// established says whether conntrack's entry e has its connection
+// ESTABLISHED, so that every later packet of it is: TCP's state, and
+// otherwise a reply seen (what makes conntrack call a UDP packet
+// established).
+func established(proto uint8, e conntrack.Entry) bool {
+	if proto == unix.IPPROTO_TCP {
+		return e.TCPState == conntrack.TCPEstablished
+	}
+	return e.Status&conntrack.SeenReply != 0
 }
 
 // round keeps every waiting entry the requests missed, renews the

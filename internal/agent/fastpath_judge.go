@@ -216,6 +216,7 @@ func judgeRuleset(tables map[string]*nftTable, xtText func(family, table, chain 
 		j := &judge{t: t, xtText: xtText, dynamic: t.dynamicSets(), shared: shared}
 		reach := t.reaches()
 		for _, chain := range t.order {
+			j.estGone = false
 			for _, r := range t.rules[chain] {
 				switch reach[chain] {
 				case everyPacket:

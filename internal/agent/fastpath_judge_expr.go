@@ -26,11 +26,16 @@ var flowPayload = map[string][]string{
 
 // flowMeta are the meta keys alike for a flow's packets: its devices (a
 // link's change is announced), protocols, packet type, and the mark
-// (set alike for them where rules set it: see mangle).
+// (set alike for them where rules set it: see mangle). skuid and skgid
+// are the owner of the packet's socket if the socket is the rules' own
+// namespace's (nft_meta_get_eval_skugid skips others'): the fast path
+// carries containers' traffic through the host and its VXLAN packets,
+// whose socket, if any, is a container's, so they match for none of its
+// packets.
 var flowMeta = []string{
 	"iif", "oif", "iifname", "oifname", "iiftype", "oiftype", "iifgroup", "oifgroup", "iifkind", "oifkind",
 	"ibrname", "obrname", "ibridgename", "obridgename", "sdif", "sdifname",
-	"mark", "protocol", "nfproto", "l4proto", "pkttype",
+	"mark", "protocol", "nfproto", "l4proto", "pkttype", "skuid", "skgid",
 }
 
 // flowCt are the conntrack keys set for a connection as it starts: its

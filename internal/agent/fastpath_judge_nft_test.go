@@ -13,6 +13,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/lab/labtest"
+	"github.com/falconnet/falcon/lab/testbed"
 )
 
 // scratchNetns is an empty network namespace, removed (with its rules and
@@ -45,6 +46,12 @@ func loadRuleset(t *testing.T, ns string, c rulesetCase) {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, tool...)...)
 	cmd.Stdin = strings.NewReader(src)
 	if out, err := cmd.CombinedOutput(); err != nil {
+		// A kernel without nft's queue (CONFIG_NFT_QUEUE) loads no queue
+		// case: those were recorded with the queues listed as counters
+		// and put back as nft writes them.
+		if qerr := testbed.CheckNftQueue(); qerr != nil && strings.Contains(string(out), "queue") {
+			t.Skip(qerr)
+		}
 		t.Fatalf("%s: %v: %s", strings.Join(tool, " "), err, out)
 	}
 }
@@ -110,9 +117,12 @@ func TestRulesetNft(t *testing.T) {
 			ns := scratchNetns(t)
 			nfacctAdd(t, ns, "ct_state_invalid_dropped_pkts", false)
 			loadRuleset(t, ns, c)
-			reason, err := unsafeRules(ns)
+			reason, est, err := unsafeRules(ns)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if est != c.established {
+				t.Errorf("established only: %v, want %v", est, c.established)
 			}
 			var found []string
 			if reason != "" {

@@ -14,6 +14,10 @@ type judge struct {
 	xtText  func(family, table, chain string, handle int) (string, bool)
 	dynamic map[string]bool
 	shared  *judged
+	// estGone: an earlier rule of the chain being judged accepts every
+	// established packet (ct state established,related accept), so none
+	// reaches the rules after it.
+	estGone bool
 }
 
 // judged is what the judge found in a whole ruleset.
@@ -28,6 +32,10 @@ type judged struct {
 	// nfacct: xt nfacct matches, which match every packet unless their
 	// accounting object has a quota (the JSON names no object).
 	nfacct []finding
+	// queues: queue statements no established packet reaches; safe only
+	// while the fast path carries established connections alone (see
+	// queue).
+	queues []finding
 }
 
 func (j *judge) add(chain, what, why string) {
@@ -80,8 +88,13 @@ func (j *judge) rule(chain string, r nftRule) {
 	}
 	cond := stateCond{true, true}
 	sideEffect := false
+	// stateOnly: the rule matches by ct state alone, so it takes every
+	// packet of the states it names.
+	stateOnly, vmapEst := true, false
 	for _, st := range r.Expr {
 		kind, v := single(st)
+		m, _ := v.(map[string]any)
+		stateOnly = stateOnly && (kind == "counter" || kind == "accept" || isCt(m["left"], "state") || isCt(m["key"], "state"))
 		switch kind {
 		case "accept", "drop", "reject", "continue", "return", "jump", "goto", "counter", "log", "notrack":
 			// counter and log: fast packets are not counted or logged
@@ -90,7 +103,9 @@ func (j *judge) rule(chain string, r nftRule) {
 		case "match":
 			j.match(chain, v, &cond)
 		case "vmap":
-			j.vmap(chain, v)
+			vmapEst = j.vmap(chain, v)
+		case "queue":
+			j.queue(chain, cond)
 		case "mangle":
 			sideEffect = true
 			j.mangle(chain, v)
@@ -111,6 +126,24 @@ func (j *judge) rule(chain string, r nftRule) {
 		}
 		j.paths(chain, newV, estV, sideEffect, strings.TrimSpace("ct state … "+v.kind+" "+v.to))
 	}
+	if stateOnly && (vmapEst || cond.est && !cond.new && ruleVerdict(r).kind == "accept") {
+		j.estGone = true
+	}
+}
+
+// queue judges a queue statement: the verdict of a program in user space,
+// per packet. Only one that no established packet reaches passes: after a
+// rule of its chain that accepts them all, or under a ct state condition
+// that excludes them (kube-network-policies' first packets of a
+// connection). The fast path then carries only connections conntrack has
+// ESTABLISHED, UDP ones too (judged.queues), and every packet of those is
+// established: the queue would never have seen one it carries.
+func (j *judge) queue(chain string, cond stateCond) {
+	if cond.est && !j.estGone {
+		j.add(chain, "queue", whyVaries)
+		return
+	}
+	j.shared.queues = append(j.shared.queues, finding{j.t.name, chain, "queue", "sees no established packet"})
 }
 
 // paths judges a ct state condition that sends a flow's new and its
@@ -210,12 +243,14 @@ func (j *judge) ctStatus(chain string, bits []string) {
 	}
 }
 
-func (j *judge) vmap(chain string, v any) {
+// vmap judges a verdict map; est: it maps ct state established to
+// accept.
+func (j *judge) vmap(chain string, v any) (est bool) {
 	m, _ := v.(map[string]any)
 	if !isCt(m["key"], "state") {
 		j.flowConst(chain, m["key"])
 		j.flowConst(chain, m["data"])
-		return
+		return false
 	}
 	// ct state vmap { established : accept, new : jump x, ... }
 	var newV, estV verdict
@@ -223,13 +258,13 @@ func (j *judge) vmap(chain string, v any) {
 	list, ok := elems.([]any)
 	if !ok {
 		j.add(chain, "ct state vmap", whyUnknown)
-		return
+		return false
 	}
 	for _, e := range list {
 		pair, _ := e.([]any)
 		if len(pair) != 2 {
 			j.add(chain, "ct state vmap", whyUnknown)
-			return
+			return false
 		}
 		kind, to := single(pair[1])
 		t, _ := jumpTarget(kind, to)
@@ -243,6 +278,7 @@ func (j *judge) vmap(chain string, v any) {
 		}
 	}
 	j.paths(chain, newV, estV, false, "ct state vmap")
+	return estV.kind == "accept"
 }
 
 func (j *judge) mangle(chain string, v any) {
@@ -365,7 +401,7 @@ func describeStmt(kind string, v any) (what, why string) {
 			return kind + " name " + name, whyVaries
 		}
 		return kind, whyVaries
-	case "ct count", "queue":
+	case "ct count":
 		return kind, whyVaries
 	case "set":
 		return fmt.Sprintf("%v %v", m["op"], m["set"]), "updates a set per packet; fast packets do not"

@@ -47,15 +47,21 @@ func (f *fastPath) changed(which []bool) {
 
 // unsafeHost says why the host's policy outside its containers' veths
 // keeps the fast path off: its ruleset, IPsec, tc policy on the NIC that a
-// redirected packet would skip.
-func unsafeHost(ns string, ov *discover.Overlay) string {
-	reason, err := unsafeRules(ns)
+// redirected packet would skip. established: the ruleset is safe only for
+// established connections (unsafeRules).
+func unsafeHost(ns string, ov *discover.Overlay) (reason string, established bool) {
+	reason, established, err := unsafeRules(ns)
 	if err != nil {
-		return "the ruleset could not be read: " + err.Error()
+		return "the ruleset could not be read: " + err.Error(), false
 	}
 	if reason != "" {
-		return reason
+		return reason, false
 	}
+	return unsafeHostPolicy(ns, ov), established
+}
+
+// unsafeHostPolicy is unsafeHost beyond the ruleset.
+func unsafeHostPolicy(ns string, ov *discover.Overlay) string {
 	var ipsec int
 	netns.Do(ns, func() error {
 		ps, err := netlink.XfrmPolicyList(netlink.FAMILY_ALL)
@@ -77,15 +83,23 @@ func unsafeHost(ns string, ov *discover.Overlay) string {
 	return ""
 }
 
-// judge judges the host and turns the programs' caches on or off by it.
+// judge judges the host and turns the programs' caches on or off by it;
+// a ruleset safe for established connections alone has every flow wait
+// for conntrack to have its connection ESTABLISHED.
 func (f *fastPath) judge() {
 	f.mu.Lock()
 	ov := f.ov
 	f.mu.Unlock()
-	reason := unsafeHost(f.ns, ov)
+	reason, est := unsafeHost(f.ns, ov)
+	if reason == "" && est && f.ct == nil {
+		reason = "rules that send packets of new connections to user space (queue), and no connection tracking to tell which are established"
+	}
 	f.mu.Lock()
-	was := f.off
+	was, wasEst := f.off, f.est
 	f.off = reason
+	if reason == "" {
+		f.est = est
+	}
 	f.mu.Unlock()
 	if reason != "" {
 		f.fp.SetOn(false)
@@ -93,6 +107,18 @@ func (f *fastPath) judge() {
 			f.log.Warn("fast path off: the host decides per packet", "netns", netns.Label(f.ns), "why", reason)
 		}
 		return
+	}
+	if est != wasEst {
+		// No entry learned under the other gate may be used.
+		f.fp.SetOn(false)
+		f.invalidate()
+		if f.ct != nil {
+			f.ct.established.Store(est)
+		}
+		if err := f.fp.SetEstablishedOnly(est); err != nil {
+			f.log.Error("fast path off: set the conntrack gate", "err", err)
+			return
+		}
 	}
 	if err := f.fp.SetOn(true); err == nil && was != "" {
 		f.log.Info("fast path on again: the host's ruleset is safe", "netns", netns.Label(f.ns))

@@ -66,13 +66,22 @@ func ruleTexts(rs string) map[ruleKey]string {
 	return out
 }
 
+// ruling is what the judge decided of a ruleset.
+type ruling struct {
+	// unsafe: the findings, formatted.
+	unsafe []string
+	// established: safe only while the fast path carries established
+	// connections alone (queue statements that see new packets).
+	established bool
+}
+
 // unsafeRuleset judges ruleset js (nft -j), reading rules' text forms
 // with text where the JSON leaves out what decides, and nfacct objects'
-// quotas with quota: the findings, formatted.
-func unsafeRuleset(js []byte, text func() (string, error), quota func() (bool, error)) ([]string, error) {
+// quotas with quota.
+func unsafeRuleset(js []byte, text func() (string, error), quota func() (bool, error)) (ruling, error) {
 	tables, err := parseRuleset(js)
 	if err != nil {
-		return nil, err
+		return ruling{}, err
 	}
 	var texts map[ruleKey]string
 	xtText := func(family, table, chain string, handle int) (string, bool) {
@@ -93,12 +102,12 @@ func unsafeRuleset(js []byte, text func() (string, error), quota func() (bool, e
 			found = append(found, j.nfacct...)
 		}
 	}
-	var out []string
+	out := ruling{established: len(j.queues) > 0}
 	seen := map[finding]bool{}
 	for _, f := range found {
 		if !seen[f] {
 			seen[f] = true
-			out = append(out, f.String())
+			out.unsafe = append(out.unsafe, f.String())
 		}
 	}
 	return out, nil
@@ -106,34 +115,35 @@ func unsafeRuleset(js []byte, text func() (string, error), quota func() (bool, e
 
 // unsafeRules names the rules of ns that the fast path cannot honour: rules
 // whose verdict can change within a flow, and legacy iptables, whose
-// changes the kernel announces to no one. "" when there are none.
-func unsafeRules(ns string) (string, error) {
+// changes the kernel announces to no one. "" when there are none;
+// established: the rules are safe only for established connections.
+func unsafeRules(ns string) (reason string, established bool, err error) {
 	js, err := nft(ns, "-j", "list", "ruleset")
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	text := func() (string, error) {
 		b, err := nft(ns, "-a", "list", "ruleset")
 		return string(b), err
 	}
-	found, err := unsafeRuleset(js, text, func() (bool, error) { return nfacctQuota(ns) })
+	r, err := unsafeRuleset(js, text, func() (bool, error) { return nfacctQuota(ns) })
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	if len(found) > 0 {
+	if found := r.unsafe; len(found) > 0 {
 		if len(found) > 3 {
 			found = append(found[:3], fmt.Sprintf("and %d more", len(found)-3))
 		}
-		return fmt.Sprintf("rules the fast path cannot honour: %s", strings.Join(found, "; ")), nil
+		return fmt.Sprintf("rules the fast path cannot honour: %s", strings.Join(found, "; ")), false, nil
 	}
 	legacy, err := legacyTables(ns)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if legacy != "" {
-		return fmt.Sprintf("legacy iptables tables (%s), whose changes are announced to no one", legacy), nil
+		return fmt.Sprintf("legacy iptables tables (%s), whose changes are announced to no one", legacy), false, nil
 	}
-	return "", nil
+	return "", r.established, nil
 }
 
 // legacyTables lists the legacy (x_tables) tables of ns that hold rules.

@@ -306,6 +306,9 @@ func writeConntrack(w io.Writer, c *CtReport) {
 	case c == nil:
 	case !c.Tracked:
 		fmt.Fprintln(w, "  conntrack: the namespace tracks no connections")
+	case c.Established:
+		fmt.Fprintf(w, "  conntrack: kept in step, established only (the rules queue new packets to user space): %d flows let on once established, %d entries renewed (every %s), %d flows sent back to the slow path, %d requests failed\n",
+			c.Kept, c.Renewed, c.Period, c.Forgotten, c.Failed)
 	default:
 		fmt.Fprintf(w, "  conntrack: kept in step: %d TCP flows let on (liberal), %d entries renewed (every %s), %d flows sent back to the slow path, %d requests failed\n",
 			c.Kept, c.Renewed, c.Period, c.Forgotten, c.Failed)

@@ -77,3 +77,13 @@ func TestWhyNotAlive(t *testing.T) {
 		}
 	}
 }
+
+// TestConntrackText: status says when the keeper lets flows on only once
+// established (the ruleset queues new packets to user space).
+func TestConntrackText(t *testing.T) {
+	var out bytes.Buffer
+	writeConntrack(&out, &CtReport{Tracked: true, Period: "5s", Kept: 2, Established: true})
+	if want := "established only (the rules queue new packets to user space): 2 flows let on once established"; !bytes.Contains(out.Bytes(), []byte(want)) {
+		t.Errorf("got %q, want it to hold %q", out.String(), want)
+	}
+}

@@ -64,17 +64,38 @@ func FastClock() time.Duration { return time.Duration(monotonicNow()) }
 // and the host's.
 func swap16(v uint16) uint16 { return v<<8 | v>>8 }
 
+// fp_config.ct_gate's bits (enum fp_ct_gate in bpf/fastpath.h).
+const (
+	ctGateTCP = 1
+	ctGateAll = 2
+)
+
 // SetConntrack tells the programs whether the host tracks connections
 // (gate: TCP entries then wait until Keep) and how long an entry may go
 // unused before it is dropped (0: no bound).
 func (f *FastPath) SetConntrack(gate bool, idle time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cfg.CtGate = 0
+	f.cfg.CtGate &= ctGateAll
 	if gate {
-		f.cfg.CtGate = 1
+		f.cfg.CtGate |= ctGateTCP
 	}
 	f.cfg.IdleNs = uint64(idle)
+	return f.objs.FpConf.Put(uint32(0), f.cfg)
+}
+
+// SetEstablishedOnly has every entry learned from now on wait until Keep,
+// UDP's too, not TCP's alone: for a host whose rules decide the packets of
+// connections not yet established per packet (docs/fastpath.md#policy).
+// Set it while the programs are off and their caches stale, so no entry
+// learned before it is used.
+func (f *FastPath) SetEstablishedOnly(on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.CtGate &^= ctGateAll
+	if on {
+		f.cfg.CtGate |= ctGateAll
+	}
 	return f.objs.FpConf.Put(uint32(0), f.cfg)
 }
 

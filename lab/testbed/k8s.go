@@ -123,6 +123,11 @@ func (b *builder) k8s() error {
 	if err := b.k8sNetwork(bin); err != nil {
 		return err
 	}
+	if t.NetworkPolicy {
+		if err := b.netpol(bin); err != nil {
+			return err
+		}
+	}
 	if err := b.k8sPods(bin); err != nil {
 		return err
 	}
@@ -220,6 +225,16 @@ func (b *builder) controlPlane(bin string) error {
 // (where the API server's address is), stdin given when not nil.
 func (b *builder) kubectl(bin string, stdin []byte, args ...string) ([]byte, error) {
 	return kubectl(b.t.Name, b.t.Hosts[0].Netns, bin, stdin, args...)
+}
+
+// Kubectl runs the built kubectl on the k8s layout's cluster as its
+// administrator, stdin given when not nil.
+func (t *Testbed) Kubectl(stdin []byte, args ...string) ([]byte, error) {
+	bin, err := K8sDir()
+	if err != nil {
+		return nil, err
+	}
+	return kubectl(t.Name, t.Hosts[0].Netns, bin, stdin, args...)
 }
 
 func kubectl(name, ns, bin string, stdin []byte, args ...string) ([]byte, error) {

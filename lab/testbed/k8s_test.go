@@ -199,3 +199,13 @@ func TestK8sNeedsBuild(t *testing.T) {
 		t.Fatalf("CheckLayout(k8s) with nothing built: %v", err)
 	}
 }
+
+// TestNetpolNeedsBuild: without kube-network-policies built, a k8s
+// testbed with --netpol says how to build it and changes nothing.
+func TestNetpolNeedsBuild(t *testing.T) {
+	t.Setenv(NetpolEnv, t.TempDir())
+	_, err := NetpolDir()
+	if err == nil || !strings.Contains(err.Error(), "scripts/k8s/netpol.sh") {
+		t.Fatalf("NetpolDir with nothing built: %v", err)
+	}
+}

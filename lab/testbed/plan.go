@@ -54,7 +54,7 @@ func plan(s Spec) *Testbed {
 		k = 1
 	}
 	li := layoutInfos[s.Layout]
-	t := &Testbed{Name: s.Name, Layout: s.Layout, IPv6: s.IPv6}
+	t := &Testbed{Name: s.Name, Layout: s.Layout, IPv6: s.IPv6, NetworkPolicy: s.NetworkPolicy}
 	ips := t.ips()
 	for hi := range t.Hosts {
 		h := Host{

@@ -35,6 +35,9 @@ type Spec struct {
 	Containers int // per host; 0 means 1; ignored by host and vxlan
 	// IPv6: the wire, the overlays and the containers use IPv6 only.
 	IPv6 bool
+	// NetworkPolicy (k8s only): kube-network-policies enforces the
+	// cluster's NetworkPolicies on each node (k8snetpol.go).
+	NetworkPolicy bool
 }
 
 // Testbed describes a built testbed; it is also the state file and the
@@ -43,6 +46,8 @@ type Testbed struct {
 	Name   string `json:"name"`
 	Layout string `json:"layout"`
 	IPv6   bool   `json:"ipv6,omitempty"`
+	// NetworkPolicy: the k8s layout runs kube-network-policies.
+	NetworkPolicy bool `json:"network_policy,omitempty"`
 	// Kubeconfig is the k8s layout's administrator kubeconfig (its API
 	// server is reached from the hosts' namespaces).
 	Kubeconfig string  `json:"kubeconfig,omitempty"`
@@ -160,6 +165,9 @@ func Validate(s Spec) error {
 	}
 	if s.Containers < 0 || s.Containers > MaxContainers {
 		return fmt.Errorf("containers per host must be 1..%d, not %d", MaxContainers, s.Containers)
+	}
+	if s.NetworkPolicy && s.Layout != "k8s" {
+		return fmt.Errorf("--netpol is for layout k8s (a NetworkPolicy engine needs a cluster), not %s", s.Layout)
 	}
 	if s.IPv6 {
 		return CheckIPv6(s.Layout)

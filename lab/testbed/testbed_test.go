@@ -33,6 +33,8 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: "demo", Layout: "calico", IPv6: true}, ""},
 		{Spec{Name: "demo", Layout: "docker-swarm", IPv6: true}, "not built for layout docker-swarm"},
 		{Spec{Name: "demo", Layout: "k8s", IPv6: true}, "not built for layout k8s"},
+		{Spec{Name: "demo", Layout: "k8s", NetworkPolicy: true}, ""},
+		{Spec{Name: "demo", Layout: "calico", NetworkPolicy: true}, "--netpol is for layout k8s"},
 	} {
 		err := Validate(c.s)
 		switch {

@@ -49,6 +49,11 @@ func Up(ctx context.Context, s Spec) (*Testbed, error) {
 	if err := CheckLayout(s.Layout); err != nil {
 		return nil, err
 	}
+	if s.NetworkPolicy {
+		if err := CheckNetpol(); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkFree(s.Name); err != nil {
 		return nil, err
 	}

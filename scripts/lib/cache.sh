@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# The cache of what scripts/daemons.sh and scripts/k8s/build.sh build from
+# The cache of what scripts/daemons.sh, scripts/k8s/build.sh and
+# scripts/k8s/netpol.sh build from
 # the Go module proxy, shared by every clone on the machine: FALCON_CACHE
 # (/var/cache/falcon as root, else ~/.cache/falcon). A build lives in a
 # directory named by a digest of its pins (the versions it was built from,
