@@ -48,10 +48,8 @@ func (a actuator) NICPackets() (map[int]uint64, error) {
 
 // engine makes the engagement policy's engine for h's options, over mode
 // (the falcon mode's actuator; a test's recording one).
-func (m *falconMode) engine(h *Host, mode policy.Mode) (*policy.Engine, policy.Config, error) {
-	c := policy.Config{Params: m.policyParams(h), Policy: h.Opts.Policy, Interval: h.Opts.Interval}
-	e, err := policy.New(c, mode)
-	return e, c, err
+func (m *falconMode) engine(h *Host, mode policy.Mode) (*policy.Engine, error) {
+	return policy.New(policy.Config{Params: m.policyParams(h), Policy: h.Opts.Policy, Interval: h.Opts.Interval}, mode)
 }
 
 // policyParams: what the engagement policy decides by, and where it keeps

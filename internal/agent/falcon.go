@@ -131,11 +131,10 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setOverlay(ov)
-	var c policy.Config
-	if m.eng, c, err = m.engine(h, actuator{m, h}); err != nil {
+	if m.eng, err = m.engine(h, actuator{m, h}); err != nil {
 		return err
 	}
-	ctx, err := m.eng.Sample(c)
+	ctx, err := m.eng.Sample()
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func TestRegisteredPolicy(t *testing.T) {
 		t.Errorf("the datapath's choice is %q, want %q", cfg.Policy, datapath.PolicyAdaptive)
 	}
 	rec := &recordingMode{down: true}
-	e, _, err := m.engine(h, rec)
+	e, err := m.engine(h, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,11 @@ import (
 // window every engageWindow, asks the policy, and carries the verdict out
 // through the mode.
 type Engine struct {
-	p     Params
-	entry Entry
-	pol   Policy
-	mode  Mode
+	p        Params
+	interval time.Duration
+	entry    Entry
+	pol      Policy
+	mode     Mode
 	// last: the sampler's latest; targets: while engaged by cause, the only
 	// CPUs the datapath may steer to (the load it sees is masked).
 	last    atomic.Pointer[loadavg.Sample]
@@ -52,9 +53,9 @@ const DefaultInterval = loadavg.DefaultInterval
 func New(c Config, mode Mode) (*Engine, error) {
 	e, ok := Lookup(cmp.Or(c.Policy, Default))
 	if !ok {
-		return nil, fmt.Errorf("policy %q: want one of %v", c.Policy, Names())
+		return nil, fmt.Errorf("policy %q: want %s", c.Policy, Choices())
 	}
-	return &Engine{p: c.Params, entry: e, pol: e.New(c.Params), mode: mode}, nil
+	return &Engine{p: c.Params, interval: c.Interval, entry: e, pol: e.New(c.Params), mode: mode}, nil
 }
 
 // Always: the policy keeps falcon on the path and takes no turns.
@@ -69,12 +70,12 @@ func (e *Engine) Running() bool { return e.running.Load() }
 // Sample feeds the datapath with load and returns after the first sample
 // is published, so that the programs never start on stale load. Its
 // context, which Stop ends, is for Run.
-func (e *Engine) Sample(cfg Config) (context.Context, error) {
+func (e *Engine) Sample() (context.Context, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
 	first := make(chan struct{})
-	s := &loadavg.Sampler{CPUs: cfg.CPUs, Interval: cfg.Interval, RealTime: true,
-		QuietBelow: quietBelow(cfg.Threshold), MaxInterval: MaxSampleGap(cfg.Interval), Publish: func(smp loadavg.Sample) error {
+	s := &loadavg.Sampler{CPUs: e.p.CPUs, Interval: e.interval, RealTime: true,
+		QuietBelow: quietBelow(e.p.Threshold), MaxInterval: MaxSampleGap(e.interval), Publish: func(smp loadavg.Sample) error {
 			load := smp.PerCPU
 			if t := e.targets.Load(); t != nil {
 				load = maskLoad(load, *t)
@@ -107,7 +108,7 @@ func (e *Engine) Sample(cfg Config) (context.Context, error) {
 			err = errors.New("stopped")
 		}
 		return nil, fmt.Errorf("load sampler: %w", err)
-	case <-time.After(5*cfg.Interval + 2*time.Second):
+	case <-time.After(5*e.interval + 2*time.Second):
 		return nil, errors.New("load sampler published nothing")
 	}
 }
