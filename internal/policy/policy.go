@@ -20,8 +20,9 @@ import (
 )
 
 // Policy decides one turn at a time. Turn and Done are called from one
-// goroutine, the engine's loop: Turn with the turn's window, and, where
-// the verdict asked for a switch, Done with what came of it.
+// goroutine, the engine's loop: Turn with the turn's window, then, once
+// the engine has carried the verdict out, Done with what came of it (nil
+// where the switch was made, or there was none to make).
 type Policy interface {
 	Turn(w Window) Verdict
 	Done(v Verdict, err error)
