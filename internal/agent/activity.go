@@ -5,6 +5,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/policy"
 )
 
 // Activity is what a running agent did that no BPF map records: its
@@ -22,7 +23,7 @@ type Activity struct {
 	// too little traffic.
 	Spent                            datapath.Spent
 	Tests, ForSteering, Probes, Thin uint64
-	// Causes: the turns decided by cause (bycause.go); Causes.Last.Seq
+	// Causes: the turns decided by cause (internal/policy); Causes.Last.Seq
 	// is where Agent.CauseTrace continues from.
 	Causes CauseCounts
 }
@@ -42,9 +43,10 @@ func (a *Agent) Activity() Activity {
 		if dp := m.loaded.Load(); dp != nil {
 			act.Spent = dp.Spent()
 		}
-		act.Tests, act.ForSteering = m.tested.Load(), m.won.Load()
-		act.Probes, act.Thin = m.probes.Load(), m.thin.Load()
-		act.Causes = m.causes.snapshot()
+		c := &m.counters
+		act.Tests, act.ForSteering = c.Tested.Load(), c.Won.Load()
+		act.Probes, act.Thin = c.Probes.Load(), c.Thin.Load()
+		act.Causes = m.causes.Snapshot()
 	}
 	h := a.host
 	h.mu.Lock()
@@ -70,4 +72,22 @@ func (m *falconMode) countSample(h *Host, monotonicNs uint64) {
 		m.stale.Add(1)
 		h.Log().Warn("load was stale: steering was off, and resumes", "gap", gap, "stale_after", limit)
 	}
+}
+
+// CauseRecord is one turn decided by cause; CauseCounts counts them
+// (internal/policy).
+type (
+	CauseRecord = policy.Record
+	CauseCounts = policy.CauseCounts
+)
+
+// CauseTrace returns the turns decided by cause after seq that the agent
+// still keeps (about the last 5 minutes); nil for a mode without them.
+func (a *Agent) CauseTrace(seq uint64) []CauseRecord {
+	m, ok := a.mode.(*falconMode)
+	if !ok {
+		return nil
+	}
+	out, _ := m.causes.Since(seq)
+	return out
 }

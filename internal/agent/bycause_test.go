@@ -12,6 +12,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/cause"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/policy"
 	"github.com/falconnet/falcon/lab/seqcheck"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -46,7 +47,7 @@ func TestNothingFreeNoTest(t *testing.T) {
 	streamPairs(ctx, sendCtx, t, tb, 41350, seqcheck.SendOptions{Flows: 4, PktsPerFlow: 1 << 28, Size: 64}, 0)
 	c := a.Activity().Causes
 	t.Logf("turns: engage %d, inline %d, unreadable %d; begun %d; latest: %s", c.Engage, c.Inline, c.Unreadable, c.Begun, c.Last)
-	if p := m.probes.Load(); p != 0 || c.Begun != 0 {
+	if p := m.counters.Probes.Load(); p != 0 || c.Begun != 0 {
 		t.Errorf("%d engagement tests begun (%d by cause), want none", p, c.Begun)
 	}
 	if c.Unreadable != 0 || c.Inline == 0 {
@@ -82,7 +83,8 @@ func TestNothingFreeNoTest(t *testing.T) {
 
 // TestCauseSwitches: an engagement by cause comes back on the path,
 // engaged, with the datapath's load masked to the targets; a failed
-// confirmation stands down, unmasked, and backs off.
+// confirmation stands down, unmasked. (What the policy counts and how it
+// backs off: internal/policy's TestCauseActs.)
 func TestCauseSwitches(t *testing.T) {
 	needRoot(t)
 	tb := bed(t, "docker", 2)
@@ -98,20 +100,20 @@ func TestCauseSwitches(t *testing.T) {
 	if !m.standDown(h, "test") {
 		t.Fatal("did not stand down with no traffic to drain")
 	}
-	var c causeLoop
-	var again retest
-	now := time.Now()
-	m.act(h, &c, cause.Step{Phase: cause.PhaseConfirming, Action: cause.ActBegin, Verdict: cause.Verdict{Targets: []int{1}}}, &again, now)
-	cfg := m.dp.Config()
-	if cfg.StoodDown || !cfg.Engaged || m.probes.Load() != 1 {
-		t.Fatalf("begun: stood down %v, engaged %v, tests begun %d", cfg.StoodDown, cfg.Engaged, m.probes.Load())
+	if err := m.eng.Apply(policy.Verdict{Action: policy.Engage, Aim: true, Targets: []int{1}, Why: "test"}); err != nil {
+		t.Fatal(err)
 	}
-	if tg := m.targets.Load(); tg == nil || !slices.Equal(*tg, []int{1}) {
+	cfg := m.dp.Config()
+	if cfg.StoodDown || !cfg.Engaged {
+		t.Fatalf("begun: stood down %v, engaged %v", cfg.StoodDown, cfg.Engaged)
+	}
+	if tg := m.eng.Targets(); !slices.Equal(tg, []int{1}) {
 		t.Errorf("targets %v", tg)
 	}
-	fails := &cause.Confirmation{Outcome: cause.Fails, Why: "test"}
-	m.act(h, &c, cause.Step{Phase: cause.PhaseOff, Action: cause.ActStandDown, Confirm: fails}, &again, now)
-	if !m.dp.Config().StoodDown || m.targets.Load() != nil || m.tested.Load() != 1 || again.due(now.Add(engagePeriod-time.Second)) {
-		t.Errorf("failed: stood down %v, targets %v, verdicts %d, again at %s", m.dp.Config().StoodDown, m.targets.Load(), m.tested.Load(), again.at.Sub(now))
+	if err := m.eng.Apply(policy.Verdict{Action: policy.Disengage, Aim: true, Why: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.dp.Config().StoodDown || m.eng.Targets() != nil {
+		t.Errorf("failed: stood down %v, targets %v", m.dp.Config().StoodDown, m.eng.Targets())
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,7 +11,7 @@ import (
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
-	"github.com/falconnet/falcon/internal/loadavg"
+	"github.com/falconnet/falcon/internal/policy"
 )
 
 // overlaySalt sets the hook on a VXLAN device apart from the NIC's hook.
@@ -37,21 +36,13 @@ type falconMode struct {
 	splits  map[string]datapath.SplitHook       // NICs whose stage is split (split.go)
 	applied map[string]bool                     // devices whose RPS is set, by device key and name
 	stages  map[datapath.StageDev]datapath.Hook // registered with the ordering guard (guard.go)
-	cancel  context.CancelFunc
-	done    chan error
-	running atomic.Bool
-	bg      sync.WaitGroup                 // the engagement test
-	last    atomic.Pointer[loadavg.Sample] // the sampler's latest, for the engagement test
-	nss     atomic.Pointer[[]string]       // the steered containers' namespaces, for the engagement test
-	probing atomic.Bool                    // the engagement test switches: each hook's attach is no news
-	// tested, won: the engagement test's verdicts, and those for steering.
-	tested, won atomic.Uint64
-	// probes: engagement tests begun (each switches the path); thin: those
-	// that ended without a verdict for too little traffic to tell.
-	probes, thin atomic.Uint64
-	// noSockDiag: the kernel gave no TCP socket statistics, so the
-	// engagement test scores TCP by segments (engage.go).
-	noSockDiag atomic.Bool
+	nss     atomic.Pointer[[]string]            // the steered containers' namespaces, for the engagement
+	// eng runs the engagement policy (internal/policy) over this mode;
+	// counters and causes are its, kept here for Activity, which may run
+	// beside Stop.
+	eng      *policy.Engine
+	counters policy.Counters
+	causes   policy.Log
 	// published, stale, lastSample: the sampler's work, for the metrics
 	// (activity.go).
 	published, stale, lastSample atomic.Uint64
@@ -60,13 +51,6 @@ type falconMode struct {
 	loaded atomic.Pointer[datapath.Datapath]
 	// fast is the cached fast path, with the setting fastpath=true.
 	fast fastPath
-	// causes: the turns decided by cause (causes.go); targets: while
-	// engaged by cause, the only CPUs the datapath may steer to.
-	causes  causeLog
-	targets atomic.Pointer[[]int]
-	// never: why falcon never comes on the path (cause.Roomless), "" where
-	// it may.
-	never string
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -96,7 +80,10 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	cfg := datapath.DefaultConfig()
 	cfg.CPUs = slices.Clone(h.Opts.CPUs)
 	cfg.Threshold = h.Opts.Threshold
-	cfg.Policy = h.Opts.Policy
+	cfg.Policy = h.Opts.Policy // one not registered: Validate says so
+	if e, ok := policy.Lookup(h.Opts.Policy); ok {
+		cfg.Policy = e.Datapath
+	}
 	cfg.AlwaysOn = h.Opts.AlwaysOn
 	cfg.GuardTimeout = h.Opts.GuardTimeout
 	// A decision is no better informed than the load it was made with.
@@ -104,7 +91,7 @@ func (m *falconMode) config(h *Host, ov *discover.Overlay) datapath.Config {
 	cfg.PerPacket = h.Opts.PerPacket
 	// Load older than a few missed samples switches steering off; a quiet
 	// sampler's samples are maxSampleGap apart.
-	cfg.StaleAfter = max(cfg.StaleAfter, 3*maxSampleGap(h.Opts.Interval))
+	cfg.StaleAfter = max(cfg.StaleAfter, 3*policy.MaxSampleGap(h.Opts.Interval))
 	var ports []uint16
 	for _, d := range ov.Role(discover.RoleOverlay) {
 		if p := uint16(d.VXLAN.Port); p != 0 && !slices.Contains(ports, p) {
@@ -144,7 +131,10 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.setOverlay(ov)
-	ctx, err := m.startSampler(h)
+	if m.eng, err = m.engine(h, actuator{m, h}); err != nil {
+		return err
+	}
+	ctx, err := m.eng.Sample()
 	if err != nil {
 		return err
 	}
@@ -156,15 +146,9 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 			return err
 		}
 	}
-	// The engagement test starts once everything is attached: its
-	// engageIdle counts from here, not from before a slow attach.
-	if !datapath.Unconditional(m.cfg.Policy) {
-		m.bg.Add(1)
-		go func() {
-			defer m.bg.Done()
-			m.engage(ctx, h)
-		}()
-	}
+	// The engagement starts once everything is attached: its idle time
+	// counts from here, not from before a slow attach.
+	m.eng.Run(ctx)
 	return nil
 }
 
@@ -181,53 +165,6 @@ func (m *falconMode) attachAll(h *Host, ov *discover.Overlay, strict bool) error
 		return err
 	}
 	return m.dp.SetDraining(false)
-}
-
-// startSampler feeds the datapath with load and returns after the first
-// sample is published, so that the programs never start on stale load.
-// Its context, which Stop ends, is for the agent's other loops.
-func (m *falconMode) startSampler(h *Host) (context.Context, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel, m.done = cancel, make(chan error, 1)
-	first := make(chan struct{})
-	s := &loadavg.Sampler{CPUs: h.Opts.CPUs, Interval: h.Opts.Interval, RealTime: true,
-		QuietBelow: quietBelow(h.Opts.Threshold), MaxInterval: maxSampleGap(h.Opts.Interval), Publish: func(smp loadavg.Sample) error {
-			load := smp.PerCPU
-			if t := m.targets.Load(); t != nil {
-				load = maskLoad(load, *t)
-			}
-			if err := m.dp.SetLoad(load, smp.Avg, smp.MonotonicNs); err != nil {
-				return err
-			}
-			m.last.Store(&smp)
-			m.countSample(h, smp.MonotonicNs)
-			if m.running.CompareAndSwap(false, true) {
-				close(first)
-			}
-			return nil
-		}}
-	s.Warn = func(err error) { h.Log().Warn("load sampler", "err", err) }
-	s.Resting = func() bool { return m.dp.Config().StoodDown }
-	go func() {
-		err := s.Run(ctx)
-		m.running.Store(false)
-		if err != nil {
-			h.Log().Error("load sampler stopped: steering is off until the agent restarts", "err", err)
-		}
-		m.done <- err
-	}()
-	select {
-	case <-first:
-		return ctx, nil
-	case err := <-m.done:
-		m.done <- err
-		if err == nil {
-			err = errors.New("stopped")
-		}
-		return nil, fmt.Errorf("load sampler: %w", err)
-	case <-time.After(5*h.Opts.Interval + 2*time.Second):
-		return nil, errors.New("load sampler published nothing")
-	}
 }
 
 func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
@@ -275,15 +212,12 @@ func (m *falconMode) gainsHooks(h *Host, ov *discover.Overlay) bool {
 func (m *falconMode) Ready() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.running.Load() && (len(m.hooks) > 0 || m.dp.Config().StoodDown)
+	return m.eng != nil && m.eng.Running() && (len(m.hooks) > 0 || m.dp.Config().StoodDown)
 }
 
 func (m *falconMode) Stop(h *Host) error {
-	if m.cancel != nil {
-		m.cancel()
-		<-m.done
-		m.bg.Wait()
-		m.cancel = nil
+	if m.eng != nil {
+		m.eng.Stop()
 	}
 	fastErr := m.fast.stop(h)
 	if m.dp == nil {
@@ -463,19 +397,10 @@ func (m *falconMode) containerNetns() []string {
 	return nil
 }
 
-// While no CPU is within quietMargin of the threshold, the sampler slows
-// down to maxSampleGap: no choice can change until one gets there, and
-// the next sample after it does comes within that gap.
-const quietMargin = 15
-
-func quietBelow(threshold int) uint32 { return uint32(max(1, threshold-quietMargin)) }
-
-func maxSampleGap(interval time.Duration) time.Duration { return 10 * interval }
-
 // hookLog says a hook's attach or detach: at Info, except while the
 // engagement test switches falcon on and off the path every few seconds.
 func (m *falconMode) hookLog(h *Host) func(msg string, args ...any) {
-	if m.probing.Load() {
+	if m.eng != nil && m.eng.Probing() {
 		return h.Log().Debug
 	}
 	return h.Log().Info

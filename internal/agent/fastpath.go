@@ -50,7 +50,7 @@ type fastPath struct {
 	far    []string // unreachable's, at the last sync
 	cancel context.CancelFunc
 	bg     sync.WaitGroup
-	ct     *ctKeeper // nil where the namespace tracks no connections
+	ct     *datapath.CtKeeper // nil where the namespace tracks no connections
 	ns     string
 	log    *slog.Logger
 	// off: why the host's ruleset keeps the fast path off ("": it does not).
@@ -78,8 +78,8 @@ type FastReport struct {
 	// the fast path off; empty while it runs.
 	Off string `json:"off,omitempty"`
 	// Conntrack: how the host's conntrack is kept in step.
-	Conntrack *CtReport `json:"conntrack,omitempty"`
-	Updated   time.Time `json:"updated"`
+	Conntrack *datapath.CtReport `json:"conntrack,omitempty"`
+	Updated   time.Time          `json:"updated"`
 }
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
@@ -199,7 +199,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	if f.ct, err = startCtKeeper(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
+	if f.ct, err = datapath.KeepConntrack(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
 		closeAll(fds)
 		return errors.Join(err, f.stop(h))
 	}
@@ -278,9 +278,9 @@ func (f *fastPath) report() (*FastReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &CtReport{}}
+	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &datapath.CtReport{}}
 	if f.ct != nil {
-		r.Conntrack = f.ct.report()
+		r.Conntrack = f.ct.Report()
 	}
 	f.mu.Lock()
 	for _, hk := range f.hooks {

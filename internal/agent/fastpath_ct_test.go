@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/falconnet/falcon/internal/conntrack"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
@@ -299,25 +296,5 @@ func TestFastPathConntrackUDP(t *testing.T) {
 	}
 	if hits < 10000 || ct.Renewed == 0 {
 		t.Errorf("the fast path did not carry the exchange (%d hits), or the keeper renewed nothing (%+v)", hits, *ct)
-	}
-}
-
-// TestEstablishedEntry: what the keeper takes for an ESTABLISHED
-// connection, so that every later packet of it is established to the
-// rules: TCP by its state, UDP (and any other) by a reply seen.
-func TestEstablishedEntry(t *testing.T) {
-	for _, c := range []struct {
-		proto uint8
-		e     conntrack.Entry
-		want  bool
-	}{
-		{unix.IPPROTO_TCP, conntrack.Entry{TCPState: conntrack.TCPEstablished, Status: conntrack.SeenReply}, true},
-		{unix.IPPROTO_TCP, conntrack.Entry{TCPState: conntrack.TCPEstablished - 1, Status: conntrack.SeenReply}, false},
-		{unix.IPPROTO_UDP, conntrack.Entry{Status: conntrack.SeenReply}, true},
-		{unix.IPPROTO_UDP, conntrack.Entry{Status: conntrack.Assured}, false},
-	} {
-		if got := established(c.proto, c.e); got != c.want {
-			t.Errorf("established(%d, %+v) = %v, want %v", c.proto, c.e, got, c.want)
-		}
 	}
 }

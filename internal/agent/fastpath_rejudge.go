@@ -113,7 +113,7 @@ func (f *fastPath) judge() {
 		f.fp.SetOn(false)
 		f.invalidate()
 		if f.ct != nil {
-			f.ct.established.Store(est)
+			f.ct.SetEstablishedOnly(est)
 		}
 		if err := f.fp.SetEstablishedOnly(est); err != nil {
 			f.log.Error("fast path off: set the conntrack gate", "err", err)

@@ -97,9 +97,9 @@ func policyScenarios(t *testing.T, tb *testbed.Testbed, recv *atomic.Int64, duri
 	server := tb.Hosts[1].Name + "-" + tb.Hosts[1].Containers[0].Name
 	var o policyOutcome
 	kube(t, tb, nil, "label", "pod", server, policyRole+"=server")
-	kube(t, tb, policy("falcon-deny", nil), "apply", "-f", "-")
+	kube(t, tb, netPolicy("falcon-deny", nil), "apply", "-f", "-")
 	o.DenyAll = reaches(cns, dst, false, time.Minute)
-	kube(t, tb, policy("falcon-allow", map[string]string{policyRole: "client"}), "apply", "-f", "-")
+	kube(t, tb, netPolicy("falcon-allow", map[string]string{policyRole: "client"}), "apply", "-f", "-")
 	o.AllowUnlabelled = reaches(cns, dst, true, 10*time.Second)
 	kube(t, tb, nil, "label", "pod", client, policyRole+"=client")
 	o.AllowLabelled = reaches(cns, dst, true, time.Minute)
@@ -135,7 +135,7 @@ func policyScenarios(t *testing.T, tb *testbed.Testbed, recv *atomic.Int64, duri
 
 // policy is a NetworkPolicy on the server pod's ingress: from pods with
 // labels from, or (nil) from none, on every pod.
-func policy(name string, from map[string]string) []byte {
+func netPolicy(name string, from map[string]string) []byte {
 	spec := map[string]any{"podSelector": map[string]any{}, "policyTypes": []string{"Ingress"}}
 	if from != nil {
 		spec["podSelector"] = map[string]any{"matchLabels": map[string]string{policyRole: "server"}}

@@ -19,8 +19,8 @@ import (
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
-	"github.com/falconnet/falcon/internal/loadavg"
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/policy"
 )
 
 // Where the agents keep their state (tmpfs: it must not outlive a reboot,
@@ -51,7 +51,7 @@ type SteerOptions struct {
 	CPUs      []int         `json:"cpus"`                // the Falcon CPU set S; nil = all online CPUs
 	Threshold int           `json:"threshold"`           // load percent 0..100
 	Interval  time.Duration `json:"interval"`            // load sampling period
-	Policy    string        `json:"policy"`              // datapath.PolicyAdaptive, PolicyPaper or PolicyStatic
+	Policy    string        `json:"policy"`              // a registered policy (internal/policy): adaptive, paper, static
 	AlwaysOn  bool          `json:"always_on,omitempty"` // never inline for the set's average load (FALCON Fig. 15)
 	PerPacket bool          `json:"per_packet"`          // --order per-packet: the paper's per-packet choice
 	Devices   []string      `json:"devices"`             // nil = auto; else VXLAN devices (and a NIC) to use
@@ -127,7 +127,7 @@ const DefaultDrainTimeout = 10 * time.Second
 func DefaultOptions() Options {
 	return Options{
 		Mode:         ModeFalcon,
-		SteerOptions: SteerOptions{Threshold: datapath.DefaultThreshold, Policy: datapath.PolicyAdaptive, Interval: loadavg.DefaultInterval},
+		SteerOptions: SteerOptions{Threshold: datapath.DefaultThreshold, Policy: datapath.PolicyAdaptive, Interval: policy.DefaultInterval},
 		GuardOptions: GuardOptions{GuardTimeout: datapath.DefaultGuardTimeout, DrainTimeout: DefaultDrainTimeout},
 		MflowOptions: MflowOptions{Elephant: DefaultElephant},
 	}

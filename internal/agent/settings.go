@@ -10,6 +10,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/internal/policy"
 	"github.com/falconnet/falcon/internal/quote"
 )
 
@@ -34,16 +35,13 @@ var settings = []setting{
 		check: func(o *Options) error { return datapath.CheckThreshold(o.Threshold) }},
 	durationSetting("interval", "how often CPU load is sampled from /proc/stat",
 		func(o *Options) *time.Duration { return &o.Interval }, time.Millisecond, 10*time.Second),
-	{name: "policy", arg: datapath.PolicyAdaptive + "|" + datapath.PolicyPaper + "|" + datapath.PolicyStatic, impls: []string{ModeFalcon},
-		usage: "adaptive: move a stage only off a busy CPU onto one with room, and only while steering is measured to pay; paper: FALCON's Algorithm 1 as published; " +
-			"static: Algorithm 1 without its second choice, the first hash choice busy or not (FALCON Fig. 16)",
+	{name: "policy", arg: strings.Join(policy.Names(), "|"), impls: []string{ModeFalcon}, usage: policy.Usage(),
 		set: func(o *Options, v string) error {
-			switch v {
-			case datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic:
-				o.Policy = v
-				return nil
+			if _, ok := policy.Lookup(v); !ok {
+				return fmt.Errorf("%s: want %s", quote.Short(v), policy.Choices())
 			}
-			return fmt.Errorf("%s: want %s, %s or %s", quote.Short(v), datapath.PolicyAdaptive, datapath.PolicyPaper, datapath.PolicyStatic)
+			o.Policy = v
+			return nil
 		},
 		get: func(o *Options) string { return o.Policy }},
 	boolSetting("always-on", "never keep stages inline because the CPU set is busy on average; a CPU's own load still counts (FALCON Fig. 15's always-on; true/false)",

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/falconnet/falcon/internal/cause"
-	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 )
 
@@ -13,24 +11,20 @@ import (
 // when it steers nothing: measured on 2 vCPUs (one UDP flow, nothing
 // steered), programs that return at once still cost about 5 % and the
 // whole datapath 10–14 %, and a ping-pong's round trip 8–20 %. So falcon
-// takes itself off the path whenever it has nothing to do: when no CPU
-// has been busy for engageIdle (nothing to relieve), when no CPU it
-// steers to has had room as long (nothing to steer to), and when the
-// engagement test finds that steering does not pay. It drains every flow
+// takes itself off the path whenever it has nothing to do, as its
+// engagement policy says (internal/policy): when no CPU has been busy for
+// a second (nothing to relieve), when no CPU it steers to has had room as
+// long (nothing to steer to), and when steering does not pay. It drains every flow
 // back inline, puts RPS back, detaches every hook, arrival counter, split
 // program and the guard's tracepoint programs, and the packets run
 // exactly as without falcon. At the first busy sample with a CPU of the
 // set to spare it runs the engagement test, whose off windows are this
 // state, and comes back if steering pays; after a verdict against it, a
-// spell that follows standUpCalm with no CPU busy is tested at once, and
-// the same spell again after a wait that doubles each time (retest in
-// engage.go). Coming back is exact for flows
+// spell that follows 5 s with no CPU busy is tested at once, and the same
+// spell again after a wait that doubles each time. Coming back is exact for flows
 // that run through it: the hooks count and mark their own packets, so a
 // running flow may move once its marked packets arrived (bpf/guard.h).
-const (
-	standUpCalm    = 5 * time.Second
-	standDownDrain = time.Second
-)
+const standDownDrain = time.Second
 
 // standDown detaches everything if every flow comes back inline within
 // standDownDrain; otherwise it stays attached, inline, and says so. why
@@ -92,27 +86,13 @@ func (m *falconMode) standUp(h *Host, why string) error {
 // to steer (adaptive), starts stood down: it comes on the path only to
 // engage, and a comeback attaches and sets RPS as Start does. Attached
 // from the start, falcon cost every packet and set RPS for at least the
-// second before its first stand-down, with nothing yet known to pay. A
-// CPU set too small ever to hold a target (cause.Roomless) never comes on
-// the path, and status says so.
+// second before its first stand-down, with nothing yet known to pay.
 func (m *falconMode) startPath(h *Host, ov *discover.Overlay) error {
-	if datapath.Unconditional(m.cfg.Policy) {
+	if m.eng.Always() {
 		return m.attachAll(h, ov, true)
 	}
 	if err := m.dp.StandDown(true); err != nil {
 		return err
 	}
-	if !decideByCause {
-		return nil
-	}
-	if m.never = cause.Roomless(m.causeSet(h)); m.never == "" {
-		return nil
-	}
-	h.Log().Info("never on the path", "why", m.never)
-	return h.update(func(st *State) {
-		if st.Engagement == nil {
-			st.Engagement = &Engagement{}
-		}
-		st.Engagement.Never = m.never
-	})
+	return m.eng.Start()
 }

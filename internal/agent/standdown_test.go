@@ -234,7 +234,7 @@ func engagementSwitches(t *testing.T, layout string, split bool) {
 		t.Fatal(err)
 	}
 	defer a.Stop()
-	m, h := a.mode.(*falconMode), a.Host()
+	m := a.mode.(*falconMode)
 	sendCtx, stopSending := context.WithCancel(ctx)
 	verdicts := make(chan int, 1)
 	go func() {
@@ -244,7 +244,7 @@ func engagementSwitches(t *testing.T, layout string, split bool) {
 		// the last.
 		time.Sleep(300 * time.Millisecond)
 		for range engagementTests {
-			if _, ok := m.probe(ctx, h); ok {
+			if _, ok := m.eng.Probe(ctx); ok {
 				n++
 			}
 		}
@@ -260,11 +260,11 @@ func engagementSwitches(t *testing.T, layout string, split bool) {
 	}
 	n := <-verdicts
 	t.Logf("%d datagrams received, %d reordered or duplicated; engagement tests %d (%d with too little traffic to tell), verdicts %d, for steering %d",
-		got, reordered, m.probes.Load(), m.thin.Load(), m.tested.Load(), m.won.Load())
+		got, reordered, m.counters.Probes.Load(), m.counters.Thin.Load(), m.counters.Tested.Load(), m.counters.Won.Load())
 	if reordered != 0 {
 		t.Errorf("%d datagrams reordered or duplicated", reordered)
 	}
 	if n != engagementTests {
-		t.Errorf("%d of %d engagement tests ended in a verdict (%d too thin to tell): the others failed to switch", n, engagementTests, m.thin.Load())
+		t.Errorf("%d of %d engagement tests ended in a verdict (%d too thin to tell): the others failed to switch", n, engagementTests, m.counters.Thin.Load())
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/policy"
 )
 
 // Files in an agent's state directory (/run/falcon/<key>/).
@@ -42,34 +43,14 @@ type State struct {
 	Static bool `json:"static,omitempty"`
 	// Values are what the rps and rfs modes set, as last applied.
 	Values []Value `json:"values,omitempty"`
-	// Engagement is the adaptive policy's engagement test so far.
+	// Engagement is the adaptive policy's engagement so far.
 	Engagement *Engagement `json:"engagement,omitempty"`
 }
 
-// Engagement counts the engagement test's verdicts (engage.go) and keeps
-// the last one's figures, so that status can say why falcon is on or off
-// the path.
-type Engagement struct {
-	Tests       uint64    `json:"tests"`
-	ForSteering uint64    `json:"for_steering"`
-	Last        time.Time `json:"last"`
-	// What the containers received in the last test's windows, with
-	// falcon steering and off the path (UDP datagrams plus TCP bytes in
-	// 1448-byte segments).
-	Steering uint64 `json:"delivered_steering"`
-	Off      uint64 `json:"delivered_off_the_path"`
-	Steer    bool   `json:"steer"`
-	// Again: after a verdict against steering, when the same busy spell
-	// is tested again (engage.go's retest).
-	Again time.Time `json:"test_again,omitzero"`
-	// Cause: the latest turn decided by cause (bycause.go), its inputs and
-	// verdict; Decisions: the latest that acted or confirmed.
-	Cause     *CauseRecord  `json:"cause,omitempty"`
-	Decisions []CauseRecord `json:"decisions,omitempty"`
-	// Never: why falcon never comes on the path (a CPU set too small ever
-	// to hold a CPU free of the bottleneck, the NIC and the application).
-	Never string `json:"never_on_path,omitempty"`
-}
+// Engagement is the engagement policy's part of the state
+// (internal/policy), so that status can say why falcon is on or off the
+// path.
+type Engagement = policy.Engagement
 
 // Value is one sysfs or procfs value a mode set. Netns is the device's
 // namespace as discovery names it; a global value (Device "") lives in the

@@ -301,7 +301,7 @@ func writeFast(w io.Writer, f *FastReport) {
 }
 
 // writeConntrack shows how the host's conntrack is kept in step.
-func writeConntrack(w io.Writer, c *CtReport) {
+func writeConntrack(w io.Writer, c *datapath.CtReport) {
 	switch {
 	case c == nil:
 	case !c.Tracked:

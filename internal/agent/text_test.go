@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/falconnet/falcon/internal/datapath"
 )
 
 // The text of falcon status and of a static mode's summary, for reports of
@@ -82,7 +84,7 @@ func TestWhyNotAlive(t *testing.T) {
 // established (the ruleset queues new packets to user space).
 func TestConntrackText(t *testing.T) {
 	var out bytes.Buffer
-	writeConntrack(&out, &CtReport{Tracked: true, Period: "5s", Kept: 2, Established: true})
+	writeConntrack(&out, &datapath.CtReport{Tracked: true, Period: "5s", Kept: 2, Established: true})
 	if want := "established only (the rules queue new packets to user space): 2 flows let on once established"; !bytes.Contains(out.Bytes(), []byte(want)) {
 		t.Errorf("got %q, want it to hold %q", out.String(), want)
 	}

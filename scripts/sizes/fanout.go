@@ -21,12 +21,6 @@ var fanOutExceptions = map[string]string{
 	// behind a facade would only hide that. (cmd/falcon, the node's, fits
 	// under the limit since the lab's commands left it.)
 	"cmd/falcon-lab": "the lab's CLI wires every command's package",
-	// The node agent composes the product's mechanisms (datapath,
-	// journal, discovery, load sampling, the cause policy) and also holds
-	// the mode catalogue's syntax: 10 today, not yet split by concern
-	// (issue 33's Options grouped by mechanism is where that happens);
-	// remove this line when it is.
-	"internal/agent": "the agent composes the product's mechanisms; not yet split",
 }
 
 // checkFanOut lists every package of the module at root that imports

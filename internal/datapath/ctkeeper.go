@@ -1,4 +1,4 @@
-package agent
+package datapath
 
 import (
 	"context"
@@ -16,11 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/conntrack"
-	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// ctKeeper keeps the host's conntrack in step with the flows on the fast
+// CtKeeper keeps the host's conntrack in step with the flows on the fast
 // path, whose packets it never sees (docs/fastpath.md#conntrack).
 //
 // Invariants, so that a flow may return to the slow path at any moment
@@ -37,13 +36,13 @@ import (
 //     could lapse;
 //   - a flow whose conntrack entry has gone (deleted, or leaving
 //     ESTABLISHED) loses its cache entries, so conntrack sees it again.
-type ctKeeper struct {
-	fp     *datapath.FastPath
+type CtKeeper struct {
+	fp     *FastPath
 	ct     *conntrack.Conn
 	tmo    ctTimeouts
 	log    *slog.Logger
 	mu     sync.Mutex
-	conns  map[datapath.FastFlow]*ctConn // by the connection's canonical direction
+	conns  map[FastFlow]*ctConn // by the connection's canonical direction
 	counts ctCounts
 	// established: the host's rules send packets of connections not yet
 	// established to user space (a queue the judge passed), so every flow,
@@ -51,6 +50,11 @@ type ctKeeper struct {
 	// untracked one never (each of its packets is new to the rules).
 	established atomic.Bool
 }
+
+// SetEstablishedOnly: whether every flow, UDP's too, must wait for its
+// connection to be ESTABLISHED before its entries are used (the host
+// queues new connections to user space).
+func (k *CtKeeper) SetEstablishedOnly(on bool) { k.established.Store(on) }
 
 // ctConn is what the keeper remembers of a cached connection.
 type ctConn struct {
@@ -134,9 +138,9 @@ func (t ctTimeouts) period() time.Duration {
 	return min(max(min(t.udp, t.udpStream, t.tcpEstablished)/6, 250*time.Millisecond), 5*time.Second)
 }
 
-// startCtKeeper tells the programs how to treat conntrack in ns and, where
+// KeepConntrack tells the programs how to treat conntrack in ns and, where
 // connections are tracked, keeps them in step until ctx ends.
-func startCtKeeper(ctx context.Context, wg *sync.WaitGroup, ns string, fp *datapath.FastPath, log *slog.Logger) (*ctKeeper, error) {
+func KeepConntrack(ctx context.Context, wg *sync.WaitGroup, ns string, fp *FastPath, log *slog.Logger) (*CtKeeper, error) {
 	tmo, tracked, err := readCtTimeouts(ns)
 	if err != nil {
 		return nil, err
@@ -158,7 +162,7 @@ func startCtKeeper(ctx context.Context, wg *sync.WaitGroup, ns string, fp *datap
 		ct.Close()
 		return nil, err
 	}
-	k := &ctKeeper{fp: fp, ct: ct, tmo: tmo, log: log, conns: map[datapath.FastFlow]*ctConn{}}
+	k := &CtKeeper{fp: fp, ct: ct, tmo: tmo, log: log, conns: map[FastFlow]*ctConn{}}
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -174,20 +178,20 @@ func startCtKeeper(ctx context.Context, wg *sync.WaitGroup, ns string, fp *datap
 }
 
 // requests answers the learning points as they ask.
-func (k *ctKeeper) requests(rd *ringbuf.Reader) {
+func (k *CtKeeper) requests(rd *ringbuf.Reader) {
 	for {
 		rec, err := rd.Read()
 		if err != nil {
 			return // closed
 		}
-		dir, flow, gen, err := datapath.ParseConntrackRequest(rec.RawSample)
+		dir, flow, gen, err := ParseConntrackRequest(rec.RawSample)
 		if err == nil {
 			k.keep(dir, flow, gen)
 		}
 	}
 }
 
-func (k *ctKeeper) rounds(ctx context.Context) {
+func (k *CtKeeper) rounds(ctx context.Context) {
 	tick := time.NewTicker(k.tmo.period())
 	defer tick.Stop()
 	for {
@@ -202,7 +206,7 @@ func (k *ctKeeper) rounds(ctx context.Context) {
 	}
 }
 
-func (k *ctKeeper) report() *CtReport {
+func (k *CtKeeper) Report() *CtReport {
 	return &CtReport{
 		Tracked: true, Period: k.tmo.period().String(),
 		Kept: k.counts.kept.Load(), Renewed: k.counts.renewed.Load(),
@@ -211,21 +215,21 @@ func (k *ctKeeper) report() *CtReport {
 	}
 }
 
-func tupleOf(f datapath.FastFlow) conntrack.Tuple {
+func tupleOf(f FastFlow) conntrack.Tuple {
 	return conntrack.Tuple{Src: f.Src, Dst: f.Dst, Sport: f.Sport, Dport: f.Dport, Proto: f.Proto}
 }
 
 // canonical names a connection by one of its two directions, the same
 // for both.
-func canonical(f datapath.FastFlow) datapath.FastFlow {
-	rev := datapath.FastFlow{Src: f.Dst, Dst: f.Src, Sport: f.Dport, Dport: f.Sport, Proto: f.Proto}
+func canonical(f FastFlow) FastFlow {
+	rev := FastFlow{Src: f.Dst, Dst: f.Src, Sport: f.Dport, Dport: f.Sport, Proto: f.Proto}
 	if c := f.Src.Compare(f.Dst); c > 0 || c == 0 && f.Sport > f.Dport {
 		return rev
 	}
 	return f
 }
 
-func (k *ctKeeper) conn(f datapath.FastFlow) *ctConn {
+func (k *CtKeeper) conn(f FastFlow) *ctConn {
 	c := canonical(f)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -241,7 +245,7 @@ func (k *ctKeeper) conn(f datapath.FastFlow) *ctConn {
 // entry is ESTABLISHED and, for TCP, tracks it liberally; untracked
 // connections have nothing to keep in step, and are let on unless the
 // rules need established ones. A connection not ESTABLISHED stays slow.
-func (k *ctKeeper) keep(dir datapath.FastDir, flow datapath.FastFlow, gen uint32) {
+func (k *CtKeeper) keep(dir FastDir, flow FastFlow, gen uint32) {
 	t := tupleOf(flow)
 	e, err := k.ct.Get(t)
 	switch {
@@ -285,10 +289,10 @@ func established(proto uint8, e conntrack.Entry) bool {
 // round keeps every waiting entry the requests missed, renews the
 // conntrack entries of connections used since the last round, and forgets
 // what left the caches.
-func (k *ctKeeper) round() error {
-	used := map[datapath.FastFlow]time.Duration{}
-	var waiting []datapath.FastEntry
-	err := k.fp.Entries(func(e datapath.FastEntry) {
+func (k *CtKeeper) round() error {
+	used := map[FastFlow]time.Duration{}
+	var waiting []FastEntry
+	err := k.fp.Entries(func(e FastEntry) {
 		if !e.Kept {
 			waiting = append(waiting, e)
 			return
@@ -317,7 +321,7 @@ func (k *ctKeeper) round() error {
 
 // renew sets the timeout of c's conntrack entry to what a packet at used
 // (the cache's last use) would have set, never shortening it.
-func (k *ctKeeper) renew(c datapath.FastFlow, used time.Duration) {
+func (k *CtKeeper) renew(c FastFlow, used time.Duration) {
 	cc := k.conn(c)
 	k.mu.Lock()
 	fresh := used > cc.renewed
@@ -342,7 +346,7 @@ func (k *ctKeeper) renew(c datapath.FastFlow, used time.Duration) {
 		return
 	}
 	r := k.timeout(cc, c.Proto, e)
-	left := r.Timeout - min(datapath.FastClock()-used, r.Timeout)
+	left := r.Timeout - min(FastClock()-used, r.Timeout)
 	var ch conntrack.Change
 	if s := uint32((left + time.Second - 1) / time.Second); s > e.Timeout {
 		ch.Timeout = s
@@ -372,7 +376,7 @@ type ctRenewal struct {
 // a packet (nf_conntrack_proto_udp.c, _tcp.c): UDP seen both ways and
 // still active two seconds after it started becomes ASSURED and gets the
 // stream timeout.
-func (k *ctKeeper) timeout(cc *ctConn, proto uint8, e conntrack.Entry) ctRenewal {
+func (k *CtKeeper) timeout(cc *ctConn, proto uint8, e conntrack.Entry) ctRenewal {
 	if proto == unix.IPPROTO_TCP {
 		return ctRenewal{Timeout: k.tmo.tcpEstablished}
 	}

@@ -1,0 +1,40 @@
+package policy
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestABTurns: where the causes cannot be read, the A/B test decides
+// through the engine. On the path with no CPU busy for engageIdle it
+// stands down (calm: the next spell is tested at once); stood down with a
+// CPU busy and one with room it measures, and a test that could count
+// nothing (no namespace to count in) is no verdict: it backs off from
+// engageRetry and switches nothing after its windows.
+func TestABTurns(t *testing.T) {
+	f := &fakeMode{}
+	p := f.params(0, 1)
+	again := &retest{idle: true}
+	ab := &abTest{p: p, again: again}
+	e := &Engine{p: p, pol: ab, mode: f}
+	now := time.Unix(1000, 0)
+	turn := func(load ...uint32) {
+		now = now.Add(engageWindow)
+		e.Turn(t.Context(), Window{At: now, StoodDown: f.down, Engaged: f.engaged, Load: load})
+	}
+	for now.Sub(time.Unix(1000, 0)) <= engageIdle+engageWindow {
+		turn(10, 10)
+	}
+	if !slices.Equal(f.did, []string{"stand down"}) || !again.idle {
+		t.Fatalf("calm on the path: did %q, retest %+v", f.did, *again)
+	}
+	f.did = nil
+	turn(95, 10)
+	if p.Counters.Probes.Load() != 1 || again.wait != engageRetry || again.idle {
+		t.Errorf("tests begun %d, retest %+v, want one begun and a wait of %v", p.Counters.Probes.Load(), *again, engageRetry)
+	}
+	if want := []string{"steer false", "stand down"}; !slices.Equal(f.did, want) {
+		t.Errorf("did %q, want %q (the first window's switch, then nothing)", f.did, want)
+	}
+}
