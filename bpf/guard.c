@@ -9,7 +9,7 @@
  * the packet has left every queue behind it. (The net:netif_receive_skb
  * tracepoint was the first counting point: on the CPU that RPS sends a
  * stage to, it did not fire for 0.1-0.3 % of the skbs the kernel processed
- * there, while tc ingress saw every one; docs/DESIGN.md.) The stack still
+ * there, while tc ingress saw every one; docs/ordering-guard.md.) The stack still
  * has the segment until the socket has it, and a moved segment taking the
  * short way through another CPU could overtake it there while this CPU is
  * stalled (an interrupt, a preempted vCPU). So it is only noted as pending

@@ -7,7 +7,7 @@
  * Micro-flows reach the socket out of order between batches: TCP's
  * out-of-order queue reassembles them; UDP is split only when the user
  * accepts reordering (cfg->reorder_udp). MFLOW's in-order batch merging
- * needs a queue this kernel cannot host from BPF (docs/DESIGN.md).
+ * needs a queue this kernel cannot host from BPF (docs/split-and-mflow.md).
  * The Go twin of the CPU rule is steer.NextBatchIndex. */
 #ifndef FALCON_MFLOW_H
 #define FALCON_MFLOW_H
