@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The k8s-cilium layout is the k8s layout's cluster with Cilium as its
@@ -124,8 +125,9 @@ func (b *builder) cniBinDir(bin string, h Host) (string, error) {
 // (pkg/datapath/loader/base.go), not a network namespace's; it ignores a
 // failure to write them, so the node's mount namespace holds them read
 // only. (kernel.unprivileged_bpf_disabled=1 could not even be undone: the
-// kernel takes no other value after it.)
-var ciliumSysctls = []string{"kernel.unprivileged_bpf_disabled", "kernel.timer_migration", "net.core.bpf_jit_enable"}
+// kernel takes no other value after it.) The third, net.core.bpf_jit_enable,
+// does not exist outside the initial network namespace.
+var ciliumSysctls = []string{"kernel.unprivileged_bpf_disabled", "kernel.timer_migration"}
 
 // agentMounts is the shell that readies the node's mount namespace for
 // the agent: its cgroup root a bind of the node's cgroup v2 tree (a
@@ -190,8 +192,23 @@ func (b *builder) ciliumNetwork(bin string) error {
 			return err
 		}
 	}
+	for _, h := range b.t.Hosts {
+		hd := hostDir(b.t.Name, h.Name)
+		conf := filepath.Join(hd, "cni", ciliumConflist)
+		if err := b.waitFor("cilium-agent in "+h.Netns+": ready (its CNI configuration written)", filepath.Join(hd, "cilium-agent"),
+			ciliumUpTimeout, func() (bool, error) {
+				_, err := os.Stat(conf)
+				return err == nil, nil
+			}); err != nil {
+			return err
+		}
+	}
 	return b.waitNodes(bin, func() string { return kubeletTails(b.t) + b.agentTails() })
 }
+
+// ciliumUpTimeout bounds the wait for an agent: it compiles its datapath
+// (four programs, seconds each with clang on an idle CPU) at start.
+const ciliumUpTimeout = 5 * time.Minute
 
 // agentTails is the end of every agent's log.
 func (b *builder) agentTails() string {
