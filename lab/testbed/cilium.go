@@ -16,8 +16,8 @@ import (
 // node, in the node's mount namespace and cgroup tree like its kubelet, in
 // VXLAN tunnel mode with its kube-proxy replacement and BPF host routing.
 // The agent compiles its datapath at start with clang (>= 18.1) and keeps
-// its state where a node keeps it all: /run/cilium and the bpffs of the
-// node's private mounts, /run/cilium/cgroupv2 a bind of the node's own
+// its state where a node keeps it all: /run/cilium in the node's private
+// mounts, with a bpffs of its own there, /run/cilium/cgroupv2 a bind of the node's own
 // cgroup v2 tree (where its socket programs attach, not to the machine's
 // root cgroup). Its CNI configuration, written once it is ready, makes the
 // nodes Ready.
@@ -162,6 +162,10 @@ func (b *builder) startAgent(cil string, hi int) error {
 		filepath.Join(cil, "bin/cilium-agent"),
 		"--k8s-kubeconfig-path", filepath.Join(pkiDir(t.Name), "cilium.kubeconfig"),
 		"--lib-dir", filepath.Join(cil, "lib"), "--cluster-name", "default",
+		// A bpffs of its own, which it mounts: it refuses /sys/fs/bpf,
+		// listed twice in the node's mount table (the machine's, beneath
+		// the node's sysfs, and the node's): "multiple mount points".
+		"--bpf-root", "/run/cilium/bpffs",
 		"--routing-mode", "tunnel", "--tunnel-protocol", "vxlan", "--ipam", "kubernetes",
 		"--enable-ipv4", "--enable-ipv6=false", "--devices", h.NIC,
 		// BPF host routing needs the kube-proxy replacement and BPF
