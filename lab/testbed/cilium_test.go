@@ -94,7 +94,9 @@ func checkAgentStatus(t *testing.T, name, host string) {
 	if !ok {
 		t.Fatalf("%s's cilium-agent does not run", host)
 	}
-	sock := fmt.Sprintf("/proc/%d/root/var/run/cilium/cilium.sock", pid)
+	// /run, not /var/run: the link /var/run -> /run would resolve in this
+	// process's mount namespace.
+	sock := fmt.Sprintf("/proc/%d/root/run/cilium/cilium.sock", pid)
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -117,8 +119,8 @@ func checkAgentStatus(t *testing.T, name, host string) {
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatalf("%s's cilium-agent status: %v", host, err)
 	}
-	if s.Routing.Intra != "BPF" || s.Routing.Inter != "Tunnel" || s.Routing.Tunnel != "VXLAN" || s.KPR.Mode != "True" {
-		t.Errorf("%s's cilium-agent: routing %+v, kube-proxy replacement %q; want BPF, Tunnel, VXLAN, True", host, s.Routing, s.KPR.Mode)
+	if s.Routing.Intra != "BPF" || s.Routing.Inter != "Tunnel" || s.Routing.Tunnel != "vxlan" || s.KPR.Mode != "True" {
+		t.Errorf("%s's cilium-agent: routing %+v, kube-proxy replacement %q; want BPF, Tunnel, vxlan, True", host, s.Routing, s.KPR.Mode)
 	}
 }
 
