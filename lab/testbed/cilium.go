@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // The k8s-cilium layout is the k8s layout's cluster with Cilium as its
@@ -15,12 +14,12 @@ import (
 // scripts/cilium/build.sh: Cilium's CRDs, and a cilium-agent in each
 // node, in the node's mount namespace and cgroup tree like its kubelet, in
 // VXLAN tunnel mode with its kube-proxy replacement and BPF host routing.
-// The agent compiles its datapath at start with clang (>= 18.1) and keeps
+// The agent compiles its datapath with clang (>= 18.1) and keeps
 // its state where a node keeps it all: /run/cilium in the node's private
 // mounts, with a bpffs of its own there, /run/cilium/cgroupv2 a bind of the node's own
 // cgroup v2 tree (where its socket programs attach, not to the machine's
-// root cgroup). Its CNI configuration, written once it is ready, makes the
-// nodes Ready.
+// root cgroup). Its CNI configuration, written once it serves its API,
+// makes the node Ready.
 
 // CiliumEnv names a directory of built Cilium programs instead of the
 // checkout's .cache/cilium/current (scripts/cilium/build.sh).
@@ -180,7 +179,8 @@ func (b *builder) startAgent(cil string, hi int) error {
 // ciliumNetwork creates Cilium's CRDs, which the agents wait for (the
 // operator would create them; with Kubernetes' IPAM it has nothing else
 // to do here), starts each node's agent, and waits for both nodes to be
-// ready: their agents up, the datapath compiled and loaded.
+// ready: their agents serving. Each compiles its datapath after that; a
+// pod's CNI ADD waits for its endpoint's programs.
 func (b *builder) ciliumNetwork(bin string) error {
 	cil, err := CiliumDir()
 	if err != nil {
@@ -200,7 +200,7 @@ func (b *builder) ciliumNetwork(bin string) error {
 		hd := hostDir(b.t.Name, h.Name)
 		conf := filepath.Join(hd, "cni", ciliumConflist)
 		if err := b.waitFor("cilium-agent in "+h.Netns+": ready (its CNI configuration written)", filepath.Join(hd, "cilium-agent"),
-			ciliumUpTimeout, func() (bool, error) {
+			k8sUpTimeout, func() (bool, error) {
 				_, err := os.Stat(conf)
 				return err == nil, nil
 			}); err != nil {
@@ -209,10 +209,6 @@ func (b *builder) ciliumNetwork(bin string) error {
 	}
 	return b.waitNodes(bin, func() string { return kubeletTails(b.t) + b.agentTails() })
 }
-
-// ciliumUpTimeout bounds the wait for an agent: it compiles its datapath
-// (four programs, seconds each with clang on an idle CPU) at start.
-const ciliumUpTimeout = 5 * time.Minute
 
 // agentTails is the end of every agent's log.
 func (b *builder) agentTails() string {

@@ -85,14 +85,26 @@ func TestK8sCilium(t *testing.T) {
 	}
 }
 
-// checkAgentStatus asks host's agent, on its API socket in the node's
-// private /run, how it routes: BPF within the host, a VXLAN tunnel
-// between hosts, kube-proxy replaced.
+// checkAgentStatus checks host's agent's cgroup root, and asks it, on
+// its API socket in the node's private /run, how it routes: BPF within the
+// host, a VXLAN tunnel between hosts, kube-proxy replaced.
 func checkAgentStatus(t *testing.T, name, host string) {
 	t.Helper()
 	pid, ok := daemonPID(filepath.Join(hostDir(name, host), "cilium-agent"))
 	if !ok {
 		t.Fatalf("%s's cilium-agent does not run", host)
+	}
+	// Its cgroup root, where its socket programs attach: the node's tree
+	// only, bound there (the mount's root is the node's cgroup).
+	mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	var roots []string
+	for _, l := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == "/run/cilium/cgroupv2" {
+			roots = append(roots, f[3])
+		}
+	}
+	if want := "/" + nodeCgroup(name, host); len(roots) != 1 || roots[0] != want {
+		t.Errorf("%s's cilium-agent: mounts at /run/cilium/cgroupv2 of cgroup %v, want one of %s", host, roots, want)
 	}
 	// /run, not /var/run: the link /var/run -> /run would resolve in this
 	// process's mount namespace.
