@@ -16,6 +16,11 @@
 #                               the module proxy, about 7 minutes:
 #                               scripts/k8s/build.sh), and kube-network-policies
 #                               for its --netpol (scripts/k8s/netpol.sh)
+#   scripts/setup.sh --cilium   also the k8s-cilium layout's: --k8s, clang-19
+#                               (the agent compiles its datapath with clang
+#                               >= 18.1) and Cilium's agent and CNI plugin
+#                               (built once from the module proxy:
+#                               scripts/cilium/build.sh)
 #   scripts/setup.sh --test     everything `make test` and `make test-kernels`
 #                               need (they run it themselves): --bench,
 #                               --daemons, --k8s, tmux (falcon top's test), chromium
@@ -28,14 +33,15 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=0 daemons=0 test=0 k8s=0
+bench=0 daemons=0 test=0 k8s=0 cilium=0
 for a in "$@"; do
 	case $a in
 	--bench) bench=1 ;;
 	--daemons) daemons=1 ;;
 	--k8s) k8s=1 ;;
+	--cilium) k8s=1 cilium=1 ;;
 	--test) bench=1 daemons=1 k8s=1 test=1 ;;
-	-h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
 	esac
 done
@@ -46,6 +52,8 @@ demo_pkgs="iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 bridge:ip
 bench_pkgs="memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk"
 daemon_pkgs="nft:nftables iptables:iptables gcc:gcc dockerd:docker.io"
 k8s_pkgs="containerd:containerd ctr:containerd runc:runc iptables:iptables nsenter:util-linux"
+# Not clang: the agent runs /usr/lib/llvm-19/bin/clang (see scripts/cilium/build.sh).
+cilium_pkgs="clang-19:clang-19"
 test_pkgs="python3:python3 ping:iputils-ping tmux:tmux chromium:chromium"
 # The kernel guests' (make test-kernels), without recommends: QEMU's pull in a desktop.
 kernel_pkgs="qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod cpio:cpio xz:xz-utils"
@@ -62,6 +70,7 @@ pairs=$demo_pkgs
 [ $daemons -eq 0 ] || pairs="$pairs $daemon_pkgs"
 [ $test -eq 0 ] || pairs="$pairs $test_pkgs"
 [ $k8s -eq 0 ] || pairs="$pairs $k8s_pkgs"
+[ $cilium -eq 0 ] || pairs="$pairs $cilium_pkgs"
 # shellcheck disable=SC2086
 mapfile -t need < <(missing $pairs)
 [ $test -eq 0 ] || dpkg -s python3-venv >/dev/null 2>&1 || need+=(python3-venv) # the manifest validator's venv
@@ -120,6 +129,9 @@ fi
 if [ $k8s -eq 1 ]; then
 	"$root/scripts/k8s/build.sh"
 	"$root/scripts/k8s/netpol.sh"
+fi
+if [ $cilium -eq 1 ]; then
+	"$root/scripts/cilium/build.sh"
 fi
 
 # Tracepoints used by the tests live in tracefs.

@@ -36,7 +36,7 @@ func AddContainer(ctx context.Context, name string, hi int) (Container, error) {
 	if hi < 0 || hi > 1 {
 		return Container{}, fmt.Errorf("testbed %s: no host %d (0 is h1, 1 is h2)", name, hi)
 	}
-	if t.Layout == "docker-swarm" || t.Layout == "k8s" {
+	if runtimeContainers(t.Layout) {
 		return Container{}, fmt.Errorf("testbed %s: layout %s makes its containers through its runtime; adding one is not built (use flannel-daemon for churn with real CNI plugins)", name, t.Layout)
 	}
 	li := layoutInfos[t.Layout]

@@ -148,6 +148,8 @@ func CheckLayout(layout string) error {
 		return CheckSwarm()
 	case "k8s":
 		return CheckK8s()
+	case "k8s-cilium":
+		return CheckCilium()
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func (b *builder) k8s() error {
 	if err := b.mgmtLink(); err != nil {
 		return err
 	}
-	if err := writePKI(t); err != nil {
+	if err := writePKI(t, b.cilium()); err != nil {
 		return err
 	}
 	if err := b.controlPlane(bin); err != nil {
@@ -120,7 +120,11 @@ func (b *builder) k8s() error {
 			return err
 		}
 	}
-	if err := b.k8sNetwork(bin); err != nil {
+	network := b.k8sNetwork
+	if b.cilium() {
+		network = b.ciliumNetwork
+	}
+	if err := network(bin); err != nil {
 		return err
 	}
 	if t.NetworkPolicy {
@@ -135,8 +139,9 @@ func (b *builder) k8s() error {
 	return nil
 }
 
-// writePKI makes the cluster's CA, certificates and kubeconfigs.
-func writePKI(t *Testbed) error {
+// writePKI makes the cluster's CA, certificates and kubeconfigs; Cilium's
+// agents and operator have theirs where they run.
+func writePKI(t *Testbed, cilium bool) error {
 	p, err := newPKI(pkiDir(t.Name))
 	if err != nil {
 		return err
@@ -159,6 +164,10 @@ func writePKI(t *Testbed) error {
 		// flanneld patches its node and watches the others', as
 		// kube-flannel's ClusterRole allows; the testbed gives it more.
 		{"flannel", "flannel", "system:masters"},
+	}
+	if cilium {
+		// As flanneld, more than Cilium's ClusterRoles would give.
+		clients = append(clients, client{"cilium", "cilium", "system:masters"})
 	}
 	for _, h := range t.Hosts {
 		clients = append(clients, client{"kubelet-" + h.Name, "system:node:" + h.Name, "system:nodes"})
@@ -264,10 +273,9 @@ func kubeletTails(t *Testbed) string {
 	return b.String()
 }
 
-// k8sNetwork waits for both nodes to be ready with a pod CIDR each, then
-// starts each flanneld and waits for it to take its node's subnet and
-// route the other's.
-func (b *builder) k8sNetwork(bin string) error {
+// waitNodes waits for both nodes to be ready with a pod CIDR each; tails
+// says where a node that is not says why.
+func (b *builder) waitNodes(bin string, tails func() string) error {
 	t := b.t
 	if err := b.waitFor("the nodes: ready", filepath.Join(daemonDir(t.Name), "kube-apiserver"), k8sUpTimeout, func() (bool, error) {
 		out, err := b.kubectl(bin, nil, "get", "nodes", "-o",
@@ -278,7 +286,17 @@ func (b *builder) k8sNetwork(bin string) error {
 		ready := strings.Count(string(out), "=True/10.")
 		return ready == len(t.Hosts), fmt.Errorf("nodes (ready/pod CIDR): %s", out)
 	}); err != nil {
-		return fmt.Errorf("%w%s", err, kubeletTails(t))
+		return fmt.Errorf("%w%s", err, tails())
+	}
+	return nil
+}
+
+// k8sNetwork waits for the nodes, then starts each flanneld and waits for
+// it to take its node's subnet and route the other's.
+func (b *builder) k8sNetwork(bin string) error {
+	t := b.t
+	if err := b.waitNodes(bin, func() string { return kubeletTails(t) }); err != nil {
+		return err
 	}
 	for hi := range t.Hosts {
 		if err := b.startFlanneld(bin, hi); err != nil {

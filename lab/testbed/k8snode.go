@@ -82,10 +82,16 @@ func (b *builder) node(bin string, hi int, images map[string][]byte) error {
 	if err := b.sysctl(h.Netns, "net.ipv4.ip_forward", "1"); err != nil {
 		return err
 	}
+	cniBin, err := b.cniBinDir(bin, h)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
-		"containerd.toml":         containerdConfig(t.Name, h, bin),
-		"cni/10-flannel.conflist": flannelConflist(hd),
-		"kubelet.json":            kubeletConfig(t.Name, h),
+		"containerd.toml": containerdConfig(t.Name, h, cniBin),
+		"kubelet.json":    kubeletConfig(t.Name, h),
+	}
+	if !b.cilium() { // the agent writes its own when ready
+		files["cni/10-flannel.conflist"] = flannelConflist(hd)
 	}
 	for f, data := range files {
 		if err := os.WriteFile(filepath.Join(hd, f), data, 0o644); err != nil {
@@ -113,15 +119,26 @@ func (b *builder) node(bin string, hi int, images map[string][]byte) error {
 	return b.nodeDaemons(bin, hi, enterNode(t.Name, h, mnt))
 }
 
-// nodeDaemons starts host hi's kubelet and kube-proxy.
+// nodeDaemons starts host hi's kubelet and kube-proxy (k8s-cilium: no
+// kube-proxy, Cilium replaces it). The node's address is on the
+// management link, but for Cilium's on the wire: Cilium tunnels to the
+// node's InternalIP, so its VXLAN takes the wire only so (the API server's
+// calls to the kubelets, kubectl exec and logs, take it too).
 func (b *builder) nodeDaemons(bin string, hi int, enter []string) error {
 	t := b.t
 	h := t.Hosts[hi]
 	hd, pk := hostDir(t.Name, h.Name), pkiDir(t.Name)
+	nodeIP := mgmtAddr(hi)
+	if b.cilium() {
+		nodeIP = h.Addr
+	}
 	if err := b.startIn(enter, h.Netns, filepath.Join(hd, "kubelet"), filepath.Join(bin, "bin/kubelet"),
 		"--config", filepath.Join(hd, "kubelet.json"), "--kubeconfig", filepath.Join(pk, "kubelet-"+h.Name+".kubeconfig"),
-		"--root-dir", "/run/kubelet", "--hostname-override", h.Name, "--node-ip", mgmtAddr(hi), "--v", "1"); err != nil {
+		"--root-dir", "/run/kubelet", "--hostname-override", h.Name, "--node-ip", nodeIP, "--v", "1"); err != nil {
 		return err
+	}
+	if b.cilium() {
+		return nil
 	}
 	// No conntrack table sizes or timeouts: those are the machine's.
 	return b.startIn(enter, h.Netns, filepath.Join(hd, "kube-proxy"), filepath.Join(bin, "bin/kube-proxy"),
@@ -156,7 +173,7 @@ func (b *builder) startFlanneld(bin string, hi int) error {
 // machine's own processes, and needs CAP_SYS_RESOURCE, which root may lack
 // (a container, some VMs: runc then fails with "can't get final child's
 // PID from pipe").
-func containerdConfig(name string, h Host, bin string) []byte {
+func containerdConfig(name string, h Host, cniBin string) []byte {
 	return []byte(fmt.Sprintf(`version = 2
 root = "/run/containerd/root"
 state = "/run/containerd/state"
@@ -181,7 +198,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
     bin_dir = %q
     conf_dir = %q
     max_conf_num = 1
-`, containerdSock(name, h.Name), k8sPause, filepath.Join(bin, "cni"), filepath.Join(hostDir(name, h.Name), "cni")))
+`, containerdSock(name, h.Name), k8sPause, cniBin, filepath.Join(hostDir(name, h.Name), "cni")))
 }
 
 // flannelConflist is kube-flannel's CNI configuration (Flannel's plugin

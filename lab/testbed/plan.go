@@ -42,6 +42,10 @@ var layoutInfos = map[string]layoutInfo{
 	"docker-swarm": {overlay: "vxlan0", port: 4789, bridge: "br0", vethPrefix: "veth"},
 	// Flannel as the cluster's CNI, as flannel-daemon.
 	"k8s": {overlay: "flannel.1", vni: 1, port: 8472, bridge: "cni0", vethPrefix: "veth", vethHex: 8},
+	// Cilium's VXLAN device (its VNI is the sender's security identity,
+	// no one number) and its host veths, lxc + 12 hex digits of the
+	// endpoint's digest (pkg/datapath/connector: Endpoint2IfName).
+	"k8s-cilium": {overlay: "cilium_vxlan", port: 8472, vethPrefix: "lxc", vethHex: 12},
 }
 
 var hostNames = [2]string{"h1", "h2"}
@@ -110,6 +114,8 @@ func (t *Testbed) containerAddr(hi, i int) string {
 		return "" // host-local's choice, known after the CNI ADD
 	case "docker-swarm":
 		return "" // Docker's choice, known after the run
+	case "k8s", "k8s-cilium":
+		return "" // the CNI's choice, read back from the pod
 	default: // calico
 		return ips.calico(hi, 1+i) // 0 is the VXLAN device
 	}

@@ -17,7 +17,7 @@ import (
 const Prefix = "fb-"
 
 // Layouts are the network layouts Up can build.
-var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "k8s"}
+var Layouts = []string{"host", "vxlan", "docker", "flannel", "calico", "flannel-daemon", "docker-swarm", "k8s", "k8s-cilium"}
 
 const (
 	// MaxName keeps namespace names (name + "-h2-c31" + prefix) short.
@@ -178,10 +178,16 @@ func Validate(s Spec) error {
 // CheckIPv6 says whether a layout can be built over IPv6 (--ipv6).
 func CheckIPv6(layout string) error {
 	switch layout {
-	case "docker-swarm", "k8s":
+	case "docker-swarm", "k8s", "k8s-cilium":
 		return fmt.Errorf("--ipv6 is not built for layout %s (it runs over IPv4): use host, vxlan, docker, flannel, calico or flannel-daemon", layout)
 	}
 	return nil
+}
+
+// runtimeContainers reports whether a layout's container runtime, not Up,
+// makes its containers' namespaces.
+func runtimeContainers(layout string) bool {
+	return layout == "docker-swarm" || layout == "k8s" || layout == "k8s-cilium"
 }
 
 // OverlayNS is the namespace of h's Overlay, Bridge and host veths.

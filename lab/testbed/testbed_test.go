@@ -35,6 +35,7 @@ func TestValidate(t *testing.T) {
 		{Spec{Name: "demo", Layout: "k8s", IPv6: true}, "not built for layout k8s"},
 		{Spec{Name: "demo", Layout: "k8s", NetworkPolicy: true}, ""},
 		{Spec{Name: "demo", Layout: "calico", NetworkPolicy: true}, "--netpol is for layout k8s"},
+		{Spec{Name: "demo", Layout: "k8s-cilium", IPv6: true}, "not built for layout k8s-cilium"},
 	} {
 		err := Validate(c.s)
 		switch {
@@ -117,7 +118,7 @@ func planOne(t *testing.T, s Spec) {
 		}
 		veths := map[string]bool{}
 		for _, c := range h.Containers {
-			if s.Layout == "flannel-daemon" || s.Layout == "docker-swarm" || s.Layout == "k8s" {
+			if s.Layout == "flannel-daemon" || runtimeContainers(s.Layout) {
 				continue // addresses and veth names are the plugins' or Docker's choice, at up
 			}
 			if addrs[c.Addr] || !private(c.Addr, s.IPv6) {

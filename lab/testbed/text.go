@@ -14,7 +14,11 @@ func (t *Testbed) WriteText(w io.Writer) {
 	for _, h := range t.Hosts {
 		fmt.Fprintf(w, "  %s  %-28s %s %s", h.Name, h.Netns, h.NIC, h.Addr)
 		if h.Overlay != "" {
-			fmt.Fprintf(w, "  %s vni %d port %d", h.Overlay, h.VNI, h.Port)
+			fmt.Fprintf(w, "  %s", h.Overlay)
+			if h.VNI != 0 { // Cilium's is the sender's identity, not one number
+				fmt.Fprintf(w, " vni %d", h.VNI)
+			}
+			fmt.Fprintf(w, " port %d", h.Port)
 			if h.OverlayAddr != "" {
 				fmt.Fprintf(w, " %s", h.OverlayAddr)
 			}

@@ -148,7 +148,7 @@ func (b *builder) sysctl(ns, key, value string) error {
 func (b *builder) build() error {
 	t := b.t
 	nss := t.Namespaces()
-	if t.Layout == "docker-swarm" || t.Layout == "k8s" {
+	if runtimeContainers(t.Layout) {
 		nss = nss[:2] // Docker or Kubernetes makes the containers' namespaces
 	}
 	for _, ns := range nss {
@@ -189,7 +189,7 @@ func (b *builder) build() error {
 		return b.flannelDaemon()
 	case "docker-swarm":
 		return b.dockerSwarm()
-	case "k8s":
+	case "k8s", "k8s-cilium":
 		return b.k8s()
 	}
 	return nil
