@@ -43,12 +43,30 @@ func (f *FastPath) Stats() (FastStats, error) {
 }
 
 // Age removes entries idle for longer than idle and entries of older
-// generations; it returns how many it removed.
+// generations, and sets each tenant's tally to what it holds then; it
+// returns how many it removed.
 func (f *FastPath) Age(idle time.Duration) (int, error) {
 	gen, cut := f.Generation(), monotonicNow()-uint64(idle)
-	n1, err1 := countEntries(f.objs.FpIn, func(v *fastpathFpIngress) bool { return v.Gen == gen && v.UsedNs >= cut }, -1)
-	n2, err2 := countEntries(f.objs.FpEg, func(v *fastpathFpEgress) bool { return v.Gen == gen && v.UsedNs >= cut }, -1)
-	return n1 + n2, errors.Join(err1, err2)
+	held := tally{}
+	n1, err1 := countEntries(f.objs.FpIn, func(v *fastpathFpIngress) bool {
+		if v.Gen != gen || v.UsedNs < cut {
+			return false
+		}
+		held.add(tenantVeth, v.Ifindex)
+		held.add(tenantRemote, v.Remote)
+		return true
+	}, -1)
+	n2, err2 := countEntries(f.objs.FpEg, func(v *fastpathFpEgress) bool {
+		if v.Gen != gen || v.UsedNs < cut {
+			return false
+		}
+		held.add(tenantVeth, v.Ifindex)
+		return true
+	}, -1)
+	if err := errors.Join(err1, err2); err != nil {
+		return n1 + n2, err
+	}
+	return n1 + n2, f.recount(held)
 }
 
 // countEntries counts m's entries that keep says are live; with del < 0 it
