@@ -18,12 +18,19 @@ type FastStats struct {
 	// Generation counts invalidations: every change that could alter what
 	// the slow path does bumps it (it starts at 1).
 	Generation uint32 `json:"generation"`
+	// ShareContainer, ShareRemote: the entries a local container and a
+	// remote host may hold, and the pending records each may begin a
+	// second (docs/fastpath.md#fairness).
+	ShareContainer uint32 `json:"share_container"`
+	ShareRemote    uint32 `json:"share_remote"`
 }
 
 // Stats reads the counters and counts the usable entries.
 func (f *FastPath) Stats() (FastStats, error) {
-	gen := f.Generation()
-	s := FastStats{Counters: map[string]uint64{}, Generation: gen}
+	f.mu.Lock()
+	gen := f.cfg.Gen
+	s := FastStats{Counters: map[string]uint64{}, Generation: gen, ShareContainer: f.cfg.ShareVeth, ShareRemote: f.cfg.ShareRemote}
+	f.mu.Unlock()
 	var per []fastpathFpCounters
 	if err := f.objs.FpStats.Lookup(uint32(0), &per); err != nil {
 		return s, err
