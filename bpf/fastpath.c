@@ -100,6 +100,7 @@ static __always_inline struct fp_config *config(__u64 now)
 	return c && c->on && now < c->alive_until_ns ? c : 0;
 }
 
+#include "fastpath_share.h"
 #include "fastpath_guard.h"
 #include "fastpath_ct.h"
 
@@ -212,15 +213,15 @@ int fpath_nic_in(struct __sk_buff *skb)
 		/* The entry goes: had it learned a forger's identity, the
 		 * flow's own packets end it (docs/fastpath.md, Identity). */
 		count(FP_SPOOF);
-		bpf_map_delete_elem(&fp_in, &in.k);
+		forget_in(&in.k, e);
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05) /* FIN or RST: the flow ends, relearn a new one */
-			bpf_map_delete_elem(&fp_in, &in.k);
+			forget_in(&in.k, e);
 	} else if ((why = unusable(c, e->used_ns, e->ct, now)) != FP_CNT_MAX) {
 		count(why);
 		if (why == FP_IDLE)
-			bpf_map_delete_elem(&fp_in, &in.k);
+			forget_in(&in.k, e);
 	} else if (skb->gso_segs > 1 || skb->gso_size) {
 		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
 		 * GSO type as the VXLAN device does on decapsulation. */
@@ -258,7 +259,7 @@ slow:
 	init.outer_daddr = o.daddr;
 	init.vni = o.vni;
 	init.port = o.port;
-	to_slow(&fp_pend_in, FP_DIR_IN, &in, &init, c->gen, now);
+	to_slow(&fp_pend_in, FP_DIR_IN, &in, &init, c, now);
 	return PASS;
 }
 
@@ -311,7 +312,7 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	old = bpf_map_lookup_elem(&fp_in, &in.k);
 	fresh = !old || old->gen != c->gen;
 	e.ct = ct_learned(c, &in.k, fresh ? FP_CT_WAIT : old->ct);
-	if (bpf_map_update_elem(&fp_in, &in.k, &e, BPF_ANY))
+	if (!take_in(c, old, &e) || bpf_map_update_elem(&fp_in, &in.k, &e, BPF_ANY))
 		return PASS;
 	count(FP_IN_LEARN);
 	if (fresh && e.ct == FP_CT_WAIT)
@@ -394,15 +395,15 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_STALE);
 	} else if (e->ifindex != skb->ifindex) {
 		count(FP_SPOOF);
-		bpf_map_delete_elem(&fp_eg, &in.k);
+		forget_eg(&in.k, e);
 	} else if (in.tcp_flags & TCP_CTRL) {
 		count(FP_CONTROL);
 		if (in.tcp_flags & 0x05)
-			bpf_map_delete_elem(&fp_eg, &in.k);
+			forget_eg(&in.k, e);
 	} else if ((why = unusable(c, e->used_ns, e->ct, now)) != FP_CNT_MAX) {
 		count(why);
 		if (why == FP_IDLE)
-			bpf_map_delete_elem(&fp_eg, &in.k);
+			forget_eg(&in.k, e);
 	} else if (!guard_open(&fp_pend_eg, FP_DIR_EG, &in.k, now)) {
 		count(FP_GUARD_WAIT);
 	} else if (in.ttl <= e->ttl_dec || in.ttl != e->ttl || (in.tos & ~ECN_CE) != (e->tos & ~ECN_CE)) {
@@ -430,7 +431,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		return bpf_redirect(nic, 0);
 	}
 	init.ifindex = skb->ifindex;
-	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c->gen, now);
+	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c, now);
 	return PASS;
 }
 
@@ -468,7 +469,7 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	old = bpf_map_lookup_elem(&fp_eg, &in.k);
 	fresh = !old || old->gen != c->gen;
 	e.ct = ct_learned(c, &in.k, fresh ? FP_CT_WAIT : old->ct);
-	if (bpf_map_update_elem(&fp_eg, &in.k, &e, BPF_ANY))
+	if (!take_eg(c, old, &e) || bpf_map_update_elem(&fp_eg, &in.k, &e, BPF_ANY))
 		return PASS;
 	count(FP_EG_LEARN);
 	if (fresh && e.ct == FP_CT_WAIT)

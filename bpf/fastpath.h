@@ -34,6 +34,12 @@ struct fp_config {
 	__u32 nports;
 	__u32 decap_flags; /* BPF_F_ADJ_ROOM_DECAP_L3_IPV4 where the kernel has it */
 	__u32 ct_gate; /* enum fp_ct_gate's bits: which entries wait for FP_CT_KEPT */
+	/* Each tenant's share of a map (docs/fastpath.md#fairness): the
+	 * entries it may hold, and the pending records it may begin a second.
+	 * A local container (its host-side veth) gets share_veth, a remote
+	 * host (an outer source) share_remote. */
+	__u32 share_veth;
+	__u32 share_remote;
 	__u16 ports[FP_PORTS]; /* VXLAN UDP ports, host order */
 };
 
@@ -118,6 +124,30 @@ struct fp_ct_event {
 	__u32 gen;
 };
 
+/* Who a cache entry or pending record is charged to: a local container by
+ * its host-side veth, or a remote host by the outer source of its VXLAN
+ * packets. Neither can be chosen by a container: the veth is where its
+ * packets come in or go out, and the outer source is written by the remote
+ * host's VXLAN device. */
+enum fp_tenant_kind {
+	FP_TENANT_VETH = 1,
+	FP_TENANT_REMOTE = 2,
+};
+
+struct fp_tenant {
+	__u32 id; /* the veth's ifindex, or the outer source (network order) */
+	__u32 kind; /* enum fp_tenant_kind */
+};
+
+/* What a tenant holds. entries is kept by the programs as they add and
+ * remove, and recounted by the agent when it ages the caches (an LRU
+ * eviction or a race leaves it off until then). */
+struct fp_share {
+	__u64 since_ns;  /* when the current second of new pending records began */
+	__u32 pending;   /* pending records begun since then */
+	__s32 entries;   /* cache entries held, both directions */
+};
+
 enum fp_counter {
 	FP_IN_HIT = 0,
 	FP_IN_MISS,
@@ -135,6 +165,8 @@ enum fp_counter {
 	FP_HELPER_FAIL, /* a helper refused the packet: it took the slow path */
 	FP_CT_WAITING,  /* cached flow whose conntrack entry the agent has not kept yet */
 	FP_IDLE,        /* cached, but unused for longer than conntrack may keep the flow */
+	FP_SHARE_PENDING, /* no pending record begun: its tenant began its share of them this second */
+	FP_SHARE_ENTRY,   /* not learned: its tenant holds its share of entries */
 	FP_CNT_MAX,
 };
 

@@ -65,19 +65,54 @@ static __always_inline int same_identity(struct fp_pending *p, struct fp_pending
 	       p->port == id->port && p->ifindex == id->ifindex;
 }
 
+/* A packet of the flow goes to the slow path without a record (its tenant
+ * is past its share): the guard cannot hold the flow's fast packets behind
+ * it, so the flow loses its entry. */
+static __always_inline void uncache(__u32 dir, struct fp_key *k)
+{
+	if (dir == FP_DIR_IN) {
+		struct fp_ingress *e = bpf_map_lookup_elem(&fp_in, k);
+
+		if (e)
+			forget_in(k, e);
+	} else {
+		struct fp_egress *e = bpf_map_lookup_elem(&fp_eg, k);
+
+		if (e)
+			forget_eg(k, e);
+	}
+}
+
+/* Who a new record of direction dir is charged to: ingress, the remote
+ * host (the receiving container is not known before the slow path has
+ * delivered); egress, the container's host-side veth. */
+static __always_inline int may_record(struct fp_config *c, __u32 dir, struct fp_pending *id, __u64 now)
+{
+	if (dir == FP_DIR_IN)
+		return may_begin(c, FP_TENANT_REMOTE, id->outer_saddr, now);
+	return may_begin(c, FP_TENANT_VETH, id->ifindex, now);
+}
+
 /* Hands a packet of the flow to the slow path: counts it in flight and
  * notes what it looked like (id: where it came from), so the end of the
  * slow path can tell what the overlay changed and which identity the
- * packets it delivers can have had. */
-static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *id, __u32 gen, __u64 now)
+ * packets it delivers can have had. A new record needs room in its
+ * tenant's share (fastpath_share.h). */
+static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *id, struct fp_config *c,
+				    __u64 now)
 {
 	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
+	__u32 gen = c->gen;
 	int fresh;
 
 	slow_now(dir, now);
 	if (p && p->inflight && now - p->last_ns > GUARD_NS)
 		p->inflight = 0; /* delivered or dropped long ago, as guard_open rules */
 	if (!p) {
+		if (!may_record(c, dir, id, now)) {
+			uncache(dir, &in->k);
+			return;
+		}
 		id->inflight = 1;
 		id->last_ns = now;
 		id->gen = gen;

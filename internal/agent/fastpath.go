@@ -65,13 +65,21 @@ type fastPath struct {
 	// invalidations: caches dropped since start (by announcements and
 	// container changes).
 	invalidations atomic.Uint64
+	// learned bounds the flushes that learned neighbours and FDB entries,
+	// which containers can cause, force.
+	learned flushLimiter
 }
 
 // FastReport is the fast path's part of falcon status.
 type FastReport struct {
 	datapath.FastStats
-	Invalidations uint64   `json:"invalidations"`
-	Hooks         []string `json:"hooks"`
+	Invalidations uint64 `json:"invalidations"`
+	// LearnedFlushes: invalidations that learned neighbours or FDB entries
+	// caused (at most one a second); LearnedWaited: such announcements that
+	// waited for the next of them.
+	LearnedFlushes uint64   `json:"learned_flushes"`
+	LearnedWaited  uint64   `json:"learned_waited"`
+	Hooks          []string `json:"hooks"`
 	// Unreachable: containers' host-side veths left to the slow path, why.
 	Unreachable []string `json:"unreachable,omitempty"`
 	// Off: why the host's ruleset, judged again at its last change, keeps
@@ -197,6 +205,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
+	f.learned.period = fastLearnedFlush
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	if f.ct, err = datapath.KeepConntrack(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {
@@ -216,7 +225,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 	f.bg.Add(2)
 	go func() {
 		defer f.bg.Done()
-		if err := watch(ctx, fds, f.changed); err != nil {
+		if err := watch(ctx, fds, announced, f.changed); err != nil {
 			// Blind to changes, the caches can't be trusted: the
 			// programs stop using them when renewal stops.
 			h.Log().Error("fast path: watching for changes failed; the fast path is off", "err", err)
@@ -279,6 +288,7 @@ func (f *fastPath) report() (*FastReport, error) {
 		return nil, err
 	}
 	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &datapath.CtReport{}}
+	r.LearnedFlushes, r.LearnedWaited = f.learned.counts()
 	if f.ct != nil {
 		r.Conntrack = f.ct.Report()
 	}
@@ -348,6 +358,7 @@ func (f *fastPath) stop(h *Host) error {
 		f.cancel()
 	}
 	f.bg.Wait()
+	f.learned.stop()
 	if f.fp == nil {
 		return nil
 	}

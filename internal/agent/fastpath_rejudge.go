@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -26,7 +27,12 @@ import (
 // IPsec change also has the host judged again, the fast path off
 // meanwhile; a tc change has the devices synced again (a container's
 // host-side veth with tc policy of its own is left to the slow path).
+// Learned neighbours and FDB entries alone invalidate at most once a second.
 func (f *fastPath) changed(which []bool) {
+	if which[watchNeigh] && !slices.Contains(which[:watchNeigh], true) {
+		f.learned.request(f.invalidate)
+		return
+	}
 	rejudge := which[watchNft] || which[watchXfrm] || which[watchTC]
 	if rejudge {
 		f.fp.SetOn(false)

@@ -17,8 +17,11 @@ import (
 // generation (NFT_MSG_NEWGEN ends each committed batch, iptables-nft's
 // included). Each one invalidates the whole cache: what a change affects is
 // not worth computing when relearning costs one slow packet per flow.
+// Neighbours and FDB entries the kernel learns from traffic, which any
+// container can make it learn, invalidate at most once a second
+// (fastpath_flush.go).
 const (
-	rtGroups = unix.RTMGRP_LINK | unix.RTMGRP_NEIGH | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
+	rtGroups = unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV4_ROUTE |
 		unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV6_ROUTE | unix.RTMGRP_IPV4_RULE | 1<<(rtnlGroupIPv4Netconf-1)
 	rtnlGroupIPv4Netconf = 24 // RTNLGRP_IPV4_NETCONF: ip_forward, rp_filter
 	rtnlGroupNexthop     = 32 // RTNLGRP_NEXTHOP: nexthop objects
@@ -29,10 +32,11 @@ const (
 
 // openWatch's sockets, by index: what changed() does with each.
 const (
-	watchRoute = iota // routes, rules, nexthops, links, neighbours, netconf: invalidate
+	watchRoute = iota // routes, rules, nexthops, links, netconf: invalidate
 	watchNft          // nftables commits: judge the ruleset again
 	watchTC           // qdiscs and filters: sync the devices again
 	watchXfrm         // IPsec: judge again
+	watchNeigh        // neighbours and FDB entries: invalidate, learned ones at most once a second
 )
 
 // openWatch opens the netlink sockets in namespace ns (a socket stays in
@@ -48,6 +52,7 @@ func openWatch(ns string) (fds []int, err error) {
 			{"nftables notifications", unix.NETLINK_NETFILTER, 0, nfnlGroupNftables},
 			{"tc notifications", unix.NETLINK_ROUTE, unix.RTMGRP_TC, 0},
 			{"xfrm notifications", unix.NETLINK_XFRM, xfrmGroups, 0},
+			{"neighbour notifications", unix.NETLINK_ROUTE, unix.RTMGRP_NEIGH, 0},
 		} {
 			fd, err := netlinkSocket(w.proto, w.groups, w.group)
 			if err != nil {
@@ -92,8 +97,9 @@ func closeAll(fds []int) {
 }
 
 // watch calls changed for every announcement on fds until ctx ends, with
-// which of them announced (by index); it closes fds.
-func watch(ctx context.Context, fds []int, changed func(which []bool)) error {
+// which of them announced (by index: what kind says a datagram b received
+// on fds[i] stands for, b nil when the socket overflowed); it closes fds.
+func watch(ctx context.Context, fds []int, kind func(i int, b []byte) int, changed func(which []bool)) error {
 	defer closeAll(fds)
 	pfds := make([]unix.PollFd, len(fds))
 	for i, fd := range fds {
@@ -115,14 +121,18 @@ func watch(ctx context.Context, fds []int, changed func(which []bool)) error {
 			}
 			// Drain everything queued: one invalidation covers it all.
 			for {
-				_, _, err := unix.Recvfrom(fds[i], buf, unix.MSG_DONTWAIT)
+				n, _, err := unix.Recvfrom(fds[i], buf, unix.MSG_DONTWAIT)
 				if errors.Is(err, unix.EAGAIN) {
 					break
 				}
-				which[i] = true
 				if err != nil && !errors.Is(err, unix.ENOBUFS) {
 					return err
 				}
+				var b []byte
+				if err == nil {
+					b = buf[:n]
+				}
+				which[kind(i, b)] = true
 			}
 		}
 		if slices.Contains(which, true) {

@@ -280,6 +280,12 @@ func writeFast(w io.Writer, f *FastReport) {
 	c := f.Counters
 	fmt.Fprintf(w, "fast path: %d ingress and %d egress entries, generation %d (%d invalidations), on %d devices\n",
 		f.IngressEntries, f.EgressEntries, f.Generation, f.Invalidations, len(f.Hooks))
+	fmt.Fprintf(w, "  shares: %d entries and new pending records a second per container, %d per remote host\n",
+		f.ShareContainer, f.ShareRemote)
+	if f.LearnedFlushes+f.LearnedWaited > 0 {
+		fmt.Fprintf(w, "  learned neighbours and FDB entries: %d invalidations (at most one a second), %d announcements waited for one\n",
+			f.LearnedFlushes, f.LearnedWaited)
+	}
 	fmt.Fprintf(w, "  ingress: %d hits, %d misses, %d learned; egress: %d hits, %d misses, %d learned\n",
 		c["ingress_hit"], c["ingress_miss"], c["ingress_learned"], c["egress_hit"], c["egress_miss"], c["egress_learned"])
 	var why []string

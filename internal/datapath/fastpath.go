@@ -42,7 +42,7 @@ var FastCounters = []string{
 	"ingress_hit", "ingress_miss", "egress_hit", "egress_miss",
 	"ingress_learned", "egress_learned", "guard_wait", "stale",
 	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
-	"helper_failed", "conntrack_wait", "idle",
+	"helper_failed", "conntrack_wait", "idle", "over_share_pending", "over_share_entry",
 }
 
 // FastSlowReasons are the counters of packets left to the slow path, by
@@ -100,6 +100,7 @@ func NewFastPath(ports []int) (*FastPath, error) {
 	}
 	f.cfg.Gen = 1
 	f.cfg.On = 1
+	f.cfg.ShareVeth, f.cfg.ShareRemote = fastShares(f.objs.FpIn.MaxEntries())
 	for i, p := range ports {
 		f.cfg.Ports[i] = uint16(p)
 	}

@@ -22,13 +22,15 @@ type fastpathFpConfig struct {
 	Nports       uint32
 	DecapFlags   uint32
 	CtGate       uint32
+	ShareVeth    uint32
+	ShareRemote  uint32
 	Ports        [8]uint16
 	_            [4]byte
 }
 
 type fastpathFpCounters struct {
 	_ structs.HostLayout
-	N [15]uint64
+	N [17]uint64
 }
 
 type fastpathFpCtEvent struct {
@@ -101,6 +103,19 @@ type fastpathFpRing struct {
 	N    uint32
 }
 
+type fastpathFpShare struct {
+	_       structs.HostLayout
+	SinceNs uint64
+	Pending uint32
+	Entries int32
+}
+
+type fastpathFpTenant struct {
+	_    structs.HostLayout
+	Id   uint32
+	Kind uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -112,6 +127,7 @@ const (
 	fastpathMapFpIn          = "fp_in"
 	fastpathMapFpPendEg      = "fp_pend_eg"
 	fastpathMapFpPendIn      = "fp_pend_in"
+	fastpathMapFpShares      = "fp_shares"
 	fastpathMapFpSlowAt      = "fp_slow_at"
 	fastpathMapFpStats       = "fp_stats"
 	fastpathProgFpathNicEg   = "fpath_nic_eg"
@@ -184,6 +200,7 @@ type fastpathMapSpecs struct {
 	FpIn       *ebpf.MapSpec `ebpf:"fp_in"`
 	FpPendEg   *ebpf.MapSpec `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.MapSpec `ebpf:"fp_pend_in"`
+	FpShares   *ebpf.MapSpec `ebpf:"fp_shares"`
 	FpSlowAt   *ebpf.MapSpec `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.MapSpec `ebpf:"fp_stats"`
 }
@@ -222,6 +239,7 @@ type fastpathMaps struct {
 	FpIn       *ebpf.Map `ebpf:"fp_in"`
 	FpPendEg   *ebpf.Map `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.Map `ebpf:"fp_pend_in"`
+	FpShares   *ebpf.Map `ebpf:"fp_shares"`
 	FpSlowAt   *ebpf.Map `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.Map `ebpf:"fp_stats"`
 }
@@ -235,6 +253,7 @@ func (m *fastpathMaps) Close() error {
 		m.FpIn,
 		m.FpPendEg,
 		m.FpPendIn,
+		m.FpShares,
 		m.FpSlowAt,
 		m.FpStats,
 	)

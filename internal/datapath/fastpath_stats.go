@@ -18,12 +18,19 @@ type FastStats struct {
 	// Generation counts invalidations: every change that could alter what
 	// the slow path does bumps it (it starts at 1).
 	Generation uint32 `json:"generation"`
+	// ShareContainer, ShareRemote: the entries a local container and a
+	// remote host may hold, and the pending records each may begin a
+	// second (docs/fastpath.md#fairness).
+	ShareContainer uint32 `json:"share_container"`
+	ShareRemote    uint32 `json:"share_remote"`
 }
 
 // Stats reads the counters and counts the usable entries.
 func (f *FastPath) Stats() (FastStats, error) {
-	gen := f.Generation()
-	s := FastStats{Counters: map[string]uint64{}, Generation: gen}
+	f.mu.Lock()
+	gen := f.cfg.Gen
+	s := FastStats{Counters: map[string]uint64{}, Generation: gen, ShareContainer: f.cfg.ShareVeth, ShareRemote: f.cfg.ShareRemote}
+	f.mu.Unlock()
 	var per []fastpathFpCounters
 	if err := f.objs.FpStats.Lookup(uint32(0), &per); err != nil {
 		return s, err
@@ -43,12 +50,30 @@ func (f *FastPath) Stats() (FastStats, error) {
 }
 
 // Age removes entries idle for longer than idle and entries of older
-// generations; it returns how many it removed.
+// generations, and sets each tenant's tally to what it holds then; it
+// returns how many it removed.
 func (f *FastPath) Age(idle time.Duration) (int, error) {
 	gen, cut := f.Generation(), monotonicNow()-uint64(idle)
-	n1, err1 := countEntries(f.objs.FpIn, func(v *fastpathFpIngress) bool { return v.Gen == gen && v.UsedNs >= cut }, -1)
-	n2, err2 := countEntries(f.objs.FpEg, func(v *fastpathFpEgress) bool { return v.Gen == gen && v.UsedNs >= cut }, -1)
-	return n1 + n2, errors.Join(err1, err2)
+	held := tally{}
+	n1, err1 := countEntries(f.objs.FpIn, func(v *fastpathFpIngress) bool {
+		if v.Gen != gen || v.UsedNs < cut {
+			return false
+		}
+		held.add(tenantVeth, v.Ifindex)
+		held.add(tenantRemote, v.Remote)
+		return true
+	}, -1)
+	n2, err2 := countEntries(f.objs.FpEg, func(v *fastpathFpEgress) bool {
+		if v.Gen != gen || v.UsedNs < cut {
+			return false
+		}
+		held.add(tenantVeth, v.Ifindex)
+		return true
+	}, -1)
+	if err := errors.Join(err1, err2); err != nil {
+		return n1 + n2, err
+	}
+	return n1 + n2, f.recount(held)
 }
 
 // countEntries counts m's entries that keep says are live; with del < 0 it
