@@ -14,7 +14,7 @@ import (
 )
 
 // TestK8sCilium builds the k8s-cilium layout (the k8s layout's cluster
-// with Cilium's agents and operator instead of Flannel and kube-proxy) and
+// with Cilium's agents, no operator, instead of Flannel and kube-proxy) and
 // checks what it made: both nodes ready, each pod's Cilium endpoint ready,
 // the agents routing in BPF over their VXLAN tunnel, and ping and iperf3
 // between the pods across cilium_vxlan. Then, h2's agent killed and the
