@@ -132,7 +132,7 @@ func TestFastPathConntrackTCP(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rates []float64
-			for _, iv := range res.Intervals {
+			for _, iv := range res.Steady() {
 				rates = append(rates, iv.BitsPerSecond/1e9)
 			}
 			sorted := slices.Sorted(slices.Values(rates))

@@ -132,3 +132,15 @@ func ParseIperf3Series(b []byte) (Iperf3Series, error) {
 	}
 	return s, nil
 }
+
+// Steady is the series without a last interval shorter than half the one
+// before it: the receiver's clock runs on after the sender stopped, so
+// that stub holds the test's end, not the flow's rate (a 20 s TCP run can
+// end with a 0.04 s interval at a fiftieth of the median).
+func (s Iperf3Series) Steady() []Iperf3Interval {
+	ivs := s.Intervals
+	if n := len(ivs); n >= 2 && ivs[n-1].Seconds < ivs[n-2].Seconds/2 {
+		return ivs[:n-1]
+	}
+	return ivs
+}

@@ -96,6 +96,9 @@ func TestParseIperf3SeriesTCP(t *testing.T) {
 		heavy.Intervals[10].Seconds > 0.01 {
 		t.Errorf("heavy: receiver %v, %.0f bit/s, %d intervals", heavy.Receiver, heavy.BitsPerSecond, len(heavy.Intervals))
 	}
+	if n := len(heavy.Steady()); n != 10 || len(light.Steady()) != 20 {
+		t.Errorf("steady: heavy %d intervals, light %d; want the tail dropped, nothing else", n, len(light.Steady()))
+	}
 }
 
 func TestIperf3SeriesArgs(t *testing.T) {
