@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ func TestBenchBadInput(t *testing.T) {
 			t.Errorf("bench %q: exit %d, %v; want exit %d mentioning %q", c.args, code, err, c.code, c.msg)
 		}
 	}
-	if os.Geteuid() == 0 {
+	if roottest.Root() {
 		out, _ := exec.Command("ip", "netns", "list").Output()
 		if prefix := fmt.Sprintf("fb-b%d-", os.Getpid()); strings.Contains(string(out), prefix) {
 			t.Errorf("bad input left namespaces behind:\n%s", out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func TestBenchFigureBadInput(t *testing.T) {
 		{[]string{"--preset", "paper-all", "--json", dir, "--runs", "0"}, 2, "--runs 0"},
 		{[]string{"--preset", "paper-all", "--json", dir, "--layouts", "nope"}, 2, `unknown layout "nope"`},
 	}
-	if os.Geteuid() != 0 {
+	if !roottest.Root() {
 		// As root this would run every figure.
 		cases = append(cases, struct {
 			args []string

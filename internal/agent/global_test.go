@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +20,7 @@ import (
 // one, and with the hold file in a directory of its own, so that a release
 // that wrongly writes harms nothing.
 func TestReleaseGlobalRefusesCorePattern(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	const corePattern, was = "/proc/sys/kernel/core_pattern", "falcon-test-untouched"
 	if stand := os.Getenv("FALCON_CORE_PATTERN"); stand == "" {
 		stand = filepath.Join(t.TempDir(), "core_pattern")

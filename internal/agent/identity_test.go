@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,7 @@ import (
 // Two names of one namespace are one key, so one lock: a second agent is
 // refused however it names the namespace.
 func TestKeyAliasesShareOneLock(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	name := fmt.Sprintf("fct-key-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Skipf("ip netns add: %v: %s", err, out)

@@ -2,6 +2,7 @@ package cause
 
 import (
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"net"
 	"os"
 	"runtime"
@@ -64,7 +65,7 @@ func BenchmarkRead(b *testing.B) {
 func BenchmarkApps(b *testing.B) {
 	var a Apps
 	for b.Loop() {
-		if _, err := a.CPUs([]string{""}); err != nil && os.Geteuid() == 0 {
+		if _, err := a.CPUs([]string{""}); err != nil && roottest.Root() {
 			b.Log(err)
 		}
 	}

@@ -3,6 +3,7 @@ package conntrack
 import (
 	"errors"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"net"
 	"net/netip"
 	"os"
@@ -28,9 +29,7 @@ func TestAttrsRoundTrip(t *testing.T) {
 // trackedNetns makes a namespace whose loopback traffic conntrack tracks.
 func trackedNetns(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	name := fmt.Sprintf("fct%d", os.Getpid())
 	run := func(args ...string) {
 		t.Helper()

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +24,7 @@ func ip(t *testing.T, args ...string) {
 // namespace and returns the namespace name and the host-side device.
 func setup(t *testing.T) (ns, host string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	ns = fmt.Sprintf("fct%dj", os.Getpid())
 	host = fmt.Sprintf("fct%dh", os.Getpid())
 	t.Cleanup(func() {
@@ -210,9 +209,7 @@ func TestBadPath(t *testing.T) {
 // TestReadOnlyMounts reruns TestApplyRestore where /sys and /proc/sys are
 // mounted read-only, as in an unprivileged Kubernetes pod.
 func TestReadOnlyMounts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	if os.Getenv("FALCON_JOURNAL_RO") != "" {
 		t.Skip("already inside")
 	}

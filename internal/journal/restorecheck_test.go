@@ -2,6 +2,7 @@ package journal
 
 import (
 	"errors"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,9 +77,7 @@ func TestRestoreAfterNetnsLeftAFile(t *testing.T) {
 // private mount namespace where core_pattern is a file of its own, bound
 // over the real one, so that a restore that wrongly writes it harms nothing.
 func TestRestoreRefusesCorePattern(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	const corePattern, was = "/proc/sys/kernel/core_pattern", "falcon-test-untouched"
 	if stand := os.Getenv("FALCON_CORE_PATTERN"); stand == "" {
 		stand = filepath.Join(t.TempDir(), "core_pattern")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +18,7 @@ import (
 // when the test ends.
 func testNS(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	name := fmt.Sprintf("fct-netns-%d", os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v: %s", err, out)

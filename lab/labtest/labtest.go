@@ -5,7 +5,7 @@ package labtest
 
 import (
 	"context"
-	"os"
+	"github.com/falconnet/falcon/lab/roottest"
 	"strings"
 	"testing"
 
@@ -15,9 +15,7 @@ import (
 // NeedRoot skips t unless it runs as root (namespaces, BPF, sysfs).
 func NeedRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 }
 
 // NeedTestbeds skips t unless it runs as root on a machine that can build

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +14,7 @@ import (
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	roottest.Need(t)
 	if err := CheckSystem(); err != nil {
 		t.Skip(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/falconnet/falcon/lab/roottest"
 	"io"
 	"os"
 	"os/exec"
@@ -58,7 +59,7 @@ func teardownPair() {
 var havePair bool
 
 func TestMain(m *testing.M) {
-	if os.Geteuid() == 0 && CheckTools("ip", "iperf3", "sockperf", "taskset") == nil {
+	if roottest.May() && CheckTools("ip", "iperf3", "sockperf", "taskset") == nil {
 		if err := setupPair(); err != nil {
 			teardownPair()
 			fmt.Fprintln(os.Stderr, err)

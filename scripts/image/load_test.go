@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,12 +46,7 @@ func builtImage(t *testing.T) (tarPath, version, digest string) {
 
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a container runtime")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: starts a containerd or dockerd of its own")
-	}
+	roottest.Need(t) // starts a containerd or dockerd of its own
 	for _, c := range tools {
 		if _, err := exec.LookPath(c); err != nil {
 			t.Skipf("%s is missing (Debian: apt-get install -y containerd docker.io)", c)
