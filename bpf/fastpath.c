@@ -101,6 +101,7 @@ static __always_inline struct fp_config *config(__u64 now)
 }
 
 #include "fastpath_share.h"
+#include "fastpath_gso.h"
 #include "fastpath_guard.h"
 #include "fastpath_ct.h"
 
@@ -114,9 +115,12 @@ int fpath_poll(__u64 *ctx)
 	if (!r || !r->n)
 		return 0;
 #pragma clang loop unroll(full)
-	for (int j = 0; j < FP_RING; j++)
+	for (int j = 0; j < FP_RING; j++) {
+		__u32 i = (r->head - 1 - j) & (FP_RING - 1);
+
 		if (j < r->n)
-			arrived(&fp_pend_in, &r->k[(r->head - 1 - j) & (FP_RING - 1)]);
+			arrived(&fp_pend_in, &r->k[i], r->segs[i]);
+	}
 	r->n = 0;
 	return 0;
 }
@@ -195,7 +199,11 @@ int fpath_nic_in(struct __sk_buff *skb)
 	struct inner in;
 	int r, why;
 
-	if (!c || vxlan_outer(skb, c, &o, 1))
+	if (!c) {
+		blind_now(FP_DIR_IN, now);
+		return PASS;
+	}
+	if (vxlan_outer(skb, c, &o, 1))
 		return PASS;
 	r = inner_ip4(skb, INNER_IP, &in);
 	if (r == NOT_IP4)
@@ -222,9 +230,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 		count(why);
 		if (why == FP_IDLE)
 			forget_in(&in.k, e);
-	} else if (skb->gso_segs > 1 || skb->gso_size) {
-		/* A GRO aggregate of tunnel packets: tc cannot clear its tunnel
-		 * GSO type as the VXLAN device does on decapsulation. */
+	} else if (!whole_ok(skb, &in, e)) {
 		count(FP_NOT_ELIGIBLE);
 	} else if (!o.sane || in.ttl <= e->ttl_dec || ecn_decap(&o, &in) < 0) {
 		/* What the kernel would drop or answer with an error: headers
@@ -241,7 +247,9 @@ int fpath_nic_in(struct __sk_buff *skb)
 
 		__builtin_memcpy(eth, e->eth, sizeof(eth));
 		touch(&e->used_ns, now);
-		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, c->decap_flags)) {
+		/* FIXED_GSO: a TCP aggregate keeps its segments' size (the
+		 * helper would grow it by the headers it takes away). */
+		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, c->decap_flags | BPF_F_ADJ_ROOM_FIXED_GSO)) {
 			count(FP_HELPER_FAIL);
 			goto slow;
 		}
@@ -259,7 +267,7 @@ slow:
 	init.outer_daddr = o.daddr;
 	init.vni = o.vni;
 	init.port = o.port;
-	to_slow(&fp_pend_in, FP_DIR_IN, &in, &init, c, now);
+	to_slow(&fp_pend_in, FP_DIR_IN, &in, &init, c, now, segs_of(skb));
 	return PASS;
 }
 
@@ -276,7 +284,7 @@ int fpath_pod_in(struct __sk_buff *skb)
 		struct fp_pending *p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
 
 		if (p && p->inflight)
-			note_arrival(&in.k);
+			note_arrival(&in.k, segs_of(skb));
 	}
 	return PASS;
 }
@@ -379,8 +387,10 @@ int fpath_veth_in(struct __sk_buff *skb)
 	struct inner in;
 	int r, why;
 
-	if (!c)
+	if (!c) {
+		blind_now(FP_DIR_EG, now);
 		return PASS;
+	}
 	r = inner_ip4(skb, ETH_HLEN, &in);
 	if (r == NOT_IP4)
 		return PASS;
@@ -431,7 +441,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		return bpf_redirect(nic, 0);
 	}
 	init.ifindex = skb->ifindex;
-	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c, now);
+	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c, now, segs_of(skb));
 	return PASS;
 }
 
@@ -454,7 +464,7 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	if (!p || !p->inflight)
 		return PASS;
 	learn = teaches(p, &in, c, &dec) && !(in.tcp_flags & TCP_CTRL);
-	__sync_fetch_and_add(&p->inflight, -1);
+	take(p, segs_of(skb));
 	if (!learn)
 		return PASS;
 	if (bpf_skb_load_bytes(skb, 0, e.hdr, sizeof(e.hdr)))

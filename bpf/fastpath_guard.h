@@ -14,9 +14,13 @@
  * GUARD_NS's margin, the same race each flow's last_ns has. */
 enum { FP_DIR_IN, FP_DIR_EG, FP_DIRS };
 
+/* Slots FP_DIRS + dir: when a packet of direction dir last passed while the
+ * programs did not trust their caches (off, or the agent late to renew):
+ * it took the slow path uncounted, so for GUARD_NS after it no flow of dir
+ * may take the fast path, whatever its own count says. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FP_DIRS);
+	__uint(max_entries, 2 * FP_DIRS);
 	__type(key, __u32);
 	__type(value, __u64);
 } fp_slow_at SEC(".maps");
@@ -24,6 +28,16 @@ struct {
 static __always_inline void slow_now(__u32 dir, __u64 now)
 {
 	__u64 *at = bpf_map_lookup_elem(&fp_slow_at, &dir);
+
+	if (at)
+		*at = now;
+}
+
+/* A packet of direction dir passes uncounted (no trusted configuration). */
+static __always_inline void blind_now(__u32 dir, __u64 now)
+{
+	__u32 k = FP_DIRS + dir;
+	__u64 *at = bpf_map_lookup_elem(&fp_slow_at, &k);
 
 	if (at)
 		*at = now;
@@ -42,8 +56,12 @@ static __always_inline int slow_recent(__u32 dir, __u64 now)
  * ago that it has been delivered or dropped). */
 static __always_inline int guard_open(void *pend, __u32 dir, struct fp_key *k, __u64 now)
 {
+	__u32 blind = FP_DIRS + dir;
 	struct fp_pending *p;
+	__u64 *at = bpf_map_lookup_elem(&fp_slow_at, &blind);
 
+	if (!at || now - *at <= GUARD_NS)
+		return 0;
 	if (!slow_recent(dir, now))
 		return 1;
 	p = bpf_map_lookup_elem(pend, k);
@@ -93,13 +111,25 @@ static __always_inline int may_record(struct fp_config *c, __u32 dir, struct fp_
 	return may_begin(c, FP_TENANT_VETH, id->ifindex, now);
 }
 
+/* Counts n of a flow's packets out of flight. More than are in flight:
+ * the rest came after the guard gave up on them. Two CPUs racing here may
+ * take the count below zero, which closes the guard until GUARD_NS: a flow
+ * left slow a while, never a packet overtaken. */
+static __always_inline void take(struct fp_pending *p, __u32 n)
+{
+	__u32 was = p->inflight;
+
+	if (was)
+		__sync_fetch_and_add(&p->inflight, -(n < was ? n : was));
+}
+
 /* Hands a packet of the flow to the slow path: counts it in flight and
  * notes what it looked like (id: where it came from), so the end of the
  * slow path can tell what the overlay changed and which identity the
  * packets it delivers can have had. A new record needs room in its
  * tenant's share (fastpath_share.h). */
 static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, struct fp_pending *id, struct fp_config *c,
-				    __u64 now)
+				    __u64 now, __u32 segs)
 {
 	struct fp_pending *p = bpf_map_lookup_elem(pend, &in->k);
 	__u32 gen = c->gen;
@@ -146,26 +176,25 @@ static __always_inline void to_slow(void *pend, __u32 dir, struct inner *in, str
 	}
 	if (p->tos != in->tos || p->ttl != in->ttl)
 		p->varies = 1;
-	__sync_fetch_and_add(&p->inflight, 1);
+	__sync_fetch_and_add(&p->inflight, segs);
 	p->last_ns = now;
 	/* Looked at after the atomic add: a packet that began the life and
 	 * finds another in flight may have raced one that began it too, each
 	 * writing its own identity, so neither can vouch for the record; one
 	 * that came later sees the identity the life began with. */
-	if (!same_identity(p, id) || (fresh && p->inflight != 1))
+	if (!same_identity(p, id) || (fresh && p->inflight != segs))
 		p->mixed = 1;
 }
 
-/* One of the flow's slow packets is past every queue: the guard counts it
- * off. */
-static __always_inline void arrived(void *pend, struct fp_key *k)
+/* segs of the flow's slow packets are past every queue: the guard counts
+ * them off. Nothing in flight: the packet did not come the slow way (a
+ * fast packet), or came after the guard gave up on it. */
+static __always_inline void arrived(void *pend, struct fp_key *k, __u32 segs)
 {
 	struct fp_pending *p = bpf_map_lookup_elem(pend, k);
 
-	/* Nothing in flight: the packet did not come the slow way (a fast
-	 * packet), or came after the guard gave up on it. */
-	if (p && p->inflight)
-		__sync_fetch_and_add(&p->inflight, -1);
+	if (p)
+		take(p, segs);
 }
 
 /* Slow packets that reached a container's end on this CPU and may still be
@@ -178,6 +207,7 @@ static __always_inline void arrived(void *pend, struct fp_key *k)
 
 struct fp_ring {
 	struct fp_key k[FP_RING];
+	__u32 segs[FP_RING];
 	__u32 head, n;
 };
 
@@ -188,7 +218,7 @@ struct {
 	__type(value, struct fp_ring);
 } fp_arrivals SEC(".maps");
 
-static __always_inline void note_arrival(struct fp_key *k)
+static __always_inline void note_arrival(struct fp_key *k, __u32 segs)
 {
 	__u32 zero = 0;
 	struct fp_ring *r = bpf_map_lookup_elem(&fp_arrivals, &zero);
@@ -198,10 +228,11 @@ static __always_inline void note_arrival(struct fp_key *k)
 		return;
 	i = r->head & (FP_RING - 1);
 	if (r->n >= FP_RING)
-		arrived(&fp_pend_in, &r->k[i]);
+		arrived(&fp_pend_in, &r->k[i], r->segs[i]);
 	else
 		r->n++;
 	r->k[i] = *k;
+	r->segs[i] = segs;
 	r->head++;
 }
 

@@ -68,6 +68,9 @@ type fastPath struct {
 	// learned bounds the flushes that learned neighbours and FDB entries,
 	// which containers can cause, force.
 	learned flushLimiter
+	// whole: host-side veths by ifindex, whether their containers take
+	// TCP aggregates whole, as last told to the programs.
+	whole map[int]bool
 }
 
 // FastReport is the fast path's part of falcon status.
@@ -205,6 +208,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
+	f.whole = map[int]bool{}
 	f.learned.period = fastLearnedFlush
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -262,6 +266,9 @@ func (f *fastPath) keepAlive(ctx context.Context, h *Host) {
 			h.Log().Error("fast path: renew", "err", err)
 		}
 		if n%4 == 0 {
+			f.mu.Lock()
+			f.refreshWhole()
+			f.mu.Unlock()
 			f.publish(h)
 			if legacy := legacyAppeared(f.ns); legacy != hadLegacy {
 				hadLegacy = legacy
@@ -350,6 +357,7 @@ func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
 	if changed {
 		f.invalidate()
 	}
+	f.refreshWhole()
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/internal/procfs"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -123,6 +124,7 @@ func TestFastPathConntrackTCP(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Stop()
+			rx0, tx0 := tcpOrder(t, servers[0].Netns), tcpOrder(t, clients[0].Netns)
 			stopChurn, cancelChurn := context.WithCancel(ctx)
 			done := invalidateEach(stopChurn, tb, time.Second)
 			res, err := workload.RunIperf3Series(ctx, workload.Iperf3Opts{Netns: clients[0].Netns, Addr: servers[0].Addr, Port: 5331, Duration: d}, time.Second)
@@ -131,6 +133,7 @@ func TestFastPathConntrackTCP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			rx, tx := tcpOrder(t, servers[0].Netns).minus(rx0), tcpOrder(t, clients[0].Netns).minus(tx0)
 			var rates []float64
 			for _, iv := range res.Steady() {
 				rates = append(rates, iv.BitsPerSecond/1e9)
@@ -139,8 +142,8 @@ func TestFastPathConntrackTCP(t *testing.T) {
 			median := sorted[len(sorted)/2]
 			drops := dropped(t, tb.Hosts[0].Netns, invalidDrops) + dropped(t, tb.Hosts[1].Netns, invalidDrops)
 			snd, rcv := fastReportOf(t, as[0]), fastReportOf(t, as[1])
-			t.Logf("%s: %.2f Gbit/s median, per second %.2f; %d invalidation rounds; %d INVALID drops; sender: %d egress hits, conntrack %+v; receiver: %d egress hits, conntrack %+v",
-				layout, median, rates, churns, drops, snd.Counters["egress_hit"], *snd.Conntrack, rcv.Counters["egress_hit"], *rcv.Conntrack)
+			t.Logf("%s: %.2f Gbit/s median, per second %.2f; %d invalidation rounds; %d INVALID drops; sender: %d egress hits, conntrack %+v; receiver: %d egress hits, %d ingress hits, conntrack %+v; receiving socket %+v, sending %+v",
+				layout, median, rates, churns, drops, snd.Counters["egress_hit"], *snd.Conntrack, rcv.Counters["egress_hit"], rcv.Counters["ingress_hit"], *rcv.Conntrack, rx, tx)
 			// The stall this guards against is a rate of 0; the evidence run
 			// (FALCON_CT_SECONDS, a machine to itself) holds every second
 			// to half the median, the suite's, shared with other work, to a
@@ -297,4 +300,23 @@ func TestFastPathConntrackUDP(t *testing.T) {
 	if hits < 10000 || ct.Renewed == 0 {
 		t.Errorf("the fast path did not carry the exchange (%d hits), or the keeper renewed nothing (%+v)", hits, *ct)
 	}
+}
+
+// tcpCounts is what a namespace's TCP says of order and loss: segments
+// queued out of order (receiver), reordering seen and segments resent
+// (sender).
+type tcpCounts struct{ OFOQueue, SACKReorder, TSReorder, Retrans int64 }
+
+func tcpOrder(t *testing.T, ns string) tcpCounts {
+	t.Helper()
+	s, err := procfs.ReadSNMP(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := s["TcpExt"]
+	return tcpCounts{x["TCPOFOQueue"], x["TCPSACKReorder"], x["TCPTSReorder"], s["Tcp"]["RetransSegs"]}
+}
+
+func (c tcpCounts) minus(o tcpCounts) tcpCounts {
+	return tcpCounts{c.OFOQueue - o.OFOQueue, c.SACKReorder - o.SACKReorder, c.TSReorder - o.TSReorder, c.Retrans - o.Retrans}
 }

@@ -99,6 +99,7 @@ type fastpathFpPending struct {
 type fastpathFpRing struct {
 	_    structs.HostLayout
 	K    [16]fastpathFpKey
+	Segs [16]uint32
 	Head uint32
 	N    uint32
 }
@@ -130,6 +131,7 @@ const (
 	fastpathMapFpShares      = "fp_shares"
 	fastpathMapFpSlowAt      = "fp_slow_at"
 	fastpathMapFpStats       = "fp_stats"
+	fastpathMapFpWhole       = "fp_whole"
 	fastpathProgFpathNicEg   = "fpath_nic_eg"
 	fastpathProgFpathNicIn   = "fpath_nic_in"
 	fastpathProgFpathPodIn   = "fpath_pod_in"
@@ -203,6 +205,7 @@ type fastpathMapSpecs struct {
 	FpShares   *ebpf.MapSpec `ebpf:"fp_shares"`
 	FpSlowAt   *ebpf.MapSpec `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.MapSpec `ebpf:"fp_stats"`
+	FpWhole    *ebpf.MapSpec `ebpf:"fp_whole"`
 }
 
 // fastpathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -242,6 +245,7 @@ type fastpathMaps struct {
 	FpShares   *ebpf.Map `ebpf:"fp_shares"`
 	FpSlowAt   *ebpf.Map `ebpf:"fp_slow_at"`
 	FpStats    *ebpf.Map `ebpf:"fp_stats"`
+	FpWhole    *ebpf.Map `ebpf:"fp_whole"`
 }
 
 func (m *fastpathMaps) Close() error {
@@ -256,6 +260,7 @@ func (m *fastpathMaps) Close() error {
 		m.FpShares,
 		m.FpSlowAt,
 		m.FpStats,
+		m.FpWhole,
 	)
 }
 

@@ -1,0 +1,87 @@
+package datapath
+
+import (
+	"testing"
+	"time"
+)
+
+// TestFastTCPAggregates: the fast path decapsulates a TCP aggregate of a
+// cached flow only for a container that takes aggregates whole
+// (SetWhole); for one that may forward it takes the slow path, as does a
+// UDP aggregate. BPF_PROG_TEST_RUN can set an skb's GSO size and segments
+// but not its GSO type, which bpf_skb_adjust_room checks, so here the
+// decapsulation itself fails (helper_failed, the slow path); that the
+// aggregates reach the socket whole is TestFastPathTCPAggregatesIntact's
+// (internal/agent). Test runs come in on lo, which stands for the
+// container's host-side veth.
+//
+// guest: bpf_skb_adjust_room's GSO handling differs on 6.1
+func TestFastTCPAggregates(t *testing.T) {
+	tcp := fastFlow()
+	tcp.proto = protoTCP
+	agg := skbCtx{GSOSegs: 2, GSOSize: 600} // test runs take a page at most
+	for _, c := range []struct {
+		name  string
+		fl    flowSpec
+		whole bool
+		why   string
+	}{
+		{"tcp-whole", tcp, true, "helper_failed"},
+		{"tcp-may-forward", tcp, false, "not_eligible"},
+		{"udp", fastFlow(), true, "not_eligible"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := fastHarness(t)
+			inner := frame(c.fl, pktOpts{payload: 2 * 600})
+			learnIngress(t, f, c.fl, frame(c.fl, pktOpts{payload: 16}))
+			if err := f.SetWhole(1, c.whole); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := f.Stats()
+			if ret, _ := runFastOn(t, f.objs.FpathNicIn, vxlanFrame(underlay4a, underlay4b, 4789, inner, pktOpts{}), agg); ret != tcActUnspec {
+				t.Fatalf("returned %d, want the slow path", ret)
+			}
+			after, _ := f.Stats()
+			if after.Counters[c.why] != before.Counters[c.why]+1 {
+				t.Errorf("%s %d -> %d, want one more", c.why, before.Counters[c.why], after.Counters[c.why])
+			}
+		})
+	}
+	if err := fastHarness(t).SetWhole(0, true); err == nil {
+		t.Error("SetWhole(0): no error")
+	}
+}
+
+// TestFastBlindLapse: packets that pass while the programs do not trust
+// their caches (the agent late to renew) take the slow path uncounted, so
+// when trust returns no flow takes the fast path until a second after the
+// last of them: a fast packet could overtake one still queued.
+//
+// guest: the fast path's helpers differ on 6.1
+func TestFastBlindLapse(t *testing.T) {
+	f := fastHarness(t)
+	fl := fastFlow()
+	learnIngress(t, f, fl, frame(fl, pktOpts{payload: 16}))
+	pkt := vxlanFrame(underlay4a, underlay4b, 4789, frame(fl, pktOpts{payload: 16}), pktOpts{})
+	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
+		t.Fatalf("before the lapse: returned %d, want redirect", ret)
+	}
+	f.Renew(-time.Second)
+	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
+		t.Fatalf("during the lapse: returned %d, want the slow path", ret)
+	}
+	f.Renew(time.Minute)
+	before, _ := f.Stats()
+	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
+		t.Fatalf("right after the lapse: returned %d, want the slow path", ret)
+	}
+	after, _ := f.Stats()
+	if after.Counters["guard_wait"] != before.Counters["guard_wait"]+1 {
+		t.Errorf("guard_wait %d -> %d, want one more", before.Counters["guard_wait"], after.Counters["guard_wait"])
+	}
+	time.Sleep(1100*time.Millisecond + 10*time.Millisecond) // GUARD_NS and a coarse clock tick
+	arriveAll(t, f)
+	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
+		t.Errorf("a second after the lapse: returned %d, want redirect", ret)
+	}
+}
