@@ -100,7 +100,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 
-# The main job: host vs docker overlay (vs falcon), results under results/demo-HOST/.
+# The main job: host vs docker overlay (vanilla, fastpath, falcon), results under results/demo-HOST/.
 demo: build
 	mkdir -p results/demo-$$(hostname)
 	./bin/falcon-lab bench --preset demo --json results/demo-$$(hostname)/$$(date +%Y%m%d-%H%M%S).json

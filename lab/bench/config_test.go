@@ -94,8 +94,8 @@ func TestResolvePresetYieldsToFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Preset != "demo" || c.Runs != 2 || c.Duration != schema.Duration(3*time.Second) ||
-		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Sizes, []int{16, 1400}) ||
+	if c.Preset != "demo" || c.Runs != 2 || c.Duration != schema.Duration(2*time.Second) ||
+		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Modes, []string{"vanilla", "fastpath", "falcon"}) ||
 		!reflect.DeepEqual(c.SenderCPUs, []int{1}) || !reflect.DeepEqual(c.ReceiverCPUs, []int{0}) {
 		t.Errorf("demo with --runs 2: %+v", c)
 	}

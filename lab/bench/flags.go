@@ -102,9 +102,10 @@ func fixed(m map[string]string) func([]int) (map[string]string, error) {
 func overlayModes() string { return "vanilla,falcon" }
 
 var presets = map[string]preset{
-	"demo": {"host vs docker overlay (vs falcon): UDP stress at 16 B and 1400 B, TCP; 3 runs of 3 s, under 3 minutes on 2 CPUs", fixed(
-		map[string]string{"layouts": "host,docker", "modes": overlayModes(),
-			"workloads": "udp-stress,tcp:128K", "sizes": "16,1400", "duration": "3s", "runs": "3"})},
+	"demo": {"host vs docker overlay, vanilla, fastpath and falcon's default: UDP stress at 16 B, one TCP flow, TCP ping-pong; " +
+		"3 interleaved rounds of 2 s, about 4 minutes on 2 CPUs", fixed(
+		map[string]string{"layouts": "host,docker", "modes": "vanilla,fastpath,falcon",
+			"workloads": "udp-stress:16,tcp:128K,latency-tcp:16", "duration": "2s", "runs": "3", "interleave": "true"})},
 	"quick": {"a smoke test of about a minute: docker overlay, vanilla vs falcon, UDP stress 1400 B, TCP, UDP ping-pong; 1 run of 2 s each", fixed(
 		map[string]string{"layouts": "docker", "modes": overlayModes(),
 			"workloads": "udp-stress:1400,tcp:128K,latency:16", "duration": "2s", "runs": "1"})},
