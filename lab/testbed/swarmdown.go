@@ -69,10 +69,29 @@ func teardownSwarm(name string) error {
 	if made, err := os.ReadFile(filepath.Join(dir, "host-paths")); err == nil {
 		ps := strings.Fields(string(made))
 		for i := len(ps) - 1; i >= 0; i-- { // deepest first
-			os.Remove(ps[i]) // only when empty: another daemon may use it now
+			pruneEmpty(ps[i])
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pruneEmpty removes the directories under p that hold nothing, deepest
+// first, then p if it is empty too: containerd leaves its state
+// directories (/run/containerd/s, the runtime's task directory) when its
+// daemon stops, so a path the testbed made is seldom empty itself. A file
+// left in it keeps it: another daemon may use it now.
+func pruneEmpty(p string) {
+	var dirs []string
+	filepath.WalkDir(p, func(q string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, q)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
+	os.Remove(p)
 }
 
 // removeShimSockets removes the sockets of the containers of the daemon
