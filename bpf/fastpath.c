@@ -89,15 +89,23 @@ static __always_inline __u64 now_ns(void)
 	return bpf_ktime_get_coarse_ns();
 }
 
-/* The configuration, or 0 while the fast path is off: also when the agent
- * has stopped renewing it, so a killed agent's programs, whose caches no
- * one invalidates any more, stop using them within a second. */
-static __always_inline struct fp_config *config(__u64 now)
+/* The configuration, or 0 while the fast path is off. */
+static __always_inline struct fp_config *config(void)
 {
 	__u32 zero = 0;
 	struct fp_config *c = bpf_map_lookup_elem(&fp_conf, &zero);
 
-	return c && c->on && now < c->alive_until_ns ? c : 0;
+	return c && c->on ? c : 0;
+}
+
+/* May the caches be used and taught now? Not once the agent has stopped
+ * renewing them: a killed agent's programs, whose caches no one
+ * invalidates any more, stop using them within a second. They go on
+ * counting what they hand to the slow path and what arrives, so that when
+ * a late agent is back the guard knows what is still in flight. */
+static __always_inline int trusted(struct fp_config *c, __u64 now)
+{
+	return now < c->alive_until_ns;
 }
 
 #include "fastpath_share.h"
@@ -192,7 +200,7 @@ SEC("tc")
 int fpath_nic_in(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
-	struct fp_config *c = config(now);
+	struct fp_config *c = config();
 	struct fp_pending init = {};
 	struct fp_ingress *e;
 	struct outer o;
@@ -212,7 +220,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 		count(FP_NOT_ELIGIBLE);
 		return PASS;
 	}
-	e = bpf_map_lookup_elem(&fp_in, &in.k);
+	e = trusted(c, now) ? bpf_map_lookup_elem(&fp_in, &in.k) : 0;
 	if (!e) {
 		count(FP_IN_MISS);
 	} else if (e->gen != c->gen) {
@@ -275,7 +283,7 @@ SEC("tc")
 int fpath_pod_in(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
-	struct fp_config *c = config(now);
+	struct fp_config *c = config();
 	struct inner in;
 
 	if (!c || !slow_recent(FP_DIR_IN, now))
@@ -293,14 +301,14 @@ SEC("tc")
 int fpath_veth_eg(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
-	struct fp_config *c = config(now);
+	struct fp_config *c = config();
 	struct fp_ingress e = {}, *old;
 	struct fp_pending *p;
 	struct inner in;
 	__u8 dec = 0;
 	int fresh;
 
-	if (!c || !slow_recent(FP_DIR_IN, now))
+	if (!c || !trusted(c, now) || !slow_recent(FP_DIR_IN, now))
 		return PASS;
 	if (inner_ip4(skb, ETH_HLEN, &in))
 		return PASS;
@@ -381,7 +389,7 @@ SEC("tc")
 int fpath_veth_in(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
-	struct fp_config *c = config(now);
+	struct fp_config *c = config();
 	struct fp_pending init = {};
 	struct fp_egress *e;
 	struct inner in;
@@ -398,7 +406,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_NOT_ELIGIBLE);
 		return PASS;
 	}
-	e = bpf_map_lookup_elem(&fp_eg, &in.k);
+	e = trusted(c, now) ? bpf_map_lookup_elem(&fp_eg, &in.k) : 0;
 	if (!e) {
 		count(FP_EG_MISS);
 	} else if (e->gen != c->gen) {
@@ -449,7 +457,7 @@ SEC("tc")
 int fpath_nic_eg(struct __sk_buff *skb)
 {
 	__u64 now = now_ns();
-	struct fp_config *c = config(now);
+	struct fp_config *c = config();
 	struct fp_egress e = {}, *old;
 	struct fp_pending *p;
 	struct outer o;
@@ -463,7 +471,7 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	p = bpf_map_lookup_elem(&fp_pend_eg, &in.k);
 	if (!p || !p->inflight)
 		return PASS;
-	learn = teaches(p, &in, c, &dec) && !(in.tcp_flags & TCP_CTRL);
+	learn = trusted(c, now) && teaches(p, &in, c, &dec) && !(in.tcp_flags & TCP_CTRL);
 	take(p, segs_of(skb));
 	if (!learn)
 		return PASS;

@@ -15,9 +15,9 @@
 enum { FP_DIR_IN, FP_DIR_EG, FP_DIRS };
 
 /* Slots FP_DIRS + dir: when a packet of direction dir last passed while the
- * programs did not trust their caches (off, or the agent late to renew):
- * it took the slow path uncounted, so for GUARD_NS after it no flow of dir
- * may take the fast path, whatever its own count says. */
+ * fast path was off (the agent judging the host's rules again): it took
+ * the slow path uncounted, so for GUARD_NS after it no flow of dir may
+ * take the fast path, whatever its own count says. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * FP_DIRS);
@@ -33,7 +33,7 @@ static __always_inline void slow_now(__u32 dir, __u64 now)
 		*at = now;
 }
 
-/* A packet of direction dir passes uncounted (no trusted configuration). */
+/* A packet of direction dir passes uncounted (the fast path is off). */
 static __always_inline void blind_now(__u32 dir, __u64 now)
 {
 	__u32 k = FP_DIRS + dir;

@@ -52,36 +52,52 @@ func TestFastTCPAggregates(t *testing.T) {
 	}
 }
 
-// TestFastBlindLapse: packets that pass while the programs do not trust
-// their caches (the agent late to renew) take the slow path uncounted, so
-// when trust returns no flow takes the fast path until a second after the
-// last of them: a fast packet could overtake one still queued.
+// TestFastTrustLapse: while the agent is late to renew the programs'
+// trust, nothing cached is used, but what goes to the slow path is still
+// counted, so when trust returns the flow waits for it; while the fast path
+// is off (the agent judging the host's rules again), packets pass
+// uncounted, so once it is on again no flow takes the fast path for a
+// second: one of them could still be queued.
 //
 // guest: the fast path's helpers differ on 6.1
-func TestFastBlindLapse(t *testing.T) {
-	f := fastHarness(t)
-	fl := fastFlow()
-	learnIngress(t, f, fl, frame(fl, pktOpts{payload: 16}))
-	pkt := vxlanFrame(underlay4a, underlay4b, 4789, frame(fl, pktOpts{payload: 16}), pktOpts{})
-	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
-		t.Fatalf("before the lapse: returned %d, want redirect", ret)
-	}
-	f.Renew(-time.Second)
-	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
-		t.Fatalf("during the lapse: returned %d, want the slow path", ret)
-	}
-	f.Renew(time.Minute)
-	before, _ := f.Stats()
-	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
-		t.Fatalf("right after the lapse: returned %d, want the slow path", ret)
-	}
-	after, _ := f.Stats()
-	if after.Counters["guard_wait"] != before.Counters["guard_wait"]+1 {
-		t.Errorf("guard_wait %d -> %d, want one more", before.Counters["guard_wait"], after.Counters["guard_wait"])
-	}
-	time.Sleep(1100*time.Millisecond + 10*time.Millisecond) // GUARD_NS and a coarse clock tick
-	arriveAll(t, f)
-	if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
-		t.Errorf("a second after the lapse: returned %d, want redirect", ret)
+func TestFastTrustLapse(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		lapse, back func(f *FastPath) error
+	}{
+		{"agent-late", func(f *FastPath) error { return f.Renew(-time.Second) }, func(f *FastPath) error { return f.Renew(time.Minute) }},
+		{"off-and-on", func(f *FastPath) error { return f.SetOn(false) }, func(f *FastPath) error { return f.SetOn(true) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := fastHarness(t)
+			fl := fastFlow()
+			learnIngress(t, f, fl, frame(fl, pktOpts{payload: 16}))
+			pkt := vxlanFrame(underlay4a, underlay4b, 4789, frame(fl, pktOpts{payload: 16}), pktOpts{})
+			if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
+				t.Fatalf("before the lapse: returned %d, want redirect", ret)
+			}
+			if err := c.lapse(f); err != nil {
+				t.Fatal(err)
+			}
+			if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
+				t.Fatalf("during the lapse: returned %d, want the slow path", ret)
+			}
+			if err := c.back(f); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := f.Stats()
+			if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActUnspec {
+				t.Fatalf("right after the lapse: returned %d, want the slow path", ret)
+			}
+			after, _ := f.Stats()
+			if after.Counters["guard_wait"] != before.Counters["guard_wait"]+1 {
+				t.Errorf("guard_wait %d -> %d, want one more", before.Counters["guard_wait"], after.Counters["guard_wait"])
+			}
+			time.Sleep(1100*time.Millisecond + 10*time.Millisecond) // GUARD_NS and a coarse clock tick
+			arriveAll(t, f)
+			if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
+				t.Errorf("a second after the lapse: returned %d, want redirect", ret)
+			}
+		})
 	}
 }
