@@ -81,17 +81,23 @@ func teardownSwarm(name string) error {
 // daemon stops, so a path the testbed made is seldom empty itself. A file
 // left in it keeps it: another daemon may use it now.
 func pruneEmpty(p string) {
-	var dirs []string
-	filepath.WalkDir(p, func(q string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, q)
-		}
-		return nil
-	})
+	dirs := dirsUnder(p)
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Remove(dirs[i])
 	}
 	os.Remove(p)
+}
+
+// dirsUnder lists top and the directories below it, parents first.
+func dirsUnder(top string) []string {
+	var dirs []string
+	filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	return dirs
 }
 
 // removeShimSockets removes the sockets of the containers of the daemon
@@ -140,13 +146,7 @@ func removeCgroup(name string) error {
 		if st, err := os.Stat(top); err != nil || !st.IsDir() {
 			continue
 		}
-		var dirs []string
-		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
+		dirs := dirsUnder(top)
 		for i := len(dirs) - 1; i >= 0; i-- {
 			drainCgroup(dirs[i])
 			if err := os.Remove(dirs[i]); err != nil {

@@ -70,14 +70,14 @@ esac
 #     run in TestStandDownAndBack and TestComebackSteersRunningFlows);
 #   TestFastPathPolicy: holds the fast path to a wall-clock bound (a cached
 #     flow stopped within 100 ms of a DROP rule) that measures the emulator;
-#     the invalidation itself runs in TestFastPathLayouts and the datapath's
-#     TestFastSpoofed.
-#   TestFastPathLayouts/docker/falcon+fastpath: under TCG its receiver's
-#     fast path was off for most of the run (4 000 of 30 000 datagrams
-#     passed it uncounted, then 2 456 waited the second after that the guard
-#     holds): 0 reordered, but nothing carried fast, twice; why the agent
-#     kept it off there is not known yet. docker/fastpath runs, and the
-#     datapath's TestFastTrustLapse covers the off-and-on rule.
+#     the invalidation itself runs in the datapath's TestFastSpoofed;
+#   TestFastPathLayouts: needs the agents to renew the programs' trust
+#     every second while 4 flows saturate the guest; under TCG they often
+#     do not, and a run of a few seconds then carries nothing fast (6.1,
+#     2026-12-02: 3 of 6 runs, docker/fastpath and docker/falcon+fastpath
+#     alike; 0 reordered in the 5 runs after the guard's fix for lapses,
+#     128 of 30 000 in the 1 before it). The datapath's guest tests cover
+#     the helpers (TestFastIngressLearnsAndDelivers, TestFastTrustLapse, …).
 # And the layout sweeps narrow to docker and docker-ipv6 (both underlays):
 # flannel's and calico's layouts differ from docker's in device names and
 # addresses, not in anything the kernel does, and each case takes about
@@ -87,7 +87,7 @@ esac
 tcg_layouts='(flannel|calico|flannel-ipv6|calico-ipv6)'
 if [ -z "${KERNEL_SKIP+set}" ]; then
 	if [ "$accel" = tcg ]; then
-		KERNEL_SKIP="internal/agent:^(TestNoReorderingSaturated|TestNoReorderingUnderLoadChanges|TestTCPOrderThroughSwitches|TestKilledAgentUnderTraffic|TestDrillEnableDisableCycles|TestDrillContainerChurn|TestEngagementTestReordersNothing|TestFastPathPolicy)\$|^(TestSteeringLayouts|TestMflowLayouts|TestEnableStatusDisable|TestFastPathLayouts)\$/^$tcg_layouts\$|^TestFastPathLayouts\$/^docker\$/^falcon\+fastpath\$"
+		KERNEL_SKIP="internal/agent:^(TestNoReorderingSaturated|TestNoReorderingUnderLoadChanges|TestTCPOrderThroughSwitches|TestKilledAgentUnderTraffic|TestDrillEnableDisableCycles|TestDrillContainerChurn|TestEngagementTestReordersNothing|TestFastPathPolicy|TestFastPathLayouts)\$|^(TestSteeringLayouts|TestMflowLayouts|TestEnableStatusDisable)\$/^$tcg_layouts\$"
 	else
 		KERNEL_SKIP=
 	fi
