@@ -2,7 +2,8 @@
 # Sets this machine up for falcon (Debian or Ubuntu, as root). Safe to run
 # again: it installs only what is missing and builds only what is not built.
 #   scripts/setup.sh            what `make demo` needs: Go 1.26, iproute2,
-#                               ethtool, iperf3, sockperf, util-linux, make
+#                               ethtool, iperf3, sockperf, util-linux, make,
+#                               and nftables (the fast path reads the ruleset)
 #   scripts/setup.sh --bench    also every bench workload's tools: memcached
 #                               and memcaslap, nginx and wrk
 #   scripts/setup.sh --daemons  also the real daemons of two testbed layouts:
@@ -41,14 +42,14 @@ for a in "$@"; do
 	--k8s) k8s=1 ;;
 	--cilium) k8s=1 cilium=1 ;;
 	--test) bench=1 daemons=1 k8s=1 test=1 ;;
-	-h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "setup: unknown option $a (see scripts/setup.sh --help)" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" -eq 0 ] || { echo "setup: run as root (namespaces, BPF and sysfs need it)" >&2; exit 1; }
 
 # command:package pairs, by what needs them.
-demo_pkgs="iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 bridge:iproute2 taskset:util-linux nsenter:util-linux make:make"
+demo_pkgs="iperf3:iperf3 sockperf:sockperf ethtool:ethtool ip:iproute2 bridge:iproute2 taskset:util-linux nsenter:util-linux make:make nft:nftables"
 bench_pkgs="memcached:memcached memcaslap:libmemcached-tools nginx:nginx wrk:wrk"
 daemon_pkgs="nft:nftables iptables:iptables gcc:gcc dockerd:docker.io"
 k8s_pkgs="containerd:containerd ctr:containerd runc:runc iptables:iptables nsenter:util-linux"

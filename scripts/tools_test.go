@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/falconnet/falcon/internal/agent"
+	"github.com/falconnet/falcon/lab/bench"
+	"github.com/falconnet/falcon/lab/schema"
 	"github.com/falconnet/falcon/lab/workload"
 )
 
@@ -65,5 +68,27 @@ func TestScriptsInstallEveryWorkloadsTools(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("the catalogue names no tools")
+	}
+}
+
+// TestSetupInstallsTheDemoModesTools: setup.sh alone installs the commands
+// the agents of the demo's modes run (the fast path's nft: a fresh machine's
+// demo failed every fastpath run without it).
+func TestSetupInstallsTheDemoModesTools(t *testing.T) {
+	demo := pairs(t, "setup.sh", regexp.MustCompile(`(?m)^(\w+)_pkgs="([^"]*)"`), true)["demo"]
+	modes := bench.PresetModes("demo")
+	if len(modes) == 0 {
+		t.Fatal("the demo preset names no modes")
+	}
+	for _, spec := range modes {
+		m, err := schema.ParseMode(spec)
+		if err != nil {
+			t.Fatalf("demo mode %s: %v", spec, err)
+		}
+		for tool, want := range agent.Tools(m.Opts) {
+			if pkg := demo[tool]; pkg != want {
+				t.Errorf("demo mode %s runs %s: setup.sh installs it from %q, want %s", spec, tool, pkg, want)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -19,7 +20,8 @@ import (
 // split=true. Adding a mode is one entry here, plus its implementation
 // when it needs new code.
 var catalogue = []catalogueEntry{
-	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load (the default)"},
+	{DefaultMode, ModeFalcon, "fastpath=" + FastpathAuto, "the default: the cached fast path wherever its checks pass, and falcon's steering on top where it pays"},
+	{"falcon", ModeFalcon, "", "steer each stage with BPF to a CPU chosen by load"},
 	{"falcon+split", ModeFalcon, "split=true", "falcon, and split the NIC stage off the interrupt CPU (XDP + cpumap)"},
 	{"fastpath", ModeFastpath, "", "the cached fast path: a flow the overlay has carried skips its devices (VXLAN, bridge or routing, netfilter, veth backlog)"},
 	{"falcon+fastpath", ModeFalcon, "fastpath=true", "falcon, and the cached fast path beside it"},
@@ -41,6 +43,14 @@ type catalogueEntry struct {
 // ModeFalcon is the default implementation: BPF steering of each stage.
 const ModeFalcon = "falcon"
 
+// DefaultMode is the mode of an enable or agent that names none: falcon
+// with fastpath=auto (FastpathAuto).
+const DefaultMode = "auto"
+
+// FastpathAuto is the fastpath setting's third value: the fast path where
+// its checks pass, steering alone where they do not.
+const FastpathAuto = "auto"
+
 // The implementations: the code behind the catalogue's modes.
 var implementations = map[string]implementation{
 	ModeFalcon: {
@@ -48,7 +58,7 @@ var implementations = map[string]implementation{
 		what:   "falcon to steer",
 		steers: true,
 		preflight: func(o Options) error {
-			if o.Fastpath {
+			if o.Fastpath && !o.FastpathAuto {
 				if err := datapath.FastPathSupported(); err != nil {
 					return err
 				}
@@ -193,6 +203,22 @@ func splitSettings(s string) []string {
 func Preflight(o Options) error {
 	if m, ok := lookupMode(o.Mode); ok && m.preflight != nil {
 		return m.preflight(o)
+	}
+	return nil
+}
+
+// nftTool is the one command the fast path runs; fastTools maps it to its
+// Debian package.
+const nftTool = "nft"
+
+var fastTools = map[string]string{nftTool: "nftables"}
+
+// Tools are the commands the agent of o's mode runs, each with the Debian
+// package that has it: setup.sh installs those of the demo's modes
+// (scripts/tools_test.go), the image carries nft.
+func Tools(o Options) map[string]string {
+	if o.Mode == ModeFastpath || o.Fastpath {
+		return maps.Clone(fastTools)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"flag"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestParseMode(t *testing.T) {
 		}
 	}
 	for spec, msg := range map[string]string{
-		"falcon9":                  `unknown mode "falcon9": want one of falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+`,
+		"falcon9":                  `unknown mode "falcon9": want one of auto, falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+`,
 		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, always-on, guard-timeout, drain-timeout, order, devices, split, fastpath, split-cpus, split-proto, host-nics, batch, elephant, allow-reorder`,
 		"mflow:batch=0":            `mode mflow: batch=0: "0": want 1..1048576 packets (without micro-flows, use mode falcon+split)`,
 		"mflow:elephant=fast":      `want a rate in bit/s such as 500M or 2G`,
@@ -102,8 +103,23 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%s: %v; want a SettingError saying %q", args, err, msg)
 		}
 	}
-	if o, err := parse(); err != nil || !SameSettings(o, DefaultOptions()) {
-		t.Errorf("no flags: %+v, %v", o, err)
+	def := DefaultOptions()
+	def.Fastpath, def.FastpathAuto = true, true
+	if o, err := parse(); err != nil || !SameSettings(o, def) {
+		t.Errorf("no flags: %+v, %v; want the default mode's, falcon with the fast path where it fits", o, err)
+	}
+	if o, err := parse("--fastpath=false"); err != nil || o.Fastpath || o.FastpathAuto {
+		t.Errorf("--fastpath=false: %+v, %v", o, err)
+	}
+	auto, err := parse("--mode", "falcon", "--fastpath=auto")
+	if err != nil || !auto.Fastpath || !auto.FastpathAuto || !slices.Contains(Args(auto), "--fastpath=auto") {
+		t.Errorf("--fastpath=auto: %+v, %v, args %q", auto, err, Args(auto))
+	}
+	if o, err := parse("--mode", "auto", "--fastpath"); err != nil || !o.Fastpath || o.FastpathAuto {
+		t.Errorf("auto --fastpath: %+v, %v; want the fast path required", o, err)
+	}
+	if _, err := parse("--fastpath=maybe"); err == nil || !strings.Contains(err.Error(), "want true, false or auto") {
+		t.Errorf("--fastpath=maybe: %v", err)
 	}
 }
 

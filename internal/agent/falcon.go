@@ -49,8 +49,11 @@ type falconMode struct {
 	// loaded is dp for Activity, which may run beside Stop (a metrics
 	// scrape): set once loaded and never cleared.
 	loaded atomic.Pointer[datapath.Datapath]
-	// fast is the cached fast path, with the setting fastpath=true.
-	fast fastPath
+	// fast is the cached fast path, with the setting fastpath=true or
+	// auto; fastOn says it started, fastWhy why it did not (auto).
+	fast    fastPath
+	fastOn  bool
+	fastWhy string
 }
 
 func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
@@ -67,7 +70,7 @@ func (m *falconMode) Check(h *Host, ov *discover.Overlay) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if h.Opts.Fastpath {
+	if h.Opts.Fastpath && !h.Opts.FastpathAuto {
 		if err := checkFastPath(h, ov); err != nil {
 			return err
 		}
@@ -141,10 +144,8 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if err := m.startPath(h, ov); err != nil {
 		return err
 	}
-	if h.Opts.Fastpath {
-		if err := m.fast.start(h, ov); err != nil {
-			return err
-		}
+	if err := m.startFast(h, ov); err != nil {
+		return err
 	}
 	// The engagement starts once everything is attached: its idle time
 	// counts from here, not from before a slow attach.
@@ -172,8 +173,10 @@ func (m *falconMode) Update(h *Host, ov *discover.Overlay) error {
 	defer m.mu.Unlock()
 	m.setOverlay(ov)
 	var errs []error
-	if h.Opts.Fastpath {
+	if m.fastOn {
 		errs = append(errs, m.fast.sync(h, ov))
+	} else {
+		errs = append(errs, m.startFast(h, ov))
 	}
 	if cfg := m.config(h, ov); !slices.Equal(cfg.VXLANPorts, m.cfg.VXLANPorts) {
 		if err := m.dp.SetConfig(cfg); err != nil {

@@ -95,6 +95,18 @@ type FastReport struct {
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
 func checkFastPath(h *Host, ov *discover.Overlay) error {
+	if err := fastPathFits(h, ov); err != nil {
+		return err
+	}
+	if reason, _ := unsafeHost(h.Opts.Netns, ov); reason != "" {
+		return fmt.Errorf("the fast path would skip what the host decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
+	}
+	return nil
+}
+
+// fastPathFits is checkFastPath but the host's rules and tc policy, which
+// the running fast path judges again at every change (off while unsafe).
+func fastPathFits(h *Host, ov *discover.Overlay) error {
 	if err := datapath.FastPathSupported(); err != nil {
 		return err
 	}
@@ -114,13 +126,7 @@ func checkFastPath(h *Host, ov *discover.Overlay) error {
 			return err
 		}
 	}
-	if err := reachable(h, ov); err != nil {
-		return err
-	}
-	if reason, _ := unsafeHost(h.Opts.Netns, ov); reason != "" {
-		return fmt.Errorf("the fast path would skip what the host decides per packet: network namespace %s has %s", netns.Label(h.Opts.Netns), reason)
-	}
-	return nil
+	return reachable(h, ov)
 }
 
 // unreachable lists the containers' host-side veths the fast path leaves to
@@ -255,7 +261,7 @@ func (f *fastPath) invalidate() {
 func (f *fastPath) keepAlive(ctx context.Context, h *Host) {
 	tick := time.NewTicker(fastRenew)
 	defer tick.Stop()
-	hadLegacy := false // start refuses legacy tables
+	hadLegacy := legacyAppeared(f.ns) // as start judged them
 	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():

@@ -17,9 +17,9 @@ import (
 // and rules may be there all the same (iptables-nft writes them without
 // it): the fast path then stays off.
 func nft(ns string, args ...string) ([]byte, error) {
-	bin, err := exec.LookPath("nft")
+	bin, err := exec.LookPath(nftTool)
 	if err != nil {
-		return nil, fmt.Errorf("the fast path needs nft (Debian: nftables) to read the host's ruleset: %w", err)
+		return nil, fmt.Errorf("the fast path needs %s (Debian: %s) to read the host's ruleset: %w", nftTool, fastTools[nftTool], err)
 	}
 	var out []byte
 	err = netns.Do(ns, func() error {

@@ -68,8 +68,11 @@ func (f *Flags) nodeMode(o *Options) error {
 		return settingErrorf("--mode and --mode-config both given: the mode comes from one of them")
 	}
 	spec, key, err := NodeMode(f.modeDir, f.node)
-	if err != nil || spec == "" {
+	if err != nil {
 		return err
+	}
+	if spec == "" {
+		return ParseMode(DefaultMode, o)
 	}
 	if err := ParseMode(spec, o); err != nil {
 		return settingErrorf("node %s: ConfigMap key %s: %v", f.node, key, err)

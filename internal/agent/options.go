@@ -71,6 +71,10 @@ type GuardOptions struct {
 // FastOptions: the cached fast path beside steering (fastpath.go).
 type FastOptions struct {
 	Fastpath bool `json:"fastpath,omitempty"`
+	// FastpathAuto: the fast path where its checks pass (the default
+	// mode): a layout or kernel it cannot serve leaves steering alone, with
+	// the reason in status, instead of refusing to start.
+	FastpathAuto bool `json:"fastpath_auto,omitempty"`
 }
 
 // SplitOptions: the NIC stage split off the interrupt CPU.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"slices"
@@ -107,8 +108,28 @@ var settings = []setting{
 		}},
 	boolSetting("split", "falcon mode: move the NIC stage (skb allocation, GRO from Linux 6.15, IP, UDP, VXLAN) off "+
 		"the interrupt CPU with native XDP and a cpumap (true/false)", func(o *Options) *bool { return &o.Split }, ModeFalcon),
-	boolSetting("fastpath", "falcon mode: run the cached fast path too, so a cached flow's fused stage is the one "+
-		"falcon places (true/false)", func(o *Options) *bool { return &o.Fastpath }, ModeFalcon),
+	{name: "fastpath", impls: []string{ModeFalcon}, boolean: true,
+		usage: "falcon mode: run the cached fast path too, so a cached flow's fused stage is the one falcon places " +
+			"(true/false, or " + FastpathAuto + ": where its checks pass, steering alone where they do not)",
+		set: func(o *Options, v string) error {
+			o.FastpathAuto = v == FastpathAuto
+			if o.FastpathAuto {
+				o.Fastpath = true
+				return nil
+			}
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: want true, false or %s", quote.Short(v), FastpathAuto)
+			}
+			o.Fastpath = b
+			return nil
+		},
+		get: func(o *Options) string {
+			if o.Fastpath && o.FastpathAuto {
+				return FastpathAuto
+			}
+			return strconv.FormatBool(o.Fastpath)
+		}},
 	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
 		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),
 	{name: "split-proto", arg: datapath.SplitTCP + "|" + datapath.SplitUDP + "|" + datapath.SplitAll, impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",
@@ -339,7 +360,7 @@ func Synopsis() string {
 func AddFlags(fs *flag.FlagSet) *Flags {
 	f := &Flags{values: map[string]*string{}}
 	fs.StringVar(&f.netns, "netns", "", "host network namespace to accelerate (name under /run/netns or a path; default: the current one)")
-	fs.StringVar(&f.mode, "mode", "", "the mode, name[:key=value,…] with the keys of the flags below (default "+ModeFalcon+"):\n"+ModeHelp())
+	fs.StringVar(&f.mode, "mode", "", "the mode, name[:key=value,…] with the keys of the flags below (default "+DefaultMode+"):\n"+ModeHelp())
 	def := DefaultOptions()
 	for _, s := range settings {
 		v := new(string)
@@ -389,8 +410,8 @@ func (f *Flags) Options() (Options, error) {
 		if err := f.nodeMode(&o); err != nil {
 			return o, err
 		}
-	case f.mode != "":
-		if err := ParseMode(f.mode, &o); err != nil {
+	default:
+		if err := ParseMode(cmp.Or(f.mode, DefaultMode), &o); err != nil {
 			return o, err
 		}
 	}

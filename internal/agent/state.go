@@ -45,6 +45,9 @@ type State struct {
 	Values []Value `json:"values,omitempty"`
 	// Engagement is the adaptive policy's engagement so far.
 	Engagement *Engagement `json:"engagement,omitempty"`
+	// FastpathWhy: why the fast path does not run (fastpath=auto, on a
+	// layout or kernel it cannot serve).
+	FastpathWhy string `json:"fastpath_why,omitempty"`
 }
 
 // Engagement is the engagement policy's part of the state

@@ -46,8 +46,11 @@ type Report struct {
 	Split      *SplitReport  `json:"split,omitempty"`
 	// FastPath: the cached fast path's entries, hits, misses, the packets
 	// it left to the slow path by reason, and invalidations.
-	FastPath *FastReport       `json:"fastpath,omitempty"`
-	Devices  []discover.Device `json:"devices,omitempty"`
+	FastPath *FastReport `json:"fastpath,omitempty"`
+	// FastpathWhy: why the fast path the mode asks for where it fits
+	// (fastpath=auto) does not run.
+	FastpathWhy string            `json:"fastpath_not_running,omitempty"`
+	Devices     []discover.Device `json:"devices,omitempty"`
 	// Static: a mode that only sets values (rps, rfs) is applied and no
 	// agent runs, nor needs to; Values are what it set.
 	Static bool    `json:"static,omitempty"`
@@ -124,7 +127,7 @@ func Status(opts Options) (*Report, error) {
 	r.Enabled, r.Running = true, running(dir)
 	r.fromOptions(st)
 	r.Devices = st.Devices
-	r.Static, r.Values = st.Static, st.Values
+	r.Static, r.Values, r.FastpathWhy = st.Static, st.Values, st.FastpathWhy
 	if r.Running {
 		r.FastPath = readFastReport(dir)
 	}

@@ -95,6 +95,9 @@ func (r *Report) WriteText(w io.Writer) {
 	} else if r.StoodDown {
 		fmt.Fprintf(w, "  path       off: no CPU busy, or steering did not pay; no falcon program runs until a CPU is busy (after a verdict against steering: until the next test)\n")
 	}
+	if r.FastpathWhy != "" {
+		fmt.Fprintf(w, "  fast path  not running, steering alone: %s\n", r.FastpathWhy)
+	}
 	writeEngagement(w, r.Engagement)
 	if t := r.Totals; t != nil {
 		fmt.Fprintf(w, "  decisions  first %d, second %d, fallback %d (stale load %d, not paying %d), kept %d%s\n",

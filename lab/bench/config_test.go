@@ -95,7 +95,7 @@ func TestResolvePresetYieldsToFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Preset != "demo" || c.Runs != 2 || c.Duration != schema.Duration(2*time.Second) ||
-		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Modes, []string{"vanilla", "fastpath", "falcon"}) ||
+		!reflect.DeepEqual(c.Layouts, []string{"host", "docker"}) || !reflect.DeepEqual(c.Modes, []string{"vanilla", "fastpath", "auto"}) ||
 		!reflect.DeepEqual(c.SenderCPUs, []int{1}) || !reflect.DeepEqual(c.ReceiverCPUs, []int{0}) {
 		t.Errorf("demo with --runs 2: %+v", c)
 	}

@@ -104,7 +104,7 @@ func overlayModes() string { return "vanilla,falcon" }
 var presets = map[string]preset{
 	"demo": {"host vs docker overlay, vanilla, fastpath and falcon's default: UDP stress at 16 B, one TCP flow, TCP ping-pong; " +
 		"3 interleaved rounds of 2 s, about 4 minutes on 2 CPUs", fixed(
-		map[string]string{"layouts": "host,docker", "modes": "vanilla,fastpath,falcon",
+		map[string]string{"layouts": "host,docker", "modes": "vanilla,fastpath,auto",
 			"workloads": "udp-stress:16,tcp:128K,latency-tcp:16", "duration": "2s", "runs": "3", "interleave": "true"})},
 	"quick": {"a smoke test of about a minute: docker overlay, vanilla vs falcon, UDP stress 1400 B, TCP, UDP ping-pong; 1 run of 2 s each", fixed(
 		map[string]string{"layouts": "docker", "modes": overlayModes(),
@@ -194,6 +194,20 @@ func PresetNames() []string {
 // PresetSummary is a preset's one line, "" for no preset (the report's
 // subtitle of a file that ran it).
 func PresetSummary(name string) string { return presets[name].summary }
+
+// PresetModes are the modes a preset runs (nil for none, or a preset whose
+// modes depend on the machine).
+func PresetModes(name string) []string {
+	p, ok := presets[name]
+	if !ok || p.flags == nil {
+		return nil
+	}
+	m, err := p.flags(nil)
+	if err != nil || m["modes"] == "" {
+		return nil
+	}
+	return strings.Split(m["modes"], ",")
+}
 
 // PresetHelp describes the presets for the usage text.
 func PresetHelp() string {

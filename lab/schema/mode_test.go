@@ -37,7 +37,7 @@ func TestParseMode(t *testing.T) {
 			t.Errorf("%s: no error", bad)
 		}
 	}
-	if _, err := ParseMode("warp"); err == nil || err.Error() != `unknown mode "warp": want one of falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+` {
+	if _, err := ParseMode("warp"); err == nil || err.Error() != `unknown mode "warp": want one of auto, falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+` {
 		t.Errorf("warp: %v", err)
 	}
 }
