@@ -90,6 +90,11 @@ func daemonLayoutCLI(t *testing.T, bin, lab, layout, name string, wantRoles map[
 	if !r.Enabled || len(r.Stages) != 1+wantRoles["overlay"] || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
 		t.Errorf("status: %+v", r)
 	}
+	// The default mode's fast path: swarm's veths are out of its reach,
+	// so steering runs alone, and status says why.
+	if swarm := h.OverlayNS() != h.Netns; swarm != strings.Contains(r.FastpathWhy, "cannot reach") {
+		t.Errorf("fast path not running because %q (overlay in its own namespace: %v)", r.FastpathWhy, swarm)
+	}
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
 		t.Errorf("disable: exit %d\n%s", code, out)
 	}
