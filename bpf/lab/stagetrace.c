@@ -35,6 +35,20 @@ struct skb_shared_info___path {
 	unsigned char meta_len;
 } __attribute__((preserve_access_index));
 
+// At tc ingress skb->data is the MAC header (tcx pushes mac_len back).
+struct sk_buff___tc {
+	__u16 mac_len;
+} __attribute__((preserve_access_index));
+
+// An aggregate that bpf_skb_adjust_room resized (a fast path's encap or
+// decap) has gso_segs 0 ("recomputed" later): its segments are then its
+// payload over gso_size.
+struct skb_shared_info___seg {
+	unsigned short gso_size;
+} __attribute__((preserve_access_index));
+
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
 #define ETH_P_8021Q 0x8100
@@ -100,6 +114,10 @@ volatile const __u8 proto_filter = 0; // 0: TCP and UDP (and others, portless)
 volatile const __u8 netns_filter_on = 0;
 volatile const __u8 seq_on = 0; // seq_devs has devices: check each flow's order there (struct seq_val)
 volatile const __u8 seq_paths = 0; // and record TCP segments' paths (struct path)
+// The order is checked by stage_tc on the sequence devices' tc ingress, not
+// at the tracepoint: a packet bpf_redirect_peer delivers enters the device
+// in __netif_receive_skb_core's second round, after the tracepoint.
+volatile const __u8 seq_tc = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -237,15 +255,40 @@ static __always_inline int read_ports(struct flow *f, const __u8 *buf, __u32 l4,
 
 #include "stagetrace_seq.h"
 
+// count_stage adds a packet of segs segments to key's stage.
+static __always_inline struct stage_val *count_stage(struct stage_key *key, __u32 segs)
+{
+	struct stage_val *v = bpf_map_lookup_elem(&stages, key);
+	if (!v) {
+		struct stage_val nv;
+		__builtin_memset(&nv, 0, sizeof(nv));
+		// EEXIST: another CPU added the key meanwhile; this CPU's value
+		// is there all the same.
+		bpf_map_update_elem(&stages, key, &nv, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&stages, key);
+		if (!v) {
+			stat_inc(STAT_MAP_FULL);
+			return 0;
+		}
+	}
+	v->packets += segs;
+	v->skbs++;
+	stat_inc(STAT_COUNTED);
+	return v;
+}
+
 // F reads a kernel field: a plain load where the verifier knows the
 // pointer's BTF type (tp_btf), a probe read otherwise (raw_tp). btf is a
 // constant, so each program keeps only its own branch; the loads are
 // several times cheaper than the helper calls.
 #define F(p, field) (btf ? (p)->field : BPF_CORE_READ(p, field))
 
-static __always_inline int handle(struct sk_buff *skb, const int btf)
+// handle counts skb's stage (tracepoints) or checks its order (tc: a
+// sequence device's ingress, seq_tc).
+static __always_inline int handle(struct sk_buff *skb, const int btf, const int tc)
 {
-	stat_inc(STAT_SEEN);
+	if (!tc)
+		stat_inc(STAT_SEEN);
 
 	struct net_device *dev = F(skb, dev);
 	if (!dev)
@@ -259,6 +302,11 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 	unsigned char *data = F(skb, data);
 	__u32 len = F(skb, len);
 	__u32 data_len = F(skb, data_len);
+	if (tc) {
+		__u16 mac = ((struct sk_buff___tc *)skb)->mac_len;
+		data += mac;
+		len -= mac;
+	}
 	__u16 proto = bpf_ntohs(F(skb, protocol));
 	// At this tracepoint eth_type_trans has pulled the MAC header: data is
 	// the network header and protocol its ethertype.
@@ -330,37 +378,29 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 			return 0;
 	}
 
+	__u32 seq = 0;
+	int payload = 0;
+	if (l4 > 0 && key.flow.proto == IPPROTO_TCP)
+		payload = tcp_payload(buf, l3, l4, limit, len, key.flow.family, &seq);
 	__u32 segs = 1;
 	struct skb_shared_info *shinfo = (void *)(head + F(skb, end));
 	__u16 gs = BPF_CORE_READ(shinfo, gso_segs);
+	__u16 gsz = BPF_CORE_READ((struct skb_shared_info___seg *)shinfo, gso_size);
 	if (gs > 1)
 		segs = gs;
+	else if (gsz && payload > gsz)
+		segs = ((__u32)payload + gsz - 1) / gsz;
 
-	struct stage_val *v = bpf_map_lookup_elem(&stages, &key);
-	if (!v) {
-		struct stage_val nv;
-		__builtin_memset(&nv, 0, sizeof(nv));
-		// EEXIST: another CPU added the key meanwhile; this CPU's value
-		// is there all the same.
-		bpf_map_update_elem(&stages, &key, &nv, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&stages, &key);
-		if (!v) {
-			stat_inc(STAT_MAP_FULL);
-			return 0;
-		}
-	}
-	v->packets += segs;
-	v->skbs++;
-	stat_inc(STAT_COUNTED);
+	struct stage_val *v = tc ? 0 : count_stage(&key, segs);
+	if (!tc && !v)
+		return 0;
 	int seqdev = 0;
-	if (seq_on && l4 > 0) {
+	if (seq_on && l4 > 0 && (tc || !seq_tc)) {
 		struct seq_dev sd = {.netns = netns, .ifindex = key.ifindex};
 		seqdev = bpf_map_lookup_elem(&seq_devs, &sd) != 0;
 	}
 	if (l4 > 0 && key.flow.proto == IPPROTO_TCP) {
-		__u32 seq;
-		int payload = tcp_payload(buf, l3, l4, limit, len, key.flow.family, &seq);
-		if (payload > 0) {
+		if (payload > 0 && v) {
 			track_runs(v, seq, payload, segs);
 			if (seq_paths && key.flow.family == 4) {
 				int id = ip_id(buf, l3, limit);
@@ -375,9 +415,9 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 				if (id >= 0)
 					track_path(&key.flow, id, netns, key.ifindex, &hs);
 			}
-			if (seqdev && key.flow.family == 4)
-				track_ipid(&key.flow, buf, l3, limit, segs);
 		}
+		if (payload > 0 && seqdev && key.flow.family == 4)
+			track_ipid(&key.flow, buf, l3, limit, segs);
 	}
 	if (seqdev && key.flow.proto == IPPROTO_UDP)
 		track_seq(&key.flow, buf, l4, limit);
@@ -389,14 +429,24 @@ static __always_inline int handle(struct sk_buff *skb, const int btf)
 SEC("tp_btf/netif_receive_skb")
 int stage_btf(__u64 *ctx)
 {
-	return handle((struct sk_buff *)ctx[0], 1);
+	return handle((struct sk_buff *)ctx[0], 1, 0);
 }
 
 // raw_tp: the same, for kernels whose tracepoints lack BTF.
 SEC("raw_tp/netif_receive_skb")
 int stage_raw(__u64 *ctx)
 {
-	return handle((struct sk_buff *)ctx[0], 0);
+	return handle((struct sk_buff *)ctx[0], 0, 0);
+}
+
+// tc: a sequence device's ingress (tcx, Linux 6.6; the kernel context from
+// Linux 6.3), which every packet delivered to the device crosses, however
+// it came; it only observes.
+SEC("tc")
+int stage_tc(struct __sk_buff *ctx)
+{
+	handle((struct sk_buff *)bpf_cast_to_kern_ctx(ctx), 1, 1);
+	return -1; // TC_ACT_UNSPEC, tcx's TCX_NEXT: the next program decides
 }
 
 char LICENSE[] SEC("license") = "GPL";

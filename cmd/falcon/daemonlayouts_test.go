@@ -86,15 +86,7 @@ func daemonLayoutCLI(t *testing.T, bin, lab, layout, name string, wantRoles map[
 	if out, code := falcon(t, bin, "status", "--netns", h.Netns, "--ready"); code != 0 {
 		t.Errorf("status --ready: exit %d\n%s", code, out)
 	}
-	r := statusJSON(t, bin, h.Netns)
-	if !r.Enabled || len(r.Stages) != 1+wantRoles["overlay"] || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
-		t.Errorf("status: %+v", r)
-	}
-	// The default mode's fast path: swarm's veths are out of its reach,
-	// so steering runs alone, and status says why.
-	if swarm := h.OverlayNS() != h.Netns; swarm != strings.Contains(r.FastpathWhy, "cannot reach") {
-		t.Errorf("fast path not running because %q (overlay in its own namespace: %v)", r.FastpathWhy, swarm)
-	}
+	checkDaemonStatus(t, bin, h, wantRoles)
 	if out, code := falcon(t, bin, "disable", "--netns", h.Netns); code != 0 {
 		t.Errorf("disable: exit %d\n%s", code, out)
 	}
@@ -161,4 +153,18 @@ func procsMentioning(t *testing.T, s string) []string {
 		}
 	}
 	return found
+}
+
+// checkDaemonStatus: steering's stages on the daemons' own overlay, and the
+// default mode's fast path where it fits: swarm's veths are out of its
+// reach, so steering runs alone there, and status says why.
+func checkDaemonStatus(t *testing.T, bin string, h testbed.Host, wantRoles map[string]int) {
+	t.Helper()
+	r := statusJSON(t, bin, h.Netns)
+	if !r.Enabled || len(r.Stages) != 1+wantRoles["overlay"] || r.Stages[0].Device != h.NIC || r.Stages[0].Steers != h.Overlay {
+		t.Errorf("status: %+v", r)
+	}
+	if swarm := h.OverlayNS() != h.Netns; swarm != strings.Contains(r.FastpathWhy, "cannot reach") {
+		t.Errorf("fast path not running because %q (overlay in its own namespace: %v)", r.FastpathWhy, swarm)
+	}
 }

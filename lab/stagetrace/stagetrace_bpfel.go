@@ -115,12 +115,14 @@ const (
 	stagetraceMapStats         = "stats"
 	stagetraceProgStageBtf     = "stage_btf"
 	stagetraceProgStageRaw     = "stage_raw"
+	stagetraceProgStageTc      = "stage_tc"
 	stagetraceVarNetnsFilterOn = "netns_filter_on"
 	stagetraceVarPortMax       = "port_max"
 	stagetraceVarPortMin       = "port_min"
 	stagetraceVarProtoFilter   = "proto_filter"
 	stagetraceVarSeqOn         = "seq_on"
 	stagetraceVarSeqPaths      = "seq_paths"
+	stagetraceVarSeqTc         = "seq_tc"
 	stagetraceVarVxlanPorts    = "vxlan_ports"
 )
 
@@ -168,6 +170,7 @@ type stagetraceSpecs struct {
 type stagetraceProgramSpecs struct {
 	StageBtf *ebpf.ProgramSpec `ebpf:"stage_btf"`
 	StageRaw *ebpf.ProgramSpec `ebpf:"stage_raw"`
+	StageTc  *ebpf.ProgramSpec `ebpf:"stage_tc"`
 }
 
 // stagetraceMapSpecs contains maps before they are loaded into the kernel.
@@ -194,6 +197,7 @@ type stagetraceVariableSpecs struct {
 	ProtoFilter   *ebpf.VariableSpec `ebpf:"proto_filter"`
 	SeqOn         *ebpf.VariableSpec `ebpf:"seq_on"`
 	SeqPaths      *ebpf.VariableSpec `ebpf:"seq_paths"`
+	SeqTc         *ebpf.VariableSpec `ebpf:"seq_tc"`
 	VxlanPorts    *ebpf.VariableSpec `ebpf:"vxlan_ports"`
 }
 
@@ -250,6 +254,7 @@ type stagetraceVariables struct {
 	ProtoFilter   *ebpf.Variable `ebpf:"proto_filter"`
 	SeqOn         *ebpf.Variable `ebpf:"seq_on"`
 	SeqPaths      *ebpf.Variable `ebpf:"seq_paths"`
+	SeqTc         *ebpf.Variable `ebpf:"seq_tc"`
 	VxlanPorts    *ebpf.Variable `ebpf:"vxlan_ports"`
 }
 
@@ -259,12 +264,14 @@ type stagetraceVariables struct {
 type stagetracePrograms struct {
 	StageBtf *ebpf.Program `ebpf:"stage_btf"`
 	StageRaw *ebpf.Program `ebpf:"stage_raw"`
+	StageTc  *ebpf.Program `ebpf:"stage_tc"`
 }
 
 func (p *stagetracePrograms) Close() error {
 	return _StagetraceClose(
 		p.StageBtf,
 		p.StageRaw,
+		p.StageTc,
 	)
 }
 

@@ -45,6 +45,7 @@ func TestTestbedLayouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
+			t.Logf("attached at %s", tr.Hook())
 
 			dst := netip.MustParseAddr(sv.Addr)
 			r, err := seqcheck.Listen(sv.Netns, dst, portUDP4)

@@ -82,6 +82,7 @@ const maxVXLANPorts = 4
 type Tracer struct {
 	coll  *ebpf.Collection
 	link  link.Link
+	tc    []link.Link // stage_tc on the sequence devices (seq_tc)
 	hook  string
 	names *resolver
 	seq   bool // sequence devices were given (Options.Seq)
@@ -175,17 +176,25 @@ func Start(o Options) (*Tracer, error) {
 	if o.rawOnly {
 		progs = progs[1:]
 	}
-	for _, prog := range progs {
-		t, err := start(o, c, prog)
-		if err == nil {
-			return t, nil
+	// The order at the sequence devices' tc ingress where the kernel has
+	// tcx and the kernel context, at the tracepoint otherwise (which
+	// misses what bpf_redirect_peer delivers).
+	for _, tc := range []bool{len(c.seq) > 0 && !o.rawOnly, false} {
+		for _, prog := range progs {
+			t, err := start(o, c, prog, tc)
+			if err == nil {
+				return t, nil
+			}
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
+		if len(c.seq) == 0 || o.rawOnly {
+			break
+		}
 	}
 	return nil, fmt.Errorf("stage tracer: %w", errors.Join(errs...))
 }
 
-func start(o Options, c cfg, prog string) (*Tracer, error) {
+func start(o Options, c cfg, prog string, tc bool) (*Tracer, error) {
 	spec, err := loadStagetrace()
 	if err != nil {
 		return nil, err
@@ -198,6 +207,7 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 		stagetraceVarNetnsFilterOn: boolByte(len(c.inodes) > 0),
 		stagetraceVarSeqOn:         boolByte(len(c.seq) > 0),
 		stagetraceVarSeqPaths:      boolByte(o.SeqPaths && len(c.seq) > 0),
+		stagetraceVarSeqTc:         boolByte(tc),
 	}
 	for name, v := range set {
 		if err := spec.Variables[name].Set(v); err != nil {
@@ -211,7 +221,7 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 	// Load only the chosen program: a tp_btf program fails to load on a
 	// kernel without BTF and must not take the raw_tp one down with it.
 	for name := range spec.Programs {
-		if name != prog {
+		if name != prog && (name != stagetraceProgStageTc || !tc) {
 			delete(spec.Programs, name)
 		}
 	}
@@ -245,6 +255,12 @@ func start(o Options, c cfg, prog string) (*Tracer, error) {
 		coll.Close()
 		return nil, fmt.Errorf("attach %s: %w", t.hook, err)
 	}
+	if tc {
+		if err := t.attachTC(o.Seq, coll.Programs[stagetraceProgStageTc]); err != nil {
+			t.Close()
+			return nil, err
+		}
+	}
 	return t, nil
 }
 
@@ -256,7 +272,11 @@ func (t *Tracer) Close() error {
 	if t == nil || t.coll == nil {
 		return nil
 	}
-	err := t.link.Close()
+	errs := []error{t.link.Close()}
+	for _, l := range t.tc {
+		errs = append(errs, l.Close())
+	}
+	err := errors.Join(errs...)
 	t.coll.Close()
 	t.coll = nil
 	return err
