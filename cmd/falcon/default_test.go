@@ -24,8 +24,8 @@ func TestDefaultModeCLI(t *testing.T) {
 		exec.Command("ip", "netns", "exec", h.Netns, "nft", "delete", "table", "inet", "fctdefault").Run()
 	})
 	nftIn(t, h.Netns, "add table inet fctdefault")
-	nftIn(t, h.Netns, "add chain inet fctdefault fwd { type filter hook forward priority 0 ; }")
-	nftIn(t, h.Netns, "add rule inet fctdefault fwd udp dport 9 limit rate over 100/second drop")
+	nftIn(t, h.Netns, "add chain inet fctdefault chk { type filter hook forward priority 0 ; }")
+	nftIn(t, h.Netns, "add rule inet fctdefault chk udp dport 9 limit rate over 100/second drop")
 
 	if out, code := falcon(t, bin, "enable", "--netns", h.Netns, "--mode", "falcon+fastpath"); code != 1 || !strings.Contains(out, "limit") {
 		t.Errorf("enable --mode falcon+fastpath under a rate limit: exit %d, want 1 naming the limit\n%s", code, out)
@@ -33,7 +33,7 @@ func TestDefaultModeCLI(t *testing.T) {
 	if r := statusJSON(t, bin, h.Netns); r.Enabled {
 		t.Fatalf("a refused enable left an agent: %+v", r)
 	}
-	if out, code := falcon(t, bin, "enable", "--netns", h.Netns); code != 0 {
+	if out, code := falcon(t, bin, "enable", "--netns", h.Netns); code != 0 || !strings.Contains(out, "(mode auto,") {
 		t.Fatalf("enable (the default mode) under a rate limit: exit %d\n%s", code, out)
 	}
 	r := waitFastReport(t, bin, h.Netns, "off for the limit", func(f *agent.FastReport) bool { return strings.Contains(f.Off, "limit") })
@@ -41,7 +41,7 @@ func TestDefaultModeCLI(t *testing.T) {
 		t.Errorf("default mode: %+v", r)
 	}
 	out, _ := falcon(t, bin, "status", "--netns", h.Netns)
-	if !strings.Contains(out, "OFF: ") || !strings.Contains(out, "policy adaptive") {
+	if !strings.Contains(out, "OFF: ") || !strings.Contains(out, "policy adaptive") || !strings.Contains(out, "mode auto") {
 		t.Errorf("status does not say the fast path is off and why:\n%s", out)
 	}
 	if runtime.NumCPU() < 3 && !strings.Contains(out, "never on it") {

@@ -73,7 +73,7 @@ func runEnable(args []string) error {
 		return nil
 	}
 	fmt.Printf("falcon enabled in network namespace %s (mode %s, CPUs %s, threshold %d%%): agent pid %d, log %s\n",
-		ns, o.Mode, cpuset.Format(o.CPUs), o.Threshold, e.Pid, e.Log)
+		ns, agent.ModeName(o), cpuset.Format(o.CPUs), o.Threshold, e.Pid, e.Log)
 	return nil
 }
 

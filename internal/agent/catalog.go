@@ -207,6 +207,36 @@ func Preflight(o Options) error {
 	return nil
 }
 
+// ModeName is the catalogue's name for o's mode: the entry of o's
+// implementation that fixes the most settings, all as o has them ("auto"
+// for falcon with fastpath=auto, "mflow" for its three).
+func ModeName(o Options) string {
+	name, fixed := o.Mode, -1
+	for _, e := range catalogue {
+		kvs := splitSettings(e.settings)
+		if e.impl != o.Mode || len(kvs) <= fixed || !fixesAs(e, kvs, o) {
+			continue
+		}
+		name, fixed = e.name, len(kvs)
+	}
+	return name
+}
+
+// fixesAs: every setting entry e fixes (kvs) is as o has it.
+func fixesAs(e catalogueEntry, kvs []string, o Options) bool {
+	d := DefaultOptions()
+	if ParseMode(e.name, &d) != nil {
+		return false
+	}
+	for _, kv := range kvs {
+		k, _, _ := strings.Cut(kv, "=")
+		if s := lookupSetting(k, e.impl); s == nil || s.get(&d) != s.get(&o) {
+			return false
+		}
+	}
+	return true
+}
+
 // nftTool is the one command the fast path runs; fastTools maps it to its
 // Debian package.
 const nftTool = "nft"

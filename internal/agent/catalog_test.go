@@ -155,3 +155,20 @@ func TestMflowOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestModeName: the catalogue's name of what a mode spec parses to.
+func TestModeName(t *testing.T) {
+	for spec, want := range map[string]string{
+		"auto": "auto", "falcon": "falcon", "falcon+fastpath": "falcon+fastpath", "falcon+split": "falcon+split",
+		"falcon+split+fastpath": "falcon+split+fastpath", "mflow": "mflow", "fastpath": "fastpath", "rps+": "rps+",
+		"rfs": "rfs", "falcon:threshold=70": "falcon", "auto:split=true": "auto", "falcon:fastpath=auto": "auto",
+	} {
+		o := DefaultOptions()
+		if err := ParseMode(spec, &o); err != nil {
+			t.Fatal(err)
+		}
+		if got := ModeName(o); got != want {
+			t.Errorf("ModeName(%s) = %s, want %s", spec, got, want)
+		}
+	}
+}

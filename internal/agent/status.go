@@ -17,13 +17,15 @@ import (
 
 // Report is what falcon status shows.
 type Report struct {
-	Netns        string     `json:"netns"`
-	Enabled      bool       `json:"enabled"`
-	Running      bool       `json:"agent_running"`
-	Ready        bool       `json:"ready"`
-	Problem      string     `json:"problem,omitempty"`
-	Pid          int        `json:"pid,omitempty"`
-	Mode         string     `json:"mode,omitempty"`
+	Netns   string `json:"netns"`
+	Enabled bool   `json:"enabled"`
+	Running bool   `json:"agent_running"`
+	Ready   bool   `json:"ready"`
+	Problem string `json:"problem,omitempty"`
+	Pid     int    `json:"pid,omitempty"`
+	Mode    string `json:"mode,omitempty"` // the implementation
+	// ModeName: the catalogue's name of the mode ("auto", "falcon+split").
+	ModeName     string     `json:"mode_name,omitempty"`
 	Started      *time.Time `json:"started,omitempty"`
 	CPUs         string     `json:"cpus,omitempty"`
 	Threshold    int        `json:"threshold"`
@@ -221,7 +223,7 @@ func loadReport(cfg datapath.Config, perCPU []uint32, avg uint32, updated uint64
 
 // fromOptions fills in what the agent was started with.
 func (r *Report) fromOptions(st *State) {
-	r.Pid, r.Mode = st.Pid, st.Options.Mode
+	r.Pid, r.Mode, r.ModeName = st.Pid, st.Options.Mode, ModeName(st.Options)
 	r.Started = &st.Started
 	r.CPUs = cpuset.Format(st.Options.CPUs)
 	r.Threshold = st.Options.Threshold

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"sort"
@@ -72,7 +73,7 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  agent      none needed (mode %s only sets values%s)\n", r.Mode, ago)
 	} else {
-		fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, r.Mode, up)
+		fmt.Fprintf(w, "  agent      pid %d, mode %s%s\n", r.Pid, cmp.Or(r.ModeName, r.Mode), up)
 	}
 	if r.Mode == ModeFalcon {
 		order := r.Order
