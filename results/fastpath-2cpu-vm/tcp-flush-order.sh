@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# One TCP flow on the fast path while both hosts' caches are flushed every
+# 100 ms (a route added and removed: a real rtnetlink announcement), with
+# `ct state invalid counter drop` in both hosts' forward chains: the order
+# check at the server's device (falcon-lab trace --seq, the bench's
+# --order-check), the receiver's TCP counters and the INVALID drops.
+# usage: tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
+set -euo pipefail
+layout=${1:?layout}
+secs=${2:-20}
+name=tfo$$
+B=./bin/falcon-lab F=./bin/falcon
+cleanup() {
+	kill "${flusher:-0}" 2>/dev/null || true
+	$F disable --netns "fb-$name-h1" >/dev/null 2>&1 || true
+	$F disable --netns "fb-$name-h2" >/dev/null 2>&1 || true
+	$B testbed down --name "$name" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT INT TERM
+$B testbed up --layout "$layout" --name "$name" --containers 1 >/dev/null
+h1=fb-$name-h1 h2=fb-$name-h2 c1=fb-$name-h1-c0 c2=fb-$name-h2-c0
+dst=$(ip -n "$c2" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
+for h in $h1 $h2; do
+	ip netns exec "$h" nft add table inet tfo
+	ip netns exec "$h" nft add chain inet tfo chk '{ type filter hook forward priority -10 ; }'
+	ip netns exec "$h" nft add rule inet tfo chk ct state invalid counter drop
+	$F enable --netns "$h" --mode fastpath >/dev/null
+done
+(while :; do for h in $h1 $h2; do
+	ip -n "$h" route add blackhole 198.51.100.0/24; ip -n "$h" route del blackhole 198.51.100.0/24
+done; sleep 0.1; done) &
+flusher=$!
+ip netns exec "$c2" nstat -n >/dev/null
+ip netns exec "$c2" taskset -c 1 iperf3 -s -D -1
+sleep 0.5
+ip netns exec "$c1" taskset -c 0 iperf3 -c "$dst" -t $((secs + 2)) -J >/var/tmp/tfo-$name.json &
+client=$!
+sleep 1
+$B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >/var/tmp/tfo-$name-trace.json
+wait $client
+kill $flusher; wait $flusher 2>/dev/null || true
+python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json <<'EOF'
+import json, sys
+layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+o = tr["order"][0] if tr["order"] else {}
+print(f"{layout}: {ip['end']['sum_received']['bits_per_second']/1e9:.2f} Gbit/s, order check: {o.get('seen', 0)} segments, {o.get('reordered', 0)} reordered")
+EOF
+for h in $h1 $h2; do
+	echo "$h INVALID drops: $(ip netns exec "$h" nft list chain inet tfo chk | grep -o 'packets [0-9]*')"
+	$F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0))"
+done
+echo "receiver: $(ip netns exec "$c2" nstat | grep -E 'TcpInSegs|TCPOFOQueue|TcpRetransSegs' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
