@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/hostpaths"
 )
 
 // The docker-swarm layout is Docker's own overlay driver, not an imitation:
@@ -52,8 +53,9 @@ const (
 // hostPaths are directories the daemons make outside their roots whatever
 // they are told (the plugin directory, containerd's shim sockets and its
 // opt plugin's directory, which dockerd's containerd runs with, the load
-// balancer's sandbox files); Down removes those it finds empty that did not
-// exist before Up, deepest first.
+// balancer's sandbox files); Up claims them and Down releases them
+// (lab/hostpaths): the last of the lab's users to go removes those that did
+// not exist before any of them, once empty.
 var hostPaths = []string{"/run/docker", "/run/docker/plugins", "/run/containerd", "/run/containerd/s",
 	"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib",
 	"/var/lib/docker", "/var/lib/docker/network", "/var/lib/docker/network/files"}
@@ -129,7 +131,7 @@ func (b *builder) dockerSwarm() error {
 	if err := os.MkdirAll(daemonDir(t.Name), 0o755); err != nil {
 		return err
 	}
-	if err := recordHostPaths(t.Name); err != nil {
+	if err := hostpaths.Claim(hostClaim(t.Name), 0, hostPaths); err != nil {
 		return err
 	}
 	if err := b.mgmtLink(); err != nil {

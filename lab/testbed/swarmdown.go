@@ -11,18 +11,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/falconnet/falcon/lab/hostpaths"
 )
 
-// recordHostPaths notes which of hostPaths do not exist yet.
-func recordHostPaths(name string) error {
-	var made []string
-	for _, p := range hostPaths {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			made = append(made, p)
-		}
-	}
-	return os.WriteFile(filepath.Join(daemonDir(name), "host-paths"), []byte(strings.Join(made, "\n")), 0o644)
-}
+// hostClaim names a testbed's claim on hostPaths (lab/hostpaths), held
+// from up to down.
+func hostClaim(name string) string { return "testbed/" + name }
 
 // teardownSwarm undoes what the Docker daemons of testbed name made, from
 // the daemon directory alone: the containers are removed and the daemons
@@ -66,38 +61,10 @@ func teardownSwarm(name string) error {
 		// The load balancer's sandbox files ignore the data root.
 		os.RemoveAll(filepath.Join("/var/lib/docker/network/files", "lb_"+strings.TrimSpace(string(id))))
 	}
-	if made, err := os.ReadFile(filepath.Join(dir, "host-paths")); err == nil {
-		ps := strings.Fields(string(made))
-		for i := len(ps) - 1; i >= 0; i-- { // deepest first
-			pruneEmpty(ps[i])
-		}
+	if _, err := hostpaths.Release(hostClaim(name)); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// pruneEmpty removes the directories under p that hold nothing, deepest
-// first, then p if it is empty too: containerd leaves its state
-// directories (/run/containerd/s, the runtime's task directory) when its
-// daemon stops, so a path the testbed made is seldom empty itself. A file
-// left in it keeps it: another daemon may use it now.
-func pruneEmpty(p string) {
-	dirs := dirsUnder(p)
-	for i := len(dirs) - 1; i >= 0; i-- {
-		os.Remove(dirs[i])
-	}
-	os.Remove(p)
-}
-
-// dirsUnder lists top and the directories below it, parents first.
-func dirsUnder(top string) []string {
-	var dirs []string
-	filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	return dirs
 }
 
 // removeShimSockets removes the sockets of the containers of the daemon
@@ -146,7 +113,7 @@ func removeCgroup(name string) error {
 		if st, err := os.Stat(top); err != nil || !st.IsDir() {
 			continue
 		}
-		dirs := dirsUnder(top)
+		dirs := hostpaths.DirsUnder(top)
 		for i := len(dirs) - 1; i >= 0; i-- {
 			drainCgroup(dirs[i])
 			if err := os.Remove(dirs[i]); err != nil {

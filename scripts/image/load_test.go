@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/falconnet/falcon/lab/hostpaths"
 	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
@@ -133,23 +134,21 @@ func removeCgroup(t *testing.T, name string) {
 	}
 }
 
-// leaveNoTrace removes, when the test ends, those of paths that did not
-// exist before it: what the daemons make outside their own directories
-// whatever their configuration (containerd's shim sockets under
-// /run/containerd/s, dockerd's /run/docker/plugins). Only files and empty
-// directories go, so another runtime's state stays.
+// leaveNoTrace claims paths for the test (lab/hostpaths): what the daemons
+// make outside their own directories whatever their configuration
+// (containerd's shim sockets under /run/containerd/s, dockerd's
+// /run/docker/plugins). When the test ends, the last of the lab's users
+// removes those that did not exist before, once empty; a made path that
+// still holds a file then is a trace the test leaves.
 func leaveNoTrace(t *testing.T, paths ...string) {
-	var absent []string
-	for _, p := range paths {
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			absent = append(absent, p)
-		}
+	id := testName + "/" + t.Name()
+	if err := hostpaths.Claim(id, os.Getpid(), paths); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for i := len(absent) - 1; i >= 0; i-- {
-			if err := os.Remove(absent[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("left behind: %v", err)
-			}
+		left, err := hostpaths.Release(id)
+		if err != nil || len(left) > 0 {
+			t.Errorf("left behind: %v %v", left, err)
 		}
 	})
 }
