@@ -63,7 +63,7 @@ func TestStaticModesCLI(t *testing.T) {
 		{[]string{"--mode", "rps", "--flow-entries", "4096"}, 1, "use --mode rfs"},
 		{[]string{"--mode", "falcon", "--container-level"}, 1, "only for --mode rps or rfs"},
 		{[]string{"--container-level"}, 1, "only for --mode rps or rfs"},
-		{[]string{"--mode", "rps9"}, 2, `unknown mode "rps9": want one of falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+`},
+		{[]string{"--mode", "rps9"}, 2, `unknown mode "rps9": want one of ` + strings.Join(agent.ModeNames(), ", ")},
 		{[]string{"--mode", "rps:threshold=90"}, 2, `mode rps: unknown setting "threshold": want one of devices, container-level, rps-cpus`},
 		{[]string{"--mode", "vanilla"}, 2, `unknown mode "vanilla"`},
 		{[]string{"--mode", "rfs", "--netns", tb.Hosts[0].Containers[0].Netns}, 1, "no VXLAN overlay found"},

@@ -41,7 +41,9 @@ func TestMetricsAndTopUnderTraffic(t *testing.T) {
 	// the machine's keeps every choice inline (at the default threshold,
 	// CI's busier CPUs could; at 100, two saturated ones); at threshold
 	// 100 every CPU has room for the first choice unless saturated.
-	out, code := falcon(t, bin, "enable", "--netns", h2, "--policy", "paper", "--threshold", "100", "--always-on",
+	// Mode falcon: the default's fast path would carry the datagrams past
+	// the VXLAN hook whose counts this test compares.
+	out, code := falcon(t, bin, "enable", "--netns", h2, "--mode", "falcon", "--policy", "paper", "--threshold", "100", "--always-on",
 		"--metrics-addr", addr, "--log-format", "json")
 	if code != 0 {
 		t.Fatalf("enable: exit %d\n%s", code, out)
