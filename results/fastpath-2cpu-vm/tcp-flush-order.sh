@@ -4,14 +4,17 @@
 # `ct state invalid counter drop` in both hosts' forward chains: the order
 # check at the server's device (falcon-lab trace --seq, the bench's
 # --order-check), the receiver's TCP counters and the INVALID drops.
-# usage: tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
+# MODE=vanilla runs the same without falcon: the kernel's own order under
+# the same load and flushes, the baseline. FLUSH=0 runs without flushes.
+# usage: [MODE=vanilla] tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
 set -euo pipefail
 layout=${1:?layout}
 secs=${2:-20}
+mode=${MODE:-fastpath}
 name=tfo$$
 B=./bin/falcon-lab F=./bin/falcon
 cleanup() {
-	kill "${flusher:-0}" 2>/dev/null || true
+	[ -z "${flusher:-}" ] || kill "$flusher" 2>/dev/null || true
 	$F disable --netns "fb-$name-h1" >/dev/null 2>&1 || true
 	$F disable --netns "fb-$name-h2" >/dev/null 2>&1 || true
 	$B testbed down --name "$name" >/dev/null 2>&1 || true
@@ -24,12 +27,14 @@ for h in $h1 $h2; do
 	ip netns exec "$h" nft add table inet tfo
 	ip netns exec "$h" nft add chain inet tfo chk '{ type filter hook forward priority -10 ; }'
 	ip netns exec "$h" nft add rule inet tfo chk ct state invalid counter drop
-	$F enable --netns "$h" --mode fastpath >/dev/null
+	[ "$mode" = vanilla ] || $F enable --netns "$h" --mode "$mode" >/dev/null
 done
-(while :; do for h in $h1 $h2; do
-	ip -n "$h" route add blackhole 198.51.100.0/24; ip -n "$h" route del blackhole 198.51.100.0/24
-done; sleep 0.1; done) &
-flusher=$!
+if [ "${FLUSH:-1}" != 0 ]; then
+	(while :; do for h in $h1 $h2; do
+		ip -n "$h" route add blackhole 198.51.100.0/24; ip -n "$h" route del blackhole 198.51.100.0/24
+	done; sleep 0.1; done) &
+	flusher=$!
+fi
 ip netns exec "$c2" nstat -n >/dev/null
 ip netns exec "$c2" taskset -c 1 iperf3 -s -D -1
 sleep 0.5
@@ -38,15 +43,15 @@ client=$!
 sleep 1
 $B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >/var/tmp/tfo-$name-trace.json
 wait $client
-kill $flusher; wait $flusher 2>/dev/null || true
-python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json <<'EOF'
+if [ -n "${flusher:-}" ]; then kill "$flusher"; wait "$flusher" 2>/dev/null || true; fi
+python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" <<'EOF'
 import json, sys
 layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 o = tr["order"][0] if tr["order"] else {}
-print(f"{layout}: {ip['end']['sum_received']['bits_per_second']/1e9:.2f} Gbit/s, order check: {o.get('seen', 0)} segments, {o.get('reordered', 0)} reordered")
+print(f"{layout} {sys.argv[4]}: {ip['end']['sum_received']['bits_per_second']/1e9:.2f} Gbit/s, order check: {o.get('seen', 0)} segments, {o.get('reordered', 0)} reordered")
 EOF
 for h in $h1 $h2; do
 	echo "$h INVALID drops: $(ip netns exec "$h" nft list chain inet tfo chk | grep -o 'packets [0-9]*')"
-	$F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0))"
+	[ "$mode" = vanilla ] || $F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0))"
 done
 echo "receiver: $(ip netns exec "$c2" nstat | grep -E 'TcpInSegs|TCPOFOQueue|TcpRetransSegs' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
