@@ -207,6 +207,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 	struct inner in;
 	int r, why;
 
+	mark_path(skb, 0); /* a mark from the sending host's fast path ends here */
 	if (!c) {
 		blind_now(FP_DIR_IN, now);
 		return PASS;
@@ -268,6 +269,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		count(FP_IN_HIT);
+		mark_path(skb, 1);
 		return bpf_redirect_peer(ifindex, 0);
 	}
 slow:
@@ -286,7 +288,7 @@ int fpath_pod_in(struct __sk_buff *skb)
 	struct fp_config *c = config();
 	struct inner in;
 
-	if (!c || !slow_recent(FP_DIR_IN, now))
+	if (!c || !slow_recent(FP_DIR_IN, now) || came_fast(skb))
 		return PASS;
 	if (!inner_ip4(skb, ETH_HLEN, &in)) {
 		struct fp_pending *p = bpf_map_lookup_elem(&fp_pend_in, &in.k);
@@ -395,6 +397,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 	struct inner in;
 	int r, why;
 
+	mark_path(skb, 0);
 	if (!c) {
 		blind_now(FP_DIR_EG, now);
 		return PASS;
@@ -446,6 +449,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		count(FP_EG_HIT);
+		mark_path(skb, 1);
 		return bpf_redirect(nic, 0);
 	}
 	init.ifindex = skb->ifindex;
@@ -465,9 +469,10 @@ int fpath_nic_eg(struct __sk_buff *skb)
 	__u8 dec = 0;
 	int learn, fresh;
 
-	if (!c || !slow_recent(FP_DIR_EG, now) || vxlan_outer(skb, c, &o, 0) || inner_ip4(skb, INNER_IP, &in))
+	if (!c || !slow_recent(FP_DIR_EG, now) || came_fast(skb) || vxlan_outer(skb, c, &o, 0) ||
+	    inner_ip4(skb, INNER_IP, &in))
 		return PASS;
-	/* Nothing in flight: a fast packet, or one the guard gave up on. */
+	/* Nothing in flight: one the guard gave up on. */
 	p = bpf_map_lookup_elem(&fp_pend_eg, &in.k);
 	if (!p || !p->inflight)
 		return PASS;

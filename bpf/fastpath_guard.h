@@ -197,6 +197,32 @@ static __always_inline void arrived(void *pend, struct fp_key *k, __u32 segs)
 		take(p, segs);
 }
 
+/* Fast packets pass the programs where the slow path ends too: one
+ * redirected to its container's peer passes the container's tc ingress,
+ * one redirected to the NIC the NIC's tc egress. Counted there while a
+ * packet of their flow is in flight, they would take its place in the
+ * count, and it can be in flight: a flow whose sender runs on two CPUs
+ * has one CPU hand a packet to the slow path (an invalidation made its
+ * entry stale) while the other's fast packet, past the guard a moment
+ * before, is on its way. The guard would then open one packet early, and
+ * the next fast packet overtake the last slow one. So the fast path marks
+ * its packets in the tc control block, which nothing between the two
+ * hooks writes, and the ends count only unmarked ones. Another program
+ * that overwrote the mark would make the count what it was without it;
+ * a slow packet that happened to carry it would hold its flow slow until
+ * the guard gives up on it: neither reorders. */
+#define FP_FAST_MARK 0xfa57c0deu
+
+static __always_inline void mark_path(struct __sk_buff *skb, int fast)
+{
+	skb->cb[0] = fast ? FP_FAST_MARK : 0;
+}
+
+static __always_inline int came_fast(struct __sk_buff *skb)
+{
+	return skb->cb[0] == FP_FAST_MARK;
+}
+
 /* Slow packets that reached a container's end on this CPU and may still be
  * on their way up its stack: a fast packet taking the short way on another
  * CPU could overtake them at the socket. They count as arrived when the
