@@ -269,8 +269,7 @@ int fpath_nic_in(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		count(FP_IN_HIT);
-		mark_path(skb, 1);
-		return bpf_redirect_peer(ifindex, 0);
+		return marked_fast(skb, bpf_redirect_peer(ifindex, 0));
 	}
 slow:
 	init.outer_saddr = o.saddr;
@@ -449,8 +448,7 @@ int fpath_veth_in(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 		count(FP_EG_HIT);
-		mark_path(skb, 1);
-		return bpf_redirect(nic, 0);
+		return marked_fast(skb, bpf_redirect(nic, 0));
 	}
 	init.ifindex = skb->ifindex;
 	to_slow(&fp_pend_eg, FP_DIR_EG, &in, &init, c, now, segs_of(skb));

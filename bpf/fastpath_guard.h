@@ -218,6 +218,13 @@ static __always_inline void mark_path(struct __sk_buff *skb, int fast)
 	skb->cb[0] = fast ? FP_FAST_MARK : 0;
 }
 
+/* The fast path's verdict on skb, which it delivers: marked. */
+static __always_inline long marked_fast(struct __sk_buff *skb, long verdict)
+{
+	mark_path(skb, 1);
+	return verdict;
+}
+
 static __always_inline int came_fast(struct __sk_buff *skb)
 {
 	return skb->cb[0] == FP_FAST_MARK;
