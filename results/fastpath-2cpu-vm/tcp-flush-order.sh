@@ -6,6 +6,10 @@
 # --order-check), the receiver's TCP counters and the INVALID drops.
 # MODE=vanilla runs the same without falcon: the kernel's own order under
 # the same load and flushes, the baseline. FLUSH=0 runs without flushes.
+# ACKS=pinned sets RPS on h1's NIC to CPU 0, the client's: otherwise TCP
+# also sends from the CPU where h1 processes ACKs, and the sending host
+# reorders the flow before it reaches h2 (the kernel's own race, which any
+# path between the hosts inherits; internal/agent's order tests pin so).
 # usage: [MODE=vanilla] tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
 set -euo pipefail
 layout=${1:?layout}
@@ -22,6 +26,10 @@ cleanup() {
 trap cleanup EXIT INT TERM
 $B testbed up --layout "$layout" --name "$name" --containers 1 >/dev/null
 h1=fb-$name-h1 h2=fb-$name-h2 c1=fb-$name-h1-c0 c2=fb-$name-h2-c0
+if [ "${ACKS:-}" = pinned ]; then
+	nic=$(ip -n "$h1" -o link show | awk -F': ' '$2 ~ /^eth0/ {print $2}' | cut -d@ -f1)
+	ip netns exec "$h1" sh -c "echo 1 >/sys/class/net/$nic/queues/rx-0/rps_cpus"
+fi
 dst=$(ip -n "$c2" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
 for h in $h1 $h2; do
 	ip netns exec "$h" nft add table inet tfo
@@ -44,11 +52,11 @@ sleep 1
 $B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >/var/tmp/tfo-$name-trace.json
 wait $client
 if [ -n "${flusher:-}" ]; then kill "$flusher"; wait "$flusher" 2>/dev/null || true; fi
-python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" <<'EOF'
+python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}" <<'EOF'
 import json, sys
 layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 o = tr["order"][0] if tr["order"] else {}
-print(f"{layout} {sys.argv[4]}: {ip['end']['sum_received']['bits_per_second']/1e9:.2f} Gbit/s, order check: {o.get('seen', 0)} segments, {o.get('reordered', 0)} reordered")
+print(f"{layout} {sys.argv[4]}{sys.argv[5]}: {ip['end']['sum_received']['bits_per_second']/1e9:.2f} Gbit/s, order check: {o.get('seen', 0)} segments, {o.get('reordered', 0)} reordered")
 EOF
 for h in $h1 $h2; do
 	echo "$h INVALID drops: $(ip netns exec "$h" nft list chain inet tfo chk | grep -o 'packets [0-9]*')"
