@@ -181,6 +181,9 @@ func TestContainerdImportsAndRuns(t *testing.T) {
 	leaveNoTrace(t, "/run/containerd", "/run/containerd/s")
 	dir := scratchDir(t)
 	sock := filepath.Join(dir, "containerd.sock")
+	// After the daemon stops (cleanups run last first): a shim still
+	// exiting at the release would keep /run/containerd/s, then leave it.
+	t.Cleanup(func() { hostpaths.StopShims(sock) })
 	// No CRI: this containerd serves ctr alone; no opt plugin, which would
 	// make /opt/containerd.
 	conf := filepath.Join(dir, "config.toml")
@@ -280,8 +283,9 @@ func TestDockerLoadsAndRuns(t *testing.T) {
 	tarPath, version, _ := builtImage(t)
 	// dockerd's containerd runs its opt plugin, which makes /opt/containerd.
 	leaveNoTrace(t, "/run/docker", "/run/docker/plugins", "/etc/docker", "/etc/docker/key.json",
-		"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib")
+		"/opt/containerd", "/opt/containerd/bin", "/opt/containerd/lib", "/run/containerd", "/run/containerd/s")
 	dir := scratchDir(t)
+	t.Cleanup(func() { hostpaths.StopShims(filepath.Join(dir, "exec", "containerd", "containerd.sock")) })
 	sock := filepath.Join(dir, "docker.sock")
 	conf, _ := json.Marshal(map[string]any{
 		"data-root": filepath.Join(dir, "data"), "exec-root": filepath.Join(dir, "exec"),
