@@ -39,7 +39,7 @@ func StopShims(address string) {
 		defer os.Remove(ShimSocket(address, flags["-namespace"], flags["-id"]))
 	}
 	for deadline := time.Now().Add(5 * time.Second); len(pids) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if gone(pids[0]) {
+		if Gone(pids[0]) {
 			pids = pids[1:]
 		}
 	}
@@ -60,8 +60,10 @@ func shimFlags(args []string) map[string]string {
 	return flags
 }
 
-// gone says whether pid has exited (a zombie, or no process at all).
-func gone(pid int) bool {
+// Gone says whether pid has exited: no process, or a zombie waiting for
+// its parent. (The command name in /proc/PID/stat may hold spaces and
+// parentheses: the state is the first field after the last ')'.)
+func Gone(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return true

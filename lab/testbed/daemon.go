@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/falconnet/falcon/lab/hostpaths"
 )
 
 // The flannel-daemon layout is Flannel itself, not an imitation: etcd (its
@@ -440,17 +442,11 @@ func stopDaemon(base string) {
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, ok := daemonPID(base); !ok || zombie(pid) {
+		if _, ok := daemonPID(base); !ok || hostpaths.Gone(pid) {
 			return
 		}
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-}
-
-// zombie reports whether pid has exited and waits for its parent.
-func zombie(pid int) bool {
-	f, err := statFields(pid)
-	return err != nil || f[0] == "Z"
 }
 
 // teardownDaemons undoes what the daemons of testbed name made outside its

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"github.com/falconnet/falcon/lab/hostpaths"
 	"github.com/falconnet/falcon/lab/roottest"
 	"os"
 	"os/exec"
@@ -89,7 +90,7 @@ func crashAndDown(t *testing.T, name string, bases []string, pids []int) {
 	}
 	assertGone(t, name)
 	for _, pid := range pids {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if syscall.Kill(pid, 0) == nil && !hostpaths.Gone(pid) {
 			t.Errorf("pid %d still runs", pid)
 		}
 	}

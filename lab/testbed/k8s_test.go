@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/netns"
+	"github.com/falconnet/falcon/lab/hostpaths"
 )
 
 // TestK8s builds the k8s layout (a real cluster: control plane, two nodes
@@ -138,7 +139,7 @@ func TestK8sKilledUp(t *testing.T) {
 	}
 	assertGone(t, name)
 	for _, pid := range pids {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if syscall.Kill(pid, 0) == nil && !hostpaths.Gone(pid) {
 			t.Errorf("pid %d still runs", pid)
 		}
 	}
