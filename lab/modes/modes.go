@@ -164,6 +164,10 @@ func (m catalogueMode) Unsupported(layout string) string {
 	}
 	what := agent.NeedsOverlay(m.o)
 	switch {
+	case layout == "k8s-cilium":
+		// Cilium's agents own that datapath's hooks and devices; the
+		// layout is what falcon is compared with, not a place to run it.
+		return "k8s-cilium is Cilium's own datapath, the comparison: falcon's modes do not run on it"
 	case what == "":
 	case layout == "host" && m.o.Split && m.o.Batch == 0:
 		// FALCON's Host+: the host's own NIC split (Setup names it).

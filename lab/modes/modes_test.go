@@ -53,3 +53,22 @@ func TestRegisterModeRefusesDuplicates(t *testing.T) {
 	}()
 	Register(catalogueMode{spec: "vanilla"})
 }
+
+// TestCiliumRunsVanillaAlone: on k8s-cilium the comparison is Cilium
+// itself, so every falcon mode is skipped with a reason and vanilla (and
+// its A/A twin) runs.
+func TestCiliumRunsVanillaAlone(t *testing.T) {
+	for _, spec := range []string{"vanilla", "vanilla@aa"} {
+		if why := Unsupported(spec, "k8s-cilium"); why != "" {
+			t.Errorf("%s on k8s-cilium: %s", spec, why)
+		}
+	}
+	for _, spec := range []string{"fastpath", "auto", "falcon", "rps", "rfs"} {
+		if why := Unsupported(spec, "k8s-cilium"); why == "" {
+			t.Errorf("%s on k8s-cilium: not refused", spec)
+		}
+		if why := Unsupported(spec, "k8s"); why != "" {
+			t.Errorf("%s on k8s: %s", spec, why)
+		}
+	}
+}
