@@ -92,3 +92,21 @@ func TestSetupInstallsTheDemoModesTools(t *testing.T) {
 		}
 	}
 }
+
+// TestBundleCarriesEveryModesTools: the bundle carries the commands the
+// agents of every mode run (without nft every fastpath run on a machine
+// that has none failed).
+func TestBundleCarriesEveryModesTools(t *testing.T) {
+	bundle := pairs(t, "bundle/build.sh", regexp.MustCompile(`(?m)^(tools)=\(([^)]*)\)`), false)["tools"]
+	for _, name := range agent.ModeNames() {
+		o := agent.DefaultOptions()
+		if err := agent.ParseMode(name, &o); err != nil {
+			t.Fatalf("mode %s: %v", name, err)
+		}
+		for tool, want := range agent.Tools(o) {
+			if pkg := bundle[tool]; pkg != want {
+				t.Errorf("mode %s runs %s: the bundle takes it from %q, want %s", name, tool, pkg, want)
+			}
+		}
+	}
+}

@@ -135,6 +135,11 @@ func (b *builder) k8s() error {
 	if err := b.k8sPods(bin); err != nil {
 		return err
 	}
+	if b.cilium() {
+		if err := b.ciliumSettled(); err != nil {
+			return err
+		}
+	}
 	t.Kubeconfig = KubeconfigPath(t.Name)
 	return nil
 }

@@ -2,7 +2,7 @@
 # Builds the benchmark bundle, dist/falcon-bench-linux-amd64.tar.gz: the
 # static falcon-lab binary that runs the bench, falcon (the node product,
 # what the bench measures, for trying it by hand), run.sh, and iperf3, sockperf, ethtool, memcached,
-# memcaslap, nginx and wrk from Debian's packages with every shared library
+# memcaslap, nginx, wrk and nft (the fast path's) from Debian's packages with every shared library
 # they load (glibc and its loader included), so that the bundle runs on a
 # machine with no package registry, no network and none of these tools,
 # whatever its distribution.
@@ -25,7 +25,7 @@ out=${BUNDLE_OUT:-$repo/dist}
 name=falcon-bench
 tarball=$out/$name-linux-amd64.tar.gz
 # Each tool as PACKAGE or PACKAGE:BINARY where they differ.
-tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap nginx wrk iproute2:ip iproute2:bridge)
+tools=(iperf3 sockperf ethtool memcached libmemcached-tools:memcaslap nginx wrk iproute2:ip iproute2:bridge nftables:nft)
 
 die() { echo "bundle: $*" >&2; exit 1; }
 for c in apt-get dpkg-deb dpkg tar; do
