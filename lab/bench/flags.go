@@ -29,6 +29,7 @@ type Flags struct {
 	containers                        string
 	duration, warmup                  time.Duration
 	runs, clients, rate               int
+	maxSteal                          float64
 	quiet, bpfStats, interleave, ipv6 bool
 	stageCost, calibrate, quick       bool
 	orderCheck                        bool
@@ -58,6 +59,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 		"(falcon's kernel sender: the overlay's own frame of each flow, learned once, sent by XDP in live-frame mode from the sending host's wire, "+
 		"as a remote host would send it; UDP workloads up to "+workload.FormatSize(MaxKernelSize)+")")
 	fs.IntVar(&f.rate, "rate", 10000, "messages/s of latency-load and latency-load-tcp")
+	fs.Float64Var(&f.maxSteal, "max-steal", 0, "measure a run again, up to 3 times, while the hypervisor took more than this % of any CPU "+
+		"(steal time: another guest's load, not the case's); 0 never does")
 	fs.StringVar(&f.rates, "rates", DefaultRates, "the rates and rates-tcp workloads' rates, a case each: bit rates as iperf3's -b takes them "+
 		"(K, M, G decimal: 100M,1G) or packet rates (400Kpps; UDP only)")
 	fs.StringVar(&f.hotspotRate, "hotspot-rate", "20Kpps", "the rate of each hotspot and hotspot-tcp flow while light (as --rates: 20Kpps, 200M; for hotspot-tcp a packet rate counts full 1448 B segments)")
@@ -233,7 +236,7 @@ func (f *Flags) Resolve(online []int) (schema.Config, error) {
 	}
 	c := schema.Config{Preset: f.preset, Quick: f.quick, Duration: schema.Duration(f.duration), Warmup: schema.Duration(f.warmup), Runs: f.runs,
 		Clients: f.clients, Rate: f.rate, JSON: f.json, Quiet: f.quiet, BPFStats: f.bpfStats,
-		StageCost: f.stageCost, OrderCheck: f.orderCheck, Interleave: f.interleave, IPv6: f.ipv6}
+		StageCost: f.stageCost, OrderCheck: f.orderCheck, Interleave: f.interleave, IPv6: f.ipv6, MaxStealPct: f.maxSteal}
 	if f.preset == "calibrate" {
 		c.Calibrate = schema.CalibrateFormat
 	}
@@ -345,6 +348,8 @@ func checkRunShape(c *schema.Config) error {
 		return configErrorf("--warmup %s: must not be negative", c.Warmup)
 	case c.Runs < 1:
 		return configErrorf("--runs %d: at least 1", c.Runs)
+	case c.MaxStealPct < 0 || c.MaxStealPct >= 100:
+		return configErrorf("--max-steal %g: a percentage from 0 (off) to below 100", c.MaxStealPct)
 	case c.Clients < 1:
 		return configErrorf("--clients %d: at least 1", c.Clients)
 	case c.Rate < 200:

@@ -117,3 +117,23 @@ func TestNormalizeByRate(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxSteal: a run's steal is its most robbed CPU's, which --max-steal
+// compares with.
+func TestMaxSteal(t *testing.T) {
+	rec := schema.Run{CPU: map[int]procfs.CPUWindow{0: {Usage: procfs.CPUUsage{Steal: 4}}, 1: {Usage: procfs.CPUUsage{Steal: 31}}}}
+	if got := maxSteal(rec); got != 31 {
+		t.Errorf("maxSteal = %g, want 31", got)
+	}
+	if got := maxSteal(schema.Run{}); got != 0 {
+		t.Errorf("no CPUs: %g, want 0", got)
+	}
+	for _, v := range []string{"-1", "100"} {
+		if _, err := resolve(t, []int{0, 1}, "--max-steal", v); err == nil || !strings.Contains(err.Error(), "--max-steal "+v+": a percentage") {
+			t.Errorf("--max-steal %s: %v", v, err)
+		}
+	}
+	if c, err := resolve(t, []int{0, 1}, "--max-steal", "5"); err != nil || c.MaxStealPct != 5 {
+		t.Errorf("--max-steal 5: %v, %g", err, c.MaxStealPct)
+	}
+}

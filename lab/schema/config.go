@@ -22,6 +22,9 @@ type Config struct {
 	SenderCPUs   []int    `json:"sender_cpus"`
 	ReceiverCPUs []int    `json:"receiver_cpus"`
 	Rate         int      `json:"rate"` // latency-load(-tcp) messages/s
+	// MaxStealPct: a run during which any CPU lost more than this share
+	// to the hypervisor (steal) is measured again (--max-steal; 0: off).
+	MaxStealPct float64 `json:"max_steal_pct,omitempty"`
 	// Rates are the rates workloads' rates (--rates), HotspotRate
 	// hotspot's light rate (--hotspot-rate); each is kept only where a
 	// workload runs at it.

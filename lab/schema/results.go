@@ -83,6 +83,11 @@ type Run struct {
 	// SetupRetries: iperf3 UDP clients started again because the datagram
 	// that sets up their stream was lost (workload.ErrUDPSetupLost).
 	SetupRetries int `json:"setup_retries,omitempty"`
+	// StealRepeats: measurements of this run discarded before it because
+	// the hypervisor took more than --max-steal of a CPU; StealPct is the
+	// largest steal of any CPU in the kept one.
+	StealRepeats int     `json:"steal_repeats,omitempty"`
+	StealPct     float64 `json:"steal_pct,omitempty"`
 	// ReassemblyWaitS is how long the run waited before it began for IP
 	// fragment reassembly to drop what earlier runs left (probes.AwaitReassembly).
 	ReassemblyWaitS float64 `json:"reassembly_wait_s,omitempty"`
