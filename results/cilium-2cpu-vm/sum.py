@@ -4,7 +4,9 @@ for each workload, each configuration's rate divided by the same round's
 Flannel vanilla (k8s/vanilla) and by the same round's Cilium, geometric
 mean over the rounds with a 95 % interval (Student t on the logarithms);
 beside it the machine's busy CPU time per packet (both CPUs, senders and
-receivers alike: they share this machine). Writes chart.svg beside it.
+receivers alike: they share this machine). A run whose window still lost
+more than STEAL % of a CPU to the hypervisor after --max-steal's repeats is
+left out, whatever its configuration, and listed. Writes chart.svg beside it.
 Usage: sum.py DIR"""
 import glob, json, math, os, re, sys
 from collections import defaultdict
@@ -17,23 +19,30 @@ UNITS = {"tcp": ("gbps", "Gbit/s"), "multi-flow-tcp": ("pps", "segments/s"), "la
          "memcached": ("pps", "operations/s"), "web": ("pps", "requests/s"), "udp-stress": ("pps", "datagrams/s")}
 
 
+STEAL = 5
+
+
 def load(d):
     """(workload label) -> (layout, mode) -> round -> (rate, cpu µs per packet, p99)"""
     by = defaultdict(lambda: defaultdict(dict))
-    for f in glob.glob(os.path.join(d, "*.json")):
+    left = []
+    for f in glob.glob(os.path.join(d, "*-[0-9]*.json")):
         rnd = int(re.search(r"-(\d+)\.json$", f).group(1))
         for r in json.load(open(f))["results"]:
             key, unit = UNITS[r["workload"]]
-            size = f'{r["size"] // 1024} KiB' if r["size"] >= 1024 else f'{r["size"]} B'
+            size = f'{r["size"] // 1024} KiB' if r["size"] % 1024 == 0 else f'{r["size"]} B'
             label = f'{r["workload"]} {size}' + (f' ×{r["flows"]}' if r["flows"] > 1 else "")
             for run in r.get("runs", []):
                 v, pps = run.get(key), run.get("pps")
                 if not v or not pps:
                     continue
+                if run.get("steal_pct", 0) > STEAL:
+                    left.append(f'{os.path.basename(f)} {r["layout"]}/{r["mode"]} {r["workload"]} {r["size"]}: steal {run["steal_pct"]:.0f} %')
+                    continue
                 busy = sum(run.get("busy_pct", {}).values()) / 100
                 p99 = (run.get("latency") or {}).get("p99_us")
                 by[(label, unit)][(r["layout"], r["mode"])][rnd] = (v, busy / pps * 1e6, p99)
-    return by
+    return by, left
 
 
 def ratio(runs, base, i=0):
@@ -100,4 +109,8 @@ def svg(bars, out):
 
 
 d = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(__file__)
-svg(table(load(d)), os.path.join(d, "chart.svg"))
+by, left = load(d)
+svg(table(by), os.path.join(d, "chart.svg"))
+print(f"\nLeft out (steal over {STEAL} % after 3 repeats): {len(left)}")
+for x in left:
+    print("-", x)
