@@ -295,6 +295,7 @@ func (b *builder) wait(what, base string, ready func() (bool, error)) error {
 
 // waitFor is wait with a time limit of its own.
 func (b *builder) waitFor(what, base string, timeout time.Duration, ready func() (bool, error)) error {
+	timeout = slowed(timeout)
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, err := ready()

@@ -54,9 +54,13 @@ mount --make-rshared /
 // namespace: a new one (first, for containerd) or that of the process
 // mntPID.
 func enterNode(name string, h Host, mntPID int) []string {
-	script := fmt.Sprintf(`set -e
-for c in /sys/fs/cgroup/*/%s/node/cgroup.procs; do echo $$ >"$c"; done
-`, nodeCgroup(name, h.Name))
+	// The hierarchies makeCgroups made the group in: v1's controllers, or
+	// the v2 tree alone (a glob over v1's would find nothing there).
+	var procs []string
+	for _, r := range cgroupRoots() {
+		procs = append(procs, "'"+filepath.Join(r, nodeCgroup(name, h.Name), "node", "cgroup.procs")+"'")
+	}
+	script := "set -e\nfor c in " + strings.Join(procs, " ") + "; do echo $$ >\"$c\"; done\n"
 	cmd := []string{"nsenter", "--net=" + netns.Path(h.Netns)}
 	if mntPID == 0 {
 		script = "DIR=" + daemonDir(name) + "\n" + script + nodeMounts

@@ -43,6 +43,9 @@ func Up(ctx context.Context, s Spec) (*Testbed, error) {
 	if err := Validate(s); err != nil {
 		return nil, err
 	}
+	if _, err := slowdown(); err != nil {
+		return nil, err
+	}
 	if err := CheckSystem(); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,9 @@ mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+# As systemd does on a machine: every controller delegated below the root,
+# where the k8s layout's kubelet wants cpu, memory and pids for its pods.
+for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control; done
 mount -t tmpfs -o mode=1777 vartmp /var/tmp
 mount --make-rshared /
 
@@ -29,6 +32,10 @@ exec /usr/sbin/modprobe -d $KROOT "\$@"
 MP
 chmod +x /run/kbin/modprobe
 echo /run/kbin/modprobe >/proc/sys/kernel/modprobe
+# Bridged packets through netfilter, as on the hosts the suite runs on
+# (CONFIG_BRIDGE_NETFILTER=y there) and on any Kubernetes node: flanneld
+# will not start without it. Debian's kernels have it as a module.
+/run/kbin/modprobe br_netfilter
 ip link set lo up
 hostname falcon-kernel-test
 
@@ -78,6 +85,9 @@ if [ "$ACCEL" = tcg ]; then
 	# rather than volume, sends 30 000 (about 20 s and 50 cache flushes a
 	# case under TCG; 100 000 took 67 s).
 	export FALCON_FASTPATH_DATAGRAMS=30000
+	# The k8s layout's daemons start many times slower under emulation
+	# (flanneld's lease took over 30 s on 6.12): the testbed's waits scale.
+	export FALCON_TESTBED_SLOWDOWN=10
 fi
 
 # What falcon itself detects on this kernel: doctor on a docker-style testbed.

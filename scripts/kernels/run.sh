@@ -20,6 +20,8 @@
 #        KERNEL_CACHE  packages, binaries and logs (default .cache/kernels)
 #        KERNEL_GUARD_TIMEOUT  the agent tests' guard timeout under TCG
 #                      (default 2s: guest.sh says why)
+#        KERNEL_SUMMARY  the summary's name before -<series>.md (default
+#                      kernels; make test-netpol writes netpol-6.12.md)
 #        KERNEL_CMDLINE  more kernel parameters, e.g. loglevel=7 to get the
 #                      stack of a soft lockup in console.log
 set -euo pipefail
@@ -196,7 +198,8 @@ ENV
 		|| echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
 	secs=$(($(date +%s) - $(cat "$out/start" 2>/dev/null || date +%s)))
 	mkdir -p results/kernels-qemu
-	"$repo/scripts/kernels/summary.sh" "$series" "$out" "$secs" >"results/kernels-qemu/kernels-$series.md" || status=1
-	cat "results/kernels-qemu/kernels-$series.md"
+	summary=results/kernels-qemu/${KERNEL_SUMMARY:-kernels}-$series.md
+	"$repo/scripts/kernels/summary.sh" "$series" "$out" "$secs" >"$summary" || status=1
+	cat "$summary"
 done
 exit $status
