@@ -63,14 +63,18 @@ func TestFastPathTCPAggregatesIntact(t *testing.T) {
 			if r.err != nil || r.n != total || r.sum != sum {
 				t.Fatalf("received %d of %d bytes (err %v), digest equal: %v", r.n, total, r.err, r.sum == sum)
 			}
-			// Aggregates of 64 KiB would be total/64Ki fast packets (59 KiB
-			// on average measured); with the aggregates slow, the fast
-			// packets are the stream's lone segments, a few thousand.
-			half := uint64(total / (64 << 10) / 2)
+			// With the aggregates slow the fast packets are the stream's
+			// lone segments: 13 to 37 into a forwarding container.
+			// With them fast, how much of the stream goes fast depends on
+			// how long each invalidation keeps the flow slow: 59, 104 and
+			// 132 KiB of the stream per fast packet measured (aggregates
+			// up to 64 KiB, the rest slow). An eighth of the stream in
+			// 64 KiB aggregates separates the two.
+			some := uint64(total / (64 << 10) / 8)
 			switch {
-			case !c.forwards && hits < half:
+			case !c.forwards && hits < some:
 				t.Errorf("only %d fast packets for %d MiB: the aggregates did not take the fast path", hits, total>>20)
-			case c.forwards && hits >= half:
+			case c.forwards && hits >= some:
 				t.Errorf("%d fast packets for %d MiB into a container that forwards: aggregates took the fast path", hits, total>>20)
 			}
 		})
