@@ -49,8 +49,6 @@ const (
 // loses its label, new ones are refused; (c) with the policies deleted
 // new connections open again. With falcon the fast path must be on
 // (its queue rules passed the judge) and carry the live connection.
-//
-// guest: kube-network-policies needs nft's queue, which the host's kernel lacks
 func TestFastPathNetworkPolicy(t *testing.T) {
 	needFastPath(t)
 	if err := testbed.CheckNetpol(); err != nil {
