@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/falconnet/falcon/internal/discover"
+	"github.com/falconnet/falcon/internal/policy"
 )
 
 // Standing down. Attached, falcon costs every packet its programs even
@@ -71,6 +72,9 @@ func (m *falconMode) standUp(h *Host, why string) error {
 	if err := m.dp.StandDown(false); err != nil {
 		h.Log().Warn("come back", "err", err)
 		return err
+	}
+	if !m.eng.Fresh(policy.MaxSampleGap(h.Opts.Interval)) {
+		h.Log().Warn("come back: no fresh load sample yet; steering stays off until one comes")
 	}
 	if err := m.attachAll(h, m.ov, false); err != nil {
 		h.Log().Warn("come back", "err", err)

@@ -60,8 +60,13 @@ type Sampler struct {
 	MaxInterval time.Duration
 	// Resting, when it says so, keeps the interval at MaxInterval whatever
 	// the load: nothing decides with the samples then (falcon stood down),
-	// and at 100 samples/s the sampler is not free.
+	// and at 100 samples/s the sampler is not free. Only then may a sleep
+	// park on a Go timer (sleepKernel).
 	Resting func() bool
+	// Wake, where set, ends a parked sleep at once: the sample is taken
+	// then and the interval starts again at Interval. Resting ends while
+	// the sampler sleeps parked, and that sleep may end late.
+	Wake <-chan struct{}
 	// read returns /proc/stat; tests replace it.
 	read func() ([]byte, error)
 
@@ -99,7 +104,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
 		err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0)
 		if err == nil {
-			sleep = sleepKernel
+			sleep = s.sleepKernel
 		} else if s.Warn != nil {
 			s.Warn(fmt.Errorf("load sampler stays an ordinary task (SCHED_FIFO: %w); under saturation its samples may come late", err))
 		}
@@ -111,8 +116,12 @@ func (s *Sampler) Run(ctx context.Context) error {
 		if now := monotonicNs(); now > next {
 			next = now // behind (a stall): sample now, not every missed deadline
 		}
-		if !sleep(ctx, next) {
+		woken, ok := sleep(ctx, next, s.resting())
+		if !ok {
 			return nil
+		}
+		if woken {
+			cur = interval
 		}
 		smp, err := s.Step()
 		if err != nil {
@@ -134,7 +143,7 @@ func (s *Sampler) nextInterval(smp Sample, cur, base time.Duration) time.Duratio
 	if s.MaxInterval <= base {
 		return base
 	}
-	if s.Resting != nil && s.Resting() {
+	if s.resting() {
 		return s.MaxInterval
 	}
 	if s.QuietBelow == 0 {
@@ -148,24 +157,31 @@ func (s *Sampler) nextInterval(smp Sample, cur, base time.Duration) time.Duratio
 	return min(2*cur, s.MaxInterval)
 }
 
+func (s *Sampler) resting() bool { return s.Resting != nil && s.Resting() }
+
 // sleepKernel sleeps until the CLOCK_MONOTONIC deadline in clock_nanosleep,
 // so that the kernel wakes this very (real-time) thread, with no Go timer
-// or runtime thread in between. A longer sleep parks on a Go timer until
-// parkMargin before the deadline first: a thread blocked in a system call
-// for more than 10 ms has Go's sysmon take its P back and start polling
-// again every 20 µs, so a stood-down agent sampling every 100 ms woke
-// sysmon 570 times a second and used about 1 % of a CPU (2 vCPUs). Sleeps
-// that long happen only while every CPU is well below the threshold or
-// falcon stands down (nextInterval); under load the whole 10 ms sleep
-// stays in the kernel.
-func sleepKernel(ctx context.Context, deadline uint64) bool {
-	if d := time.Duration(int64(deadline - monotonicNs())); d > parkAbove {
-		time.Sleep(d - parkMargin)
+// or runtime thread in between. While resting (park), a longer sleep parks
+// on a Go timer until parkMargin before the deadline first: a thread
+// blocked in a system call for more than 10 ms has Go's sysmon take its P
+// back and start polling again every 20 µs, so a stood-down agent sampling
+// every 100 ms woke sysmon 570 times a second and used about 1 % of a CPU
+// (2 vCPUs). Only then: a Go timer fires on an ordinary thread, which
+// softirqs saturating both CPUs starve (on 2 vCPUs, with parking while
+// quiet too, a sample came 1.05 s late when saturating traffic began
+// after a quiet start: past the datapath's stale limit). A sampler that
+// is merely quiet keeps every sleep in the kernel and its cadence with it;
+// one whose rest ends is woken (Wake).
+func (s *Sampler) sleepKernel(ctx context.Context, deadline uint64, park bool) (woken, ok bool) {
+	if d := time.Duration(int64(deadline - monotonicNs())); park && d > parkAbove {
+		if woken, ok = s.park(ctx, d-parkMargin); woken || !ok {
+			return woken, ok
+		}
 	}
 	ts := unix.NsecToTimespec(int64(deadline))
 	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 	}
-	return ctx.Err() == nil
+	return false, ctx.Err() == nil
 }
 
 const (
@@ -173,15 +189,24 @@ const (
 	parkMargin = 2 * time.Millisecond
 )
 
-// sleepTimer sleeps until the deadline on a Go timer (tests replace it).
-func (s *Sampler) sleepTimer(ctx context.Context, deadline uint64) bool {
-	t := time.NewTimer(time.Duration(int64(deadline - monotonicNs())))
+// sleepTimer sleeps until the deadline on a Go timer: the sampler that is
+// no real-time thread.
+func (s *Sampler) sleepTimer(ctx context.Context, deadline uint64, _ bool) (woken, ok bool) {
+	return s.park(ctx, time.Duration(int64(deadline-monotonicNs())))
+}
+
+// park sleeps d on a Go timer, or less if ctx ends (ok false) or Wake
+// fires (woken).
+func (s *Sampler) park(ctx context.Context, d time.Duration) (woken, ok bool) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return false, false
+	case <-s.Wake:
+		return true, true
 	case <-t.C:
-		return true
+		return false, true
 	}
 }
 

@@ -137,3 +137,60 @@ func TestQuietSamplerSlowsDown(t *testing.T) {
 		t.Errorf("no longer resting: interval %v, want %v at once", cur, base)
 	}
 }
+
+// TestOnlyRestParks: a sleep parks on a Go timer only while resting, and
+// Wake ends a parked sleep at once; a quiet sampler's sleep stays in the
+// kernel (its deadline is kept whatever Wake says), so that saturation
+// that begins during it cannot delay the next sample behind a starved
+// timer thread.
+func TestOnlyRestParks(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	s := &Sampler{Wake: wake}
+	ctx := context.Background()
+	wakeIn := func(d time.Duration) { time.AfterFunc(d, func() { wake <- struct{}{} }) }
+
+	start := time.Now()
+	wakeIn(20 * time.Millisecond)
+	woken, ok := s.sleepKernel(ctx, monotonicNs()+uint64(time.Second), true)
+	if el := time.Since(start); !woken || !ok || el > 500*time.Millisecond {
+		t.Errorf("resting, woken after 20 ms: woken %v ok %v after %v, want woken at once", woken, ok, el)
+	}
+
+	start = time.Now()
+	wakeIn(10 * time.Millisecond)
+	woken, ok = s.sleepKernel(ctx, monotonicNs()+uint64(80*time.Millisecond), false)
+	if el := time.Since(start); woken || !ok || el < 80*time.Millisecond {
+		t.Errorf("not resting: woken %v ok %v after %v, want the whole 80 ms in the kernel", woken, ok, el)
+	}
+	<-wake // the one sent during the kernel's sleep stays pending
+
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(10*time.Millisecond, cancel)
+	if _, ok = s.sleepKernel(cctx, monotonicNs()+uint64(time.Second), true); ok {
+		t.Error("a parked sleep whose context ended: ok, want not")
+	}
+}
+
+// TestWakeSamplesAtOnce: a resting sampler (MaxInterval a second) that is
+// woken publishes within a few milliseconds, not at its next deadline.
+func TestWakeSamplesAtOnce(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	got := make(chan time.Time, 16)
+	s := &Sampler{CPUs: []int{0}, Interval: 10 * time.Millisecond, MaxInterval: time.Second,
+		Resting: func() bool { return true }, Wake: wake,
+		Publish: func(Sample) error { got <- time.Now(); return nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+	<-got // the first, one Interval in
+	start := time.Now()
+	wake <- struct{}{}
+	select {
+	case at := <-got:
+		if d := at.Sub(start); d > 200*time.Millisecond {
+			t.Errorf("woken: published after %v", d)
+		}
+	case <-time.After(900 * time.Millisecond):
+		t.Fatal("woken: nothing published before the resting interval's end")
+	}
+}

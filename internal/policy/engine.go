@@ -33,9 +33,13 @@ type Engine struct {
 	// test scores TCP by segments (delivered.go).
 	noSockDiag atomic.Bool
 	running    atomic.Bool
-	cancel     context.CancelFunc
-	done       chan error
-	bg         sync.WaitGroup
+	// wake ends the sampler's parked sleep; published counts its samples
+	// (Fresh).
+	wake      chan struct{}
+	published atomic.Uint64
+	cancel    context.CancelFunc
+	done      chan error
+	bg        sync.WaitGroup
 }
 
 // Config is what an engine runs with.
@@ -74,7 +78,8 @@ func (e *Engine) Sample() (context.Context, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel, e.done = cancel, make(chan error, 1)
 	first := make(chan struct{})
-	s := &loadavg.Sampler{CPUs: e.p.CPUs, Interval: e.interval, RealTime: true,
+	e.wake = make(chan struct{}, 1)
+	s := &loadavg.Sampler{CPUs: e.p.CPUs, Interval: e.interval, RealTime: true, Wake: e.wake,
 		QuietBelow: quietBelow(e.p.Threshold), MaxInterval: MaxSampleGap(e.interval), Publish: func(smp loadavg.Sample) error {
 			load := smp.PerCPU
 			if t := e.targets.Load(); t != nil {
@@ -84,6 +89,7 @@ func (e *Engine) Sample() (context.Context, error) {
 				return err
 			}
 			e.last.Store(&smp)
+			e.published.Add(1)
 			if e.running.CompareAndSwap(false, true) {
 				close(first)
 			}
@@ -111,6 +117,28 @@ func (e *Engine) Sample() (context.Context, error) {
 	case <-time.After(5*e.interval + 2*time.Second):
 		return nil, errors.New("load sampler published nothing")
 	}
+}
+
+// Fresh has the sampler take a sample now, ending a parked sleep, and
+// waits up to timeout for it to be published; false if none came. The
+// sampler parks only while falcon stands down, and a parked sleep can end
+// a second late under saturation (loadavg.Sampler.Wake): a comeback starts
+// on fresh load and the sampler on its cadence.
+func (e *Engine) Fresh(timeout time.Duration) bool {
+	if !e.running.Load() {
+		return false
+	}
+	n := e.published.Load()
+	select {
+	case e.wake <- struct{}{}:
+	default: // one is pending already
+	}
+	for end := time.Now().Add(timeout); e.published.Load() == n; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
 }
 
 // Start settles what the policy settles before its first turn (falcon

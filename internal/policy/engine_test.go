@@ -38,3 +38,26 @@ func TestABTurns(t *testing.T) {
 		t.Errorf("did %q, want %q (the first window's switch, then nothing)", f.did, want)
 	}
 }
+
+// TestFreshWakesRestingSampler: stood down, the sampler parks a whole
+// MaxSampleGap (a second at a 100 ms interval); Fresh has a sample
+// published at once, so a comeback never starts on old load.
+func TestFreshWakesRestingSampler(t *testing.T) {
+	f := &fakeMode{down: true}
+	e, err := New(Config{Params: f.params(0), Interval: 100 * time.Millisecond}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Sample(); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	time.Sleep(150 * time.Millisecond) // into a parked sleep
+	start := time.Now()
+	if !e.Fresh(2 * time.Second) {
+		t.Fatal("Fresh: no sample within 2 s")
+	}
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("Fresh took %v: the resting sampler was not woken", d)
+	}
+}
