@@ -125,7 +125,7 @@ func gone(dir string) bool {
 // on the machine takes; save writes them (and removes the files once none
 // is left).
 func withGlobal(fn func(hs *[]globalHold, save func() error) error) error {
-	l, err := flockPath(globalLock)
+	l, err := lockFileAt(globalLock, unix.LOCK_EX)
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", globalLock, err)
 	}
@@ -144,41 +144,12 @@ func withGlobal(fn func(hs *[]globalHold, save func() error) error) error {
 	save := func() error {
 		if len(hs) == 0 {
 			os.Remove(globalFile)
-			os.Remove(globalLock) // under the lock: see flockPath
+			os.Remove(globalLock) // under the lock: see lockFileAt
 			return nil
 		}
 		return fileutil.WriteJSON(globalFile, hs, 0o600)
 	}
 	return fn(&hs, save)
-}
-
-// flockPath takes an exclusive lock on path. The lock file is removed once
-// it guards nothing, so a lock taken on a file that was removed meanwhile
-// guards nothing either: then try again.
-// Its directory is made when missing: an agent whose state root is gone
-// with its last agent (removeRoots) may remove it at any moment.
-func flockPath(path string) (*os.File, error) {
-	for tries := 0; ; tries++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if errors.Is(err, os.ErrNotExist) && tries < 10 {
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-			f.Close()
-			return nil, err
-		}
-		var held, now unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
-			return f, nil
-		}
-		f.Close()
-	}
 }
 
 // parseHolds reads the holds file's content. Its paths are checked where

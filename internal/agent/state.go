@@ -86,22 +86,52 @@ type lock struct{ f *os.File }
 var errLocked = errors.New("locked")
 
 func tryLock(dir string) (*lock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	f, err := lockFileAt(filepath.Join(dir, lockFile), unix.LOCK_EX|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, errLocked
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, errLocked
-		}
 		return nil, err
 	}
 	return &lock{f}, nil
 }
+
+// lockFileAt takes path's flock (how: LOCK_EX, with or without LOCK_NB),
+// making the file and its directory when missing. Lock files go once they
+// guard nothing: an agent's state directory, lock and all, goes with the
+// agent (removeState), the holds' lock with the last hold. Another process
+// may remove the file, or its directory, between this one's open and flock;
+// a lock taken on a removed file guards nothing, so it tries again.
+func lockFileAt(path string, how int) (*os.File, error) {
+	for tries := 0; ; tries++ {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if errors.Is(err, os.ErrNotExist) && tries < lockTries {
+			continue // the directory went between MkdirAll and open
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), how); err != nil {
+			f.Close()
+			return nil, err
+		}
+		var held, now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
+			return f, nil
+		}
+		f.Close()
+		if tries >= lockTries {
+			return nil, fmt.Errorf("lock %s: removed under each of %d tries", path, lockTries)
+		}
+	}
+}
+
+// lockTries bounds lockFileAt's retries: each is one remover's race, and a
+// remover acts once per agent's life.
+const lockTries = 100
 
 func (l *lock) release() {
 	if l != nil && l.f != nil {
@@ -135,17 +165,16 @@ func lockHolder(dir string) int {
 	return 0
 }
 
-// running reports whether an agent holds dir's lock.
+// running reports whether an agent holds dir's lock. It only probes: it
+// makes nothing, so that a status racing an agent's exit cannot leave a
+// lock file (or the directory) behind the agent that removed them.
 func running(dir string) bool {
-	if _, err := os.Stat(filepath.Join(dir, lockFile)); err != nil {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if err != nil {
 		return false
 	}
-	l, err := tryLock(dir)
-	if err != nil {
-		return errors.Is(err, errLocked)
-	}
-	l.release()
-	return false
+	defer f.Close() // closing drops the probe's own lock
+	return errors.Is(unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
 }
 
 // Running returns the state of the agent that runs for opts.Netns, or nil
