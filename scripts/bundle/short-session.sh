@@ -25,7 +25,9 @@
 # records every turn's inputs and verdict per window (falcon.causes), and
 # the part's folder gets them as replayable traces too (traces/, one a run:
 # falcon-lab report --traces), so that the decisions on this machine can be
-# replayed offline against the decision code.
+# replayed offline against the decision code. p7-control asks p4's question
+# again with an A/A control (vanilla@aa) and 8 rounds: the second lease had
+# none, so its ratios could not be told from vanilla's own spread.
 set -u
 bundle=$1
 out=$2
@@ -89,6 +91,8 @@ part p3-flows 130 -- --layouts docker --modes vanilla,falcon \
 policy="--modes vanilla,falcon,falcon:policy=paper,falcon+split:policy=paper"
 part p4-policy 170 --kernel-sender -- --layouts docker $policy \
 	--workloads udp-stress:64,udp-stress:1400 --runs 5 --duration 2s --interleave --stage-cost
+part p7-control 300 --kernel-sender -- --layouts docker --modes vanilla,vanilla@aa,falcon,falcon:policy=paper \
+	--workloads udp-stress:64,udp-stress:1400 --runs 8 --duration 2s --interleave --stage-cost
 part p5-tools 120 -- --layouts docker $policy --workloads udp-stress:16,tcp:128K $common
 part p6-flows 120 -- --layouts docker --modes vanilla,falcon,falcon:policy=paper \
 	--workloads multi-flow:16,latency:16 --flows 8 $common
