@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // A probe makes nothing: a status that races an agent's exit must not
@@ -60,5 +62,43 @@ func TestLockBesideARemover(t *testing.T) {
 		}
 		running(dir)
 		l.release()
+	}
+}
+
+// TestLockedOnARemovedFile: a flock that meets an exiting agent's lock on
+// a file already unlinked from the path is no answer: the caller opens the
+// path again rather than reporting another agent.
+func TestLockedOnARemovedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), lockFile)
+	holder, err := lockFileAt(path, unix.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil { // the exiting agent's removeState
+		t.Fatal(err)
+	}
+	if got, err := lockOpened(f, path, unix.LOCK_EX|unix.LOCK_NB); got != nil || err != nil {
+		t.Fatalf("lock on a removed file held by another: got %v, %v; want no answer", got, err)
+	}
+	again, err := lockFileAt(path, unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil {
+		t.Fatalf("the path's new file: %v", err)
+	}
+	again.Close()
+	if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		t.Fatal(err)
+	}
+	holder2, err := lockFileAt(path, unix.LOCK_EX)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder2.Close()
+	if _, err := lockOpened(f, path, unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("lock held on the file at the path: %v, want EWOULDBLOCK", err)
 	}
 }

@@ -114,19 +114,34 @@ func lockFileAt(path string, how int) (*os.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := unix.Flock(int(f.Fd()), how); err != nil {
-			f.Close()
-			return nil, err
+		if f, err := lockOpened(f, path, how); f != nil || err != nil {
+			return f, err
 		}
-		var held, now unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil && held.Ino == now.Ino && held.Dev == now.Dev {
-			return f, nil
-		}
-		f.Close()
 		if tries >= lockTries {
 			return nil, fmt.Errorf("lock %s: removed under each of %d tries", path, lockTries)
 		}
 	}
+}
+
+// lockOpened flocks f, opened at path, and answers nil, nil when the answer
+// is no answer and the caller should open path again: f was removed from
+// path, so a lock on it guards nothing, and "locked" on it means only that
+// an exiting agent, which unlinks its lock file while holding it, had not
+// closed it yet.
+func lockOpened(f *os.File, path string, how int) (*os.File, error) {
+	err := unix.Flock(int(f.Fd()), how)
+	var held, now unix.Stat_t
+	atPath := unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &now) == nil &&
+		held.Ino == now.Ino && held.Dev == now.Dev
+	switch {
+	case err == nil && atPath:
+		return f, nil
+	case err == nil || (!atPath && errors.Is(err, unix.EWOULDBLOCK)):
+		f.Close()
+		return nil, nil
+	}
+	f.Close()
+	return nil, err
 }
 
 // lockTries bounds lockFileAt's retries: each is one remover's race, and a
