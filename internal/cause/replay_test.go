@@ -24,6 +24,10 @@ var expects = map[string]expect{
 	"dearer-":  {1, 1, false}, // steering raises the cost per packet: stand down
 	"swing-":   {1, 1, false}, // the offered load swings 1.5x, nothing gained: stand down
 	"2cpu-vm-": {0, 0, false}, // recorded on 2 vCPUs: never engage
+	// Recorded on 16 CPUs from the measurement's first turn: its only
+	// listing is the 2 s rescan near its end; the flow's own, before, is
+	// left out (TestColdSmallPackets puts it back).
+	"16cpu-docker-": {0, 0, false},
 }
 
 func TestReplay(t *testing.T) {
@@ -195,5 +199,42 @@ func TestColdStartWaitsForReceiver(t *testing.T) {
 				t.Errorf("%s: began at %.0f ms, its receiver listed at %.0f ms", filepath.Base(f), now, listedAt)
 			}
 		}
+	}
+}
+
+// A cold 64 B UDP flow on 16 CPUs (p7-control, round 1): the NIC's CPU 4
+// 100 % busy, the receiver on CPU 5, CPUs 10-15 idle. The trace begins
+// at the agent's turn 6; at turn 1, the flow's first, the agent listed
+// its sockets, which put back gives the recorded verdicts: the receiver
+// known, and every verdict engage, from turn 14 (appKnownMs later). The
+// second of agreeing turns ran beside those 2 s, so the engagement begins
+// at turn 14, inside the run (its last turn is 18); after them, it began
+// at turn 20, between runs, and the 1400 B run after it was already on
+// the path.
+func TestColdSmallPackets(t *testing.T) {
+	tr, err := ReadTrace("testdata/16cpu-docker-udp-stress-64-run1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const firstTurn, knownTurn = 6, 14
+	var before []Window
+	for i := 1; i < firstTurn; i++ {
+		w := tr.Windows[0]
+		w.Listed, w.NewSockets = i == 1, i == 1
+		before = append(before, w)
+	}
+	tr.Windows = append(before, tr.Windows...)
+	begun := -1
+	for i, s := range tr.Replay(10 * time.Second) {
+		turn := i + 1
+		if want := turn >= knownTurn; s.Verdict.AppKnown != want || s.Verdict.Engage != want {
+			t.Errorf("turn %d: known %v, engage %v; recorded: both %v", turn, s.Verdict.AppKnown, s.Verdict.Engage, want)
+		}
+		if s.Action == ActBegin && begun < 0 {
+			begun = turn
+		}
+	}
+	if begun != knownTurn {
+		t.Errorf("began at turn %d (-1: never), want %d: the receiver known and a second of engage verdicts", begun, knownTurn)
 	}
 }
