@@ -27,7 +27,9 @@
 # falcon-lab report --traces), so that the decisions on this machine can be
 # replayed offline against the decision code. p7-control asks p4's question
 # again with an A/A control (vanilla@aa) and 8 rounds: the second lease had
-# none, so its ratios could not be told from vanilla's own spread.
+# none, so its ratios could not be told from vanilla's own spread. p8-cold
+# runs 64 B first in every falcon session, 4 s windows without warm-up: a
+# cold flow's engagement (2 s after the flow began at the earliest).
 set -u
 bundle=$1
 out=$2
@@ -93,6 +95,8 @@ part p4-policy 170 --kernel-sender -- --layouts docker $policy \
 	--workloads udp-stress:64,udp-stress:1400 --runs 5 --duration 2s --interleave --stage-cost
 part p7-control 300 --kernel-sender -- --layouts docker --modes vanilla,vanilla@aa,falcon,falcon:policy=paper \
 	--workloads udp-stress:64,udp-stress:1400 --runs 8 --duration 2s --interleave --stage-cost
+part p8-cold 150 --kernel-sender -- --layouts docker --modes vanilla,falcon \
+	--workloads udp-stress:64 --runs 4 --duration 4s --warmup 0s --interleave
 part p5-tools 120 -- --layouts docker $policy --workloads udp-stress:16,tcp:128K $common
 part p6-flows 120 -- --layouts docker --modes vanilla,falcon,falcon:policy=paper \
 	--workloads multi-flow:16,latency:16 --flows 8 $common
