@@ -89,6 +89,14 @@ func (f *firstOf) Start() error {
 	return nil
 }
 
+// Never: by's; where by never comes on the path it never passes to ab.
+func (f *firstOf) Never() string {
+	if n, ok := f.by.(Never); ok {
+		return n.Never()
+	}
+	return ""
+}
+
 // abTest is the A/B test's side of the engagement loop.
 type abTest struct {
 	p     Params

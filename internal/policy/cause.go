@@ -66,6 +66,9 @@ func (c *byCause) Start() error {
 	})
 }
 
+// Never: why the set can never hold a target, once Start has looked.
+func (c *byCause) Never() string { return c.never }
+
 // Turn takes one turn by cause: it passes where the causes could not be
 // read, and the A/B test decides (a set too small for a target has no A/B
 // test either: it would put falcon on the path to measure what cannot

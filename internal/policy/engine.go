@@ -151,9 +151,9 @@ func (e *Engine) Start() error {
 }
 
 // Run takes a turn every engageWindow until ctx ends; it returns at once
-// for a policy that takes none.
+// for a policy that takes none, or knows it will never come on the path.
 func (e *Engine) Run(ctx context.Context) {
-	if e.entry.Always {
+	if n, ok := e.pol.(Never); e.entry.Always || ok && n.Never() != "" {
 		return
 	}
 	e.bg.Add(1)

@@ -61,3 +61,27 @@ func TestFreshWakesRestingSampler(t *testing.T) {
 		t.Errorf("Fresh took %v: the resting sampler was not woken", d)
 	}
 }
+
+// TestNeverTakesNoTurns: a set too small ever to hold a target is said at
+// the start, and the engine then reads nothing: no turn in the causes'
+// log after several windows.
+func TestNeverTakesNoTurns(t *testing.T) {
+	f := &fakeMode{down: true}
+	p := f.params(0, 1)
+	e, err := New(Config{Params: p, Interval: 100 * time.Millisecond}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if f.saved == nil || f.saved.Never == "" {
+		t.Fatalf("status does not say why: %+v", f.saved)
+	}
+	e.Run(t.Context())
+	time.Sleep(4 * engageWindow)
+	if rs, _ := p.Causes.Since(0); len(rs) != 0 {
+		t.Errorf("%d turns taken by a policy that can never come on the path", len(rs))
+	}
+}
