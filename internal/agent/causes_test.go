@@ -16,6 +16,11 @@ func TestWriteExplain(t *testing.T) {
 	if !strings.Contains(b.String(), "no decision by cause yet") {
 		t.Errorf("without a decision: %q", b.String())
 	}
+	b.Reset()
+	(&Report{Engagement: &Engagement{Never: "the CPU set [0 1] has 2 CPUs"}}).WriteExplain(&b)
+	if !strings.Contains(b.String(), "never on the path (the CPU set [0 1] has 2 CPUs)") {
+		t.Errorf("a set too small: %q", b.String())
+	}
 	w := cause.Window{Ms: 150, CPUs: []cause.CPU{{ID: 0, Busy: 100, Softirq: 60, Squeezed: 2}, {ID: 1, Busy: 70, Softirq: 20}},
 		AppCPUs: []int{1}, NICCPUs: []int{0}, Delivered: 9000}
 	p := cause.Params{Threshold: 85, Set: []int{0, 1}}

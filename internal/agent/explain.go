@@ -10,6 +10,10 @@ import (
 // latest decisions that acted, each with its inputs.
 func (r *Report) WriteExplain(w io.Writer) {
 	e := r.Engagement
+	if e != nil && e.Never != "" {
+		fmt.Fprintf(w, "\nexplain: no decisions taken: never on the path (%s)\n", e.Never)
+		return
+	}
 	if e == nil || e.Cause == nil {
 		fmt.Fprintln(w, "\nexplain: no decision by cause yet (the paper policy, an agent just started, or one older than the decision by cause)")
 		return

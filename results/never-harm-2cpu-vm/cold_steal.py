@@ -20,7 +20,7 @@ def value(r, wl):
 
 d = json.load(open(sys.argv[1]))
 res = {(x['mode'], x['workload']): x for x in d['results']}
-for wl in ['udp', 'udp-stress', 'tcp', 'latency']:
+for wl in [w for w in ['udp', 'udp-stress', 'tcp', 'latency'] if ('vanilla', w) in res]:
     base = {r['round']: r for r in res[('vanilla', wl)]['runs']}
     for m in ['vanilla@aa', 'falcon']:
         rat, left = [], []
