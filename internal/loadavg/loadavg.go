@@ -47,7 +47,12 @@ type Sampler struct {
 	// its cadence when softirqs saturate every CPU (ksoftirqd and the Go
 	// runtime's own threads are ordinary tasks it preempts). Where the
 	// policy cannot be set (no CAP_SYS_NICE), Warn hears why and the
-	// sampler runs as an ordinary task.
+	// sampler runs as an ordinary task. The thread runs Go code only with
+	// a P, though: where the process keeps every P busy (2 vCPUs, 4
+	// spinning goroutines on 2 Ps) it waits for them behind their starved
+	// threads, and a 10 ms cadence slipped to 2.2 s. An agent's goroutines
+	// are idle but for moments; a process that spins more goroutines than
+	// it has Ps needs more Ps.
 	RealTime bool
 	Warn     func(error)
 	// While every CPU's load stays below QuietBelow (percent; 0 = never),
