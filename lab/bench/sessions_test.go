@@ -72,3 +72,35 @@ func TestPairedRatios(t *testing.T) {
 		t.Error("the baseline is paired with itself")
 	}
 }
+
+func TestBalancedOrders(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		rows := balanced(n)
+		place := map[[2]int]int{}   // mode, place
+		follows := map[[2]int]int{} // before, after
+		for _, row := range rows {
+			seen := map[int]bool{}
+			for j, m := range row {
+				if m < 0 || m >= n || seen[m] {
+					t.Fatalf("n=%d: row %v is not an order of the modes", n, row)
+				}
+				seen[m] = true
+				place[[2]int{m, j}]++
+				if j > 0 {
+					follows[[2]int{row[j-1], m}]++
+				}
+			}
+		}
+		for a := range n {
+			for b := range n {
+				if got := place[[2]int{a, b}]; got != len(rows)/n {
+					t.Errorf("n=%d: mode %d in place %d %d times in %d rows", n, a, b, got, len(rows))
+				}
+				// Each row has n-1 neighbours; n(n-1) ordered pairs share them.
+				if got := follows[[2]int{a, b}]; a != b && got != len(rows)/n {
+					t.Errorf("n=%d: %d after %d %d times in %d rows", n, b, a, got, len(rows))
+				}
+			}
+		}
+	}
+}
