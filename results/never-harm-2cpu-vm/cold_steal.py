@@ -4,7 +4,10 @@
 # leaving out a round where either run kept more than 5 % steal after its repeats;
 # median, geometric mean with a 95 % interval (Student t on the logarithms), worst run;
 # then falcon against both vanilla runs of its round (vanilla and vanilla@aa) together.
-# usage: cold_steal.py FILE
+# "beyond" counts the runs past the single-run bar (throughput under 0.85 x, p99 over
+# 1/0.85 x its round's vanilla), and p is a one-sided Fisher exact test that falcon has more of
+# them than the A/A control. Several files are pooled, their rounds kept apart.
+# usage: cold_steal.py FILE...
 import json, math, statistics as st, sys
 
 BAR = 5
@@ -19,15 +22,38 @@ def value(r, wl):
     return r['gbps'] if wl == 'tcp' else r['pps']
 
 
-d = json.load(open(sys.argv[1]))
-res = {(x['mode'], x['workload']): x for x in d['results']}
+SINGLE = 0.85
+res = {}
+for i, name in enumerate(sys.argv[1:]):
+    for x in json.load(open(name))['results']:
+        r = res.setdefault((x['mode'], x['workload']), {'runs': []})
+        r['runs'] += [dict(run, round=(i, run['round'])) for run in x['runs']]
+beyond = {}
+
+
+def past(wl, x):
+    return x > 1 / SINGLE if wl == 'latency' else x < SINGLE
+
+
+def fisher_more(a, n1, b, n2):
+    # P(falcon's count >= a) given a + b runs beyond among n1 + n2, none different.
+    k, tot = a + b, math.comb(n1 + n2, a + b)
+    return sum(math.comb(n1, i) * math.comb(n2, k - i) for i in range(a, min(k, n1) + 1)) / tot
+
+
 def summary(wl, label, rat, left):
     lg = [math.log(x) for x in rat]
     n, mu = len(lg), st.mean(lg)
     half = T95[min(n - 2, len(T95) - 1)] * st.stdev(lg) / math.sqrt(n)
     worst = max(rat) if wl == 'latency' else min(rat)
-    print(f"{wl:10s} {label:10s} n={n:2d} median {st.median(rat):.2f} geo {math.exp(mu):.2f} "
-          f"({math.exp(mu - half):.2f}-{math.exp(mu + half):.2f}) worst {worst:.2f} left out rounds {left}")
+    out = sum(past(wl, x) for x in rat)
+    beyond[label] = (out, n)
+    extra = ''
+    if label == 'falcon' and 'vanilla@aa' in beyond:
+        extra = f" p(more than A/A) {fisher_more(out, n, *beyond['vanilla@aa']):.2f}"
+    print(f"{wl:10s} {label:11s} n={n:2d} median {st.median(rat):.2f} geo {math.exp(mu):.2f} "
+          f"({math.exp(mu - half):.2f}-{math.exp(mu + half):.2f}) worst {worst:.2f} beyond {out}{extra} "
+          f"left out {len(left)}")
 
 
 def steady(*runs):
