@@ -40,7 +40,7 @@ func TestParseMode(t *testing.T) {
 	}
 	for spec, msg := range map[string]string{
 		"falcon9":                  `unknown mode "falcon9": want one of auto, falcon, falcon+fastpath, falcon+split, falcon+split+fastpath, fastpath, mflow, rfs, rfs+, rps, rps+`,
-		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, always-on, guard-timeout, drain-timeout, order, devices, split, fastpath, split-cpus, split-proto, host-nics, batch, elephant, allow-reorder`,
+		"falcon:thresh=1":          `mode falcon: unknown setting "thresh": want one of cpus, threshold, interval, policy, always-on, guard-timeout, drain-timeout, order, devices, split, fastpath, sender-rps, split-cpus, split-proto, host-nics, batch, elephant, allow-reorder`,
 		"mflow:batch=0":            `mode mflow: batch=0: "0": want 1..1048576 packets (without micro-flows, use mode falcon+split)`,
 		"mflow:elephant=fast":      `want a rate in bit/s such as 500M or 2G`,
 		"mflow:elephant=-1M":       `want a rate in bit/s`,

@@ -71,6 +71,9 @@ type fastPath struct {
 	// whole: host-side veths by ifindex, whether their containers take
 	// TCP aggregates whole, as last told to the programs.
 	whole map[int]bool
+	// rps: host-side veths (by hook key: name) whose RPS keeps what their
+	// containers send in order (fastpath_order.go).
+	rps map[string]string
 }
 
 // FastReport is the fast path's part of falcon status.
@@ -85,6 +88,9 @@ type FastReport struct {
 	Hooks          []string `json:"hooks"`
 	// Unreachable: containers' host-side veths left to the slow path, why.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// SenderRPS: the host-side veths whose RPS the fast path set, so that
+	// what their containers send leaves in order (fastpath_order.go).
+	SenderRPS []string `json:"sender_rps,omitempty"`
 	// Off: why the host's ruleset, judged again at its last change, keeps
 	// the fast path off; empty while it runs.
 	Off string `json:"off,omitempty"`
@@ -214,7 +220,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
-	f.whole = map[int]bool{}
+	f.whole, f.rps = map[int]bool{}, map[string]string{}
 	f.learned.period = fastLearnedFlush
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
@@ -310,6 +316,7 @@ func (f *fastPath) report() (*FastReport, error) {
 		r.Hooks = append(r.Hooks, fmt.Sprintf("%s (%s)", hk.Name, hk.Role))
 	}
 	r.Unreachable, r.Off = f.far, f.off
+	r.SenderRPS = slices.Sorted(maps.Values(f.rps))
 	f.mu.Unlock()
 	return r, nil
 }
@@ -364,6 +371,7 @@ func (f *fastPath) sync(h *Host, ov *discover.Overlay) error {
 		f.invalidate()
 	}
 	f.refreshWhole()
+	f.syncSenderRPS(h)
 	return nil
 }
 

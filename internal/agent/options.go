@@ -75,6 +75,9 @@ type FastOptions struct {
 	// mode): a layout or kernel it cannot serve leaves steering alone, with
 	// the reason in status, instead of refusing to start.
 	FastpathAuto bool `json:"fastpath_auto,omitempty"`
+	// SenderRPS sets RPS on the containers' host-side veths, which keeps a
+	// flow they send in order (fastpath_order.go).
+	SenderRPS bool `json:"sender_rps,omitempty"`
 }
 
 // SplitOptions: the NIC stage split off the interrupt CPU.

@@ -130,6 +130,10 @@ var settings = []setting{
 			}
 			return strconv.FormatBool(o.Fastpath)
 		}},
+	boolSetting("sender-rps", "fast path: RPS on every container's host-side veth, to the --cpus set, so that a flow a container "+
+		"sends leaves the host in the order it was sent (the kernel sends TCP from two CPUs' backlogs and can reorder it); "+
+		"moves that work to the CPU the flow's hash picks, which costs where it is busy (true/false)",
+		func(o *Options) *bool { return &o.SenderRPS }, ModeFalcon, ModeFastpath),
 	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
 		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),
 	{name: "split-proto", arg: datapath.SplitTCP + "|" + datapath.SplitUDP + "|" + datapath.SplitAll, impls: []string{ModeFalcon}, usage: "--split: split only inner tcp or udp flows, or all (default)",

@@ -43,8 +43,9 @@ func (m *falconMode) standDown(h *Host, why string) bool {
 		h.Log().Info("staying attached, inline: a flow did not come back in time to detach without reordering it", "why", why)
 		return false
 	}
-	// RPS first, while the hooks still keep every flow inline.
-	err := h.journal.Restore()
+	// RPS first, while the hooks still keep every flow inline; the fast
+	// path's own stays while it runs.
+	err := h.journal.RestoreWhere(m.fast.notSenderRPS())
 	clear(m.applied)
 	err = errors.Join(err, m.syncHooks(h, &discover.Overlay{}, false), m.dp.StandDown(true),
 		m.dp.SetDraining(false))

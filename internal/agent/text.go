@@ -304,6 +304,9 @@ func writeFast(w io.Writer, f *FastReport) {
 	for _, u := range f.Unreachable {
 		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
 	}
+	if len(f.SenderRPS) > 0 {
+		fmt.Fprintf(w, "  RPS set on %d host-side veths, so that what their containers send leaves in order\n", len(f.SenderRPS))
+	}
 	if f.Off != "" {
 		fmt.Fprintf(w, "  OFF: %s\n", f.Off)
 	}

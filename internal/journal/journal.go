@@ -186,7 +186,12 @@ func (j *Journal) apply(netns string, sysfs bool, fn func() ([]Change, error)) e
 // journal file once everything is restored. Values whose namespace or device
 // is gone are dropped: there is nothing left to restore. Entries that fail
 // otherwise stay in the journal so that a later Restore can retry them.
-func (j *Journal) Restore() error {
+func (j *Journal) Restore() error { return j.RestoreWhere(nil) }
+
+// RestoreWhere is Restore for the entries match accepts (nil: every one);
+// the others stay recorded and in force, for the part of falcon that set
+// them to keep or restore later.
+func (j *Journal) RestoreWhere(match func(Entry) bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var errs []error
@@ -196,6 +201,10 @@ func (j *Journal) Restore() error {
 	// oldest value.
 	done := make([]bool, len(j.entries))
 	for i, e := range j.entries {
+		if match != nil && !match(e) {
+			done[i], keep[i] = true, true
+			continue
+		}
 		// As when it was recorded: the file is falcon's, but a value is
 		// written as root wherever it says (values.go).
 		if err := checkPath(e.Path); err != nil {

@@ -338,3 +338,42 @@ func recycle(t *testing.T, ino uint64, prefix string) string {
 	t.Skipf("no new namespace got the inode %d of one just removed", ino)
 	return ""
 }
+
+// TestRestoreWhere restores the entries accepted and leaves the others
+// recorded and in force, for a later Restore.
+func TestRestoreWhere(t *testing.T) {
+	ns, host := setup(t)
+	hostRPS := "/sys/class/net/" + host + "/queues/rx-0/rps_cpus"
+	file := filepath.Join(t.TempDir(), "journal.json")
+	j, err := Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Apply(ns, []Change{{ctrRPS, "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Apply("", []Change{{hostRPS, "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.RestoreWhere(func(e Entry) bool { return e.Device() == host }); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, "", hostRPS); got != "0" {
+		t.Errorf("host rps_cpus = %q after its restore, want 0", got)
+	}
+	if got := read(t, ns, ctrRPS); got != "2" {
+		t.Errorf("container rps_cpus = %q, want 2 still: it was not to be restored", got)
+	}
+	if es := j.Entries(); len(es) != 1 || es[0].Device() != "eth0" {
+		t.Errorf("entries left: %+v, want the container's alone", es)
+	}
+	if err := Restore(file); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, ns, ctrRPS); got != "0" {
+		t.Errorf("container rps_cpus = %q after the last restore, want 0", got)
+	}
+	if d := (Entry{Path: SockFlowEntries}).Device(); d != "" {
+		t.Errorf("the global table's entry names device %q", d)
+	}
+}

@@ -48,6 +48,15 @@ func checkPath(p string) error {
 		quote.Short(p), ErrRefused, RPSCPUs, RPSFlowCnt, queuesDir, SockFlowEntries)
 }
 
+// Device is the device whose receive queue e's value belongs to ("" for
+// a value of no device).
+func (e Entry) Device() string {
+	if !isQueueValue(e.Path) {
+		return ""
+	}
+	return strings.Split(strings.TrimPrefix(e.Path, queuesDir+"/"), "/")[0]
+}
+
 func isQueueValue(p string) bool {
 	rest, ok := strings.CutPrefix(p, queuesDir+"/")
 	if !ok || filepath.Clean(p) != p {
