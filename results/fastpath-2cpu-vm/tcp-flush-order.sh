@@ -10,6 +10,9 @@
 # also sends from the CPU where h1 processes ACKs, and the sending host
 # reorders the flow before it reaches h2 (the kernel's own race, which any
 # path between the hosts inherits; internal/agent's order tests pin so).
+# SENDER_RPS=MASK sets RPS on the client container's host-side veth instead:
+# every segment of the flow, whichever CPU sent it, then waits on the one
+# backlog the flow's hash picks, in the order it was sent.
 # usage: [MODE=vanilla] tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
 set -euo pipefail
 layout=${1:?layout}
@@ -29,6 +32,11 @@ h1=fb-$name-h1 h2=fb-$name-h2 c1=fb-$name-h1-c0 c2=fb-$name-h2-c0
 if [ "${ACKS:-}" = pinned ]; then
 	nic=$(ip -n "$h1" -o link show | awk -F': ' '$2 ~ /^eth0/ {print $2}' | cut -d@ -f1)
 	ip netns exec "$h1" sh -c "echo 1 >/sys/class/net/$nic/queues/rx-0/rps_cpus"
+fi
+if [ -n "${SENDER_RPS:-}" ]; then
+	peer=$(ip -n "$c1" -o link show eth0 | sed -n 's/.*eth0@if\([0-9]*\).*/\1/p')
+	veth=$(ip -n "$h1" -o link show | awk -F': ' -v i="$peer" '$1 == i {print $2}' | cut -d@ -f1)
+	ip netns exec "$h1" sh -c "echo $SENDER_RPS >/sys/class/net/$veth/queues/rx-0/rps_cpus"
 fi
 dst=$(ip -n "$c2" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
 for h in $h1 $h2; do
@@ -52,7 +60,7 @@ sleep 1
 $B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >/var/tmp/tfo-$name-trace.json
 wait $client
 if [ -n "${flusher:-}" ]; then kill "$flusher"; wait "$flusher" 2>/dev/null || true; fi
-python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}" <<'EOF'
+python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}${SENDER_RPS:+ (sender veth RPS $SENDER_RPS)}" <<'EOF'
 import json, sys
 layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 o = tr["order"][0] if tr["order"] else {}
