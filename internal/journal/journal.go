@@ -3,7 +3,8 @@
 // so that every change can be undone exactly: the old value is written to a
 // journal file (and synced) before the new value is written, so even a crash
 // half-way leaves enough behind to restore the system. Falcon's modes (falcon,
-// rps, rfs) all write their settings through it.
+// rps, rfs) and the fast path's sender RPS all write their settings through
+// it.
 package journal
 
 import (
