@@ -20,7 +20,9 @@ secs=${2:-20}
 mode=${MODE:-fastpath}
 name=tfo$$
 B=./bin/falcon-lab F=./bin/falcon
+tmp=$(mktemp -d)
 cleanup() {
+	rm -rf "$tmp"
 	[ -z "${flusher:-}" ] || kill "$flusher" 2>/dev/null || true
 	$F disable --netns "fb-$name-h1" >/dev/null 2>&1 || true
 	$F disable --netns "fb-$name-h2" >/dev/null 2>&1 || true
@@ -54,13 +56,13 @@ fi
 ip netns exec "$c2" nstat -n >/dev/null
 ip netns exec "$c2" taskset -c 1 iperf3 -s -D -1
 sleep 0.5
-ip netns exec "$c1" taskset -c 0 iperf3 -c "$dst" -t $((secs + 2)) -J >/var/tmp/tfo-$name.json &
+ip netns exec "$c1" taskset -c 0 iperf3 -c "$dst" -t $((secs + 2)) -J >$tmp/iperf3.json &
 client=$!
 sleep 1
-$B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >/var/tmp/tfo-$name-trace.json
+$B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >$tmp/trace.json
 wait $client
 if [ -n "${flusher:-}" ]; then kill "$flusher"; wait "$flusher" 2>/dev/null || true; fi
-python3 - "$layout" /var/tmp/tfo-$name.json /var/tmp/tfo-$name-trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}${SENDER_RPS:+ (sender veth RPS $SENDER_RPS)}" <<'EOF'
+python3 - "$layout" $tmp/iperf3.json $tmp/trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}${SENDER_RPS:+ (sender veth RPS $SENDER_RPS)}" <<'EOF'
 import json, sys
 layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 o = tr["order"][0] if tr["order"] else {}
