@@ -16,9 +16,10 @@ import (
 // the other. With RPS on the container's host-side veth (sender-rps),
 // every packet of a flow waits on the one backlog its hash picks, in the
 // order it was sent. It is off by default: the rest of the host's work for
-// the flow moves to that CPU, a gain where the CPU has room (one TCP flow
-// on 2 vCPUs: up to 1.4 x) and a loss where it is busy (UDP stress there:
-// about 0.8 x, with drops, when the hash picked the receiver's CPU).
+// the flow moves to that CPU, a gain where the CPU has room and a loss
+// where it is busy: on 2 vCPUs, where the hash often picks the receiver's
+// CPU, UDP stress at 16 B fell from 1.34-1.63 x vanilla to 0.60-1.19 x
+// with drops (results/fastpath-2cpu-vm, "One backlog for the sender").
 
 // syncSenderRPS sets RPS on the host-side veths the fast path serves and
 // restores it on those it no longer serves (restored first: a new veth may
