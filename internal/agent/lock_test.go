@@ -2,9 +2,9 @@ package agent
 
 import (
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -40,28 +40,25 @@ func TestRunningMakesNothing(t *testing.T) {
 // "open /run/falcon/ns-…/lock: no such file or directory".)
 func TestLockBesideARemover(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ns-1-2")
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				removeState(dir)
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
 	for i := 0; i < 2000; i++ {
+		// One removal per round, as an agent removes its directory once
+		// in its life, landing anywhere in the locker's open-flock-stat;
+		// a remover that never pauses wins a hundred rounds in a row on
+		// two CPUs and tests only the scheduler.
+		removed := make(chan struct{})
+		go func() {
+			defer close(removed)
+			for spin := rand.IntN(20000); spin > 0; spin-- {
+			}
+			removeState(dir)
+		}()
 		l, err := tryLock(dir)
 		if err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		running(dir)
 		l.release()
+		<-removed
 	}
 }
 
