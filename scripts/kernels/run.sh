@@ -24,6 +24,9 @@
 #                      kernels; make test-netpol writes netpol-6.12.md)
 #        KERNEL_CMDLINE  more kernel parameters, e.g. loglevel=7 to get the
 #                      stack of a soft lockup in console.log
+#        KERNEL_STALL  minutes the guest may write nothing to its console or
+#                      logs before it counts as hung (default 15; 0: never);
+#                      a hung guest is stopped and booted once more
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -32,6 +35,7 @@ cache=${KERNEL_CACHE:-$repo/.cache/kernels}
 series_list=${*:-6.1 6.12}
 tests=${KERNEL_TESTS:-internal/datapath internal/agent cmd/falcon cmd/falcon-lab}
 timeout_min=${KERNEL_TIMEOUT:-60}
+stall_min=${KERNEL_STALL:-15}
 # KVM where it runs stock kernels; a host whose /dev/kvm is PVM (kvm_pvm, a
 # paravirtual nested KVM) only runs PVM-built guests, and a stock kernel hangs
 # there right after decompressing: software emulation (TCG) instead.
@@ -120,13 +124,60 @@ for b in falcon falcon-lab; do
 	(cd cmd/falcon && GOCACHE=$gocache GOFLAGS=-buildvcs=false go build -o "$bin/$b-warm" ../$b && rm -f "$bin/$b-warm")
 done
 
+# boot OUT runs one guest with OUT as its writable share. A watchdog stops
+# it when nothing there has changed for stall_min minutes (under TCG a
+# guest can wedge: 6.1 once sat in an RCU stall for good after
+# TestSteeringOnTestbed) and leaves OUT/hung with the last line it wrote,
+# so that a hang costs minutes, not the whole timeout.
+boot() {
+	local out=$1 name=falcon-guest-$$-$RANDOM
+	# The guest loads both CPUs: take the lock the root tests on this machine
+	# share (the time is counted from when it is held).
+	flock /tmp/falcon-root.lock sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
+		-name "$name" "${qaccel[@]}" -smp 2 -m 4G -nodefaults -no-reboot -display none \
+		-kernel "$kroot/boot/vmlinuz-$rel" -initrd "$cache/$series/initrd.gz" \
+		-append "console=ttyS0 panic=-1 quiet loglevel=4 ${KERNEL_CMDLINE:-}" \
+		-serial "file:$out/console.log" \
+		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
+		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
+		-virtfs "local,path=$gocache,mount_tag=gocache,security_model=none" \
+		-virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" &
+	local guest=$! watch=
+	# In the background, the guest would ignore a Ctrl-C: pass it on.
+	trap 'pkill -f -- "-name $name " 2>/dev/null; stop_watch "$watch"; exit 130' INT TERM HUP
+	if [ "$stall_min" -gt 0 ]; then
+		(
+			while sleep 30; do
+				[ -f "$out/start" ] || continue # still waiting for the lock
+				[ -z "$(find "$out" -type f -mmin -"$stall_min" -print -quit)" ] || continue
+				last=$(ls -t "$out"/*.log | head -1)
+				echo "$(basename "$last"): $(grep -v '^[[:space:]]*$' "$last" | tail -1 | cut -c1-200)" >"$out/hung"
+				pkill -f -- "-name $name " || true
+				exit
+			done
+		) &
+		watch=$!
+	fi
+	wait "$guest" || echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
+	stop_watch "$watch"
+	trap - INT TERM HUP
+}
+
+# stop_watch PID stops boot's watchdog, its sleep included.
+stop_watch() {
+	[ -n "$1" ] || return 0
+	local sleeper
+	sleeper=$(pgrep -P "$1" || true)
+	kill "$1" $sleeper 2>/dev/null || true
+}
+
 status=0
 for series in $series_list; do
 	"$repo/scripts/kernels/fetch.sh" "$series" "$cache"
 	kroot=$cache/$series/root
 	rel=$(cat "$cache/$series/release")
 	out=$cache/out/$series
-	rm -rf "$out" && mkdir -p "$out"
+	rm -rf "$out" "$out.hung" && mkdir -p "$out"
 
 	# initramfs: busybox, the modules that reach the 9p root, an init.
 	ird=$(mktemp -d /tmp/falcon-initrd.XXXXXX)
@@ -184,18 +235,14 @@ ACCEL=$accel
 GUARD_TIMEOUT=${KERNEL_GUARD_TIMEOUT:-}
 ENV
 	echo "test-kernels: booting $rel ($(cat "$cache/$series/package")) under QEMU ($accel): $tests"
-	# The guest loads both CPUs: take the lock the root tests on this machine
-	# share (the time is counted from when it is held).
-	flock /tmp/falcon-root.lock sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
-		"${qaccel[@]}" -smp 2 -m 4G -nodefaults -no-reboot -display none \
-		-kernel "$kroot/boot/vmlinuz-$rel" -initrd "$cache/$series/initrd.gz" \
-		-append "console=ttyS0 panic=-1 quiet loglevel=4 ${KERNEL_CMDLINE:-}" \
-		-serial "file:$out/console.log" \
-		-virtfs "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap" \
-		-virtfs "local,path=$out,mount_tag=out,security_model=none" \
-		-virtfs "local,path=$gocache,mount_tag=gocache,security_model=none" \
-		-virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
-		|| echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
+	boot "$out"
+	if [ -f "$out/hung" ]; then
+		# Once: a guest that hangs twice is a result, not a mishap.
+		rm -rf "$out.hung" && mv "$out" "$out.hung" && mkdir -p "$out" && cp "$out.hung/env" "$out/"
+		echo "test-kernels: the guest wrote nothing for $stall_min min after: $(cat "$out.hung/hung"); booting it once more (its logs: $out.hung)"
+		boot "$out"
+		{ echo "The first boot hung: nothing written for $stall_min min after"; echo "\`$(cat "$out.hung/hung")\`;"; echo "the tests below are the second boot's."; } >"$out/rebooted"
+	fi
 	secs=$(($(date +%s) - $(cat "$out/start" 2>/dev/null || date +%s)))
 	mkdir -p results/kernels-qemu
 	summary=results/kernels-qemu/${KERNEL_SUMMARY:-kernels}-$series.md
