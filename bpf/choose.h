@@ -11,6 +11,7 @@
 
 #include "maps.h"
 #include "parse.h"
+#include "rpshash.h"
 
 #define CPU_MASK (MAX_CPUS - 1)
 
@@ -26,17 +27,6 @@ static __always_inline __u32 cpu_idx(__u32 x)
 static __always_inline __u32 rotl32(__u32 x, int r)
 {
 	return (x << r) | (x >> (32 - r));
-}
-
-/* murmur3's finaliser: every input bit flips each output bit with p ~ 1/2. */
-static __always_inline __u32 hash32(__u32 h)
-{
-	h ^= h >> 16;
-	h *= 0x85ebca6b;
-	h ^= h >> 13;
-	h *= 0xc2b2ae35;
-	h ^= h >> 16;
-	return h;
 }
 
 static __always_inline __u32 mix(__u32 h, __u32 k)
@@ -75,20 +65,6 @@ static __always_inline __u32 flow_hash(struct flow *fl)
 	h = mix(h, fl->proto | (fl->v6 ? 6 : 4) << 8);
 	h ^= words * 4;
 	return hash32(h);
-}
-
-/* A hash that get_rps_cpu() maps to the idx-th of n CPUs:
- * reciprocal_scale(h, n) = (h * n) >> 32 = idx  <=>
- * h in [ceil(idx * 2^32 / n), ceil((idx + 1) * 2^32 / n) - 1]. The flow hash
- * fills the low bits so sockets still tell flows apart; 0 would mean "no
- * RPS", so it is never returned. */
-static __always_inline __u32 steer_hash(__u32 fh, __u32 idx, __u32 n)
-{
-	__u64 lo = (((__u64)idx << 32) + n - 1) / n;
-	__u64 hi = (((__u64)(idx + 1) << 32) + n - 1) / n;
-	__u32 h = lo + (__u64)fh % (hi - lo);
-
-	return h ? h : 1;
 }
 
 /* A CPU set to choose from: S for the tc program, the split set for XDP.

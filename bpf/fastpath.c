@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR MIT)
-/* falcon's cached fast path (docs/fastpath.md): four tc programs that let a
+/* falcon's cached fast path (docs/fastpath.md): tc programs that let a
  * flow the overlay has already carried skip the overlay's devices.
  *
  *   fpath_nic_in   NIC, ingress: a cached VXLAN packet loses its outer
@@ -9,6 +9,7 @@
  *                  part of the slow path ends; learns ingress entries.
  *   fpath_pod_in   the container's end, ingress: past the veth's backlog,
  *                  where a slow packet has really arrived (the guard).
+ *   fpath_pod_eg   the container's end, egress: sender order (fastpath_order.h).
  *   fpath_veth_in  container's host-side veth, ingress: a cached packet gets
  *                  the outer headers the VXLAN device built for its flow and
  *                  leaves by the NIC (bpf_redirect).
@@ -69,7 +70,6 @@ FLOW_MAP(fp_eg, struct fp_egress);
 FLOW_MAP(fp_pend_in, struct fp_pending);
 FLOW_MAP(fp_pend_eg, struct fp_pending);
 
-
 static __always_inline void count(enum fp_counter c)
 {
 	__u32 zero = 0;
@@ -87,6 +87,12 @@ static __always_inline void count(enum fp_counter c)
 static __always_inline __u64 now_ns(void)
 {
 	return bpf_ktime_get_coarse_ns();
+}
+
+static __always_inline void touch(__u64 *used, __u64 now)
+{
+	if (now - *used > TOUCH_NS)
+		*used = now;
 }
 
 /* The configuration, or 0 while the fast path is off. */
@@ -112,6 +118,7 @@ static __always_inline int trusted(struct fp_config *c, __u64 now)
 #include "fastpath_gso.h"
 #include "fastpath_guard.h"
 #include "fastpath_ct.h"
+#include "fastpath_order.h"
 
 /* napi_poll(napi, work, budget) fires once the poll has returned. */
 SEC("tp_btf/napi_poll")
@@ -188,12 +195,6 @@ static __always_inline int ecn_decap(struct outer *o, struct inner *in)
 	if ((o->tos & ECN_CE) != ECN_CE)
 		return 0;
 	return in->tos & ECN_CE ? 1 : -1;
-}
-
-static __always_inline void touch(__u64 *used, __u64 now)
-{
-	if (now - *used > TOUCH_NS)
-		*used = now;
 }
 
 SEC("tc")

@@ -7,6 +7,8 @@
 
 #include <linux/types.h>
 
+#include "datapath.h" /* MAX_CPUS */
+
 #define FP_FLOWS 65536
 #define FP_PORTS 8
 #define FP_HDR 64 /* outer Ethernet, IPv4, UDP, VXLAN, inner Ethernet */
@@ -41,6 +43,11 @@ struct fp_config {
 	__u32 share_veth;
 	__u32 share_remote;
 	__u16 ports[FP_PORTS]; /* VXLAN UDP ports, host order */
+	/* Sender order (sender-rps): the RPS map the agent set on the
+	 * containers' host-side veths, as send_pos[cpu] = index + 1 (0: not in
+	 * it), and its size; 0 while it sets none. */
+	__u32 send_n;
+	__u16 send_pos[MAX_CPUS];
 };
 
 /* A flow's packets that took the slow path and are not yet seen where the
@@ -155,6 +162,7 @@ enum fp_counter {
 	FP_EG_MISS,
 	FP_IN_LEARN,
 	FP_EG_LEARN,
+	FP_SEND_MOVED,  /* sent on another CPU than its flow's home: queued on the home's backlog */
 	FP_GUARD_WAIT,  /* cached, but the flow's slow packets were still in flight */
 	FP_STALE,       /* cached under an older generation */
 	FP_SPOOF,       /* VNI, outer source or destination, or veth not as learned (or mixed while learning) */
@@ -168,6 +176,14 @@ enum fp_counter {
 	FP_SHARE_PENDING, /* no pending record begun: its tenant began its share of them this second */
 	FP_SHARE_ENTRY,   /* not learned: its tenant holds its share of entries */
 	FP_CNT_MAX,
+};
+
+/* A flow's home on the sending host (fastpath_order.h): the CPU whose
+ * backlog its packets wait on. */
+struct fp_home {
+	__u64 last_ns; /* the latest packet, to a second (touch) */
+	__u32 cpu;
+	__u32 pad;
 };
 
 #endif

@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/falconnet/falcon/internal/steer"
 )
 
@@ -16,22 +14,12 @@ import (
 // guest: the per-CPU counters the program keeps, read back on the old kernel
 func TestCountersPerCPU(t *testing.T) {
 	h := newHarness(t, testConfig())
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var old unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.SchedSetaffinity(0, &old)
+	onCPU := pinnedThread(t)
 
 	want := map[int]Decided{}
 	pkt := frame(tcp4, pktOpts{})
 	for i := 0; i < 40; i++ {
-		var one unix.CPUSet
-		one.Set(i % runtime.NumCPU())
-		if err := unix.SchedSetaffinity(0, &one); err != nil {
-			t.Fatal(err)
-		}
+		onCPU(i % runtime.NumCPU())
 		// Under the threshold the first choice, over it inline.
 		h.setLoad(nil, uint32(i%3)*50, true)
 		r := h.run(HookOnOverlay, pkt)

@@ -11,7 +11,7 @@ import (
 
 const tcActShot = 2
 
-// FuzzFastPath runs the fast path's five tc programs, in packet order, on
+// FuzzFastPath runs the fast path's six tc programs, in packet order, on
 // fuzzed bytes with BPF_PROG_TEST_RUN (root only; TestFuzzDrill covers the
 // steering, split and guard programs, not these): none fails to run, each
 // verdict is one the programs mean (pass, drop, redirect), and a packet
@@ -20,6 +20,9 @@ const tcActShot = 2
 // cached paths too.
 func FuzzFastPath(f *testing.F) {
 	fp := fastHarness(f)
+	if err := fp.SetSenderOrder([]int{0, 1}); err != nil {
+		f.Fatal(err)
+	}
 	fl := fastFlow()
 	inner := frame(fl, pktOpts{payload: 16})
 	f.Add(vxlanFrame(underlay4a, underlay4b, 4789, inner, pktOpts{}))
@@ -31,7 +34,7 @@ func FuzzFastPath(f *testing.F) {
 		prog *ebpf.Program
 	}{
 		{"fpath_nic_in", fp.objs.FpathNicIn}, {"fpath_veth_eg", fp.objs.FpathVethEg}, {"fpath_pod_in", fp.objs.FpathPodIn},
-		{"fpath_veth_in", fp.objs.FpathVethIn}, {"fpath_nic_eg", fp.objs.FpathNicEg},
+		{"fpath_pod_eg", fp.objs.FpathPodEg}, {"fpath_veth_in", fp.objs.FpathVethIn}, {"fpath_nic_eg", fp.objs.FpathNicEg},
 	}
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		// A test run takes an Ethernet header at least, and a page at most.

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,14 +41,14 @@ const fastFilterPrio, fastFilterHandle = 250, 250
 // FastCounters names the slots of enum fp_counter (bpf/fastpath.h).
 var FastCounters = []string{
 	"ingress_hit", "ingress_miss", "egress_hit", "egress_miss",
-	"ingress_learned", "egress_learned", "guard_wait", "stale",
+	"ingress_learned", "egress_learned", "send_moved", "guard_wait", "stale",
 	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
 	"helper_failed", "conntrack_wait", "idle", "over_share_pending", "over_share_entry",
 }
 
 // FastSlowReasons are the counters of packets left to the slow path, by
-// reason: every FastCounters name after the hits, misses and learnings.
-func FastSlowReasons() []string { return FastCounters[6:] }
+// reason: every FastCounters name from guard_wait on.
+func FastSlowReasons() []string { return FastCounters[slices.Index(FastCounters, "guard_wait"):] }
 
 // FastPathSupported says whether this kernel can run the fast path: tc
 // programs and bpf_redirect_peer (Linux 5.10) for tc.
@@ -129,6 +130,31 @@ func (f *FastPath) SetOn(on bool) error {
 	return f.objs.FpConf.Put(uint32(0), f.cfg)
 }
 
+// SetSenderOrder tells the programs the RPS map the agent sets on the
+// containers' host-side veths (cpus, as sysfs lists a mask's online CPUs:
+// ascending), so that each flow a container sends waits on its home CPU's
+// backlog (bpf/fastpath_order.h); none: the programs leave the hash alone.
+func (f *FastPath) SetSenderOrder(cpus []int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cfg := f.cfg
+	cfg.SendN, cfg.SendPos = 0, [len(cfg.SendPos)]uint16{}
+	cs := slices.Clone(cpus)
+	slices.Sort(cs)
+	for i, c := range slices.Compact(cs) {
+		if c < 0 || c >= len(cfg.SendPos) {
+			return fmt.Errorf("fast path: sender order: CPU %d out of range 0-%d", c, len(cfg.SendPos)-1)
+		}
+		cfg.SendPos[c] = uint16(i + 1)
+		cfg.SendN++
+	}
+	if err := f.objs.FpConf.Put(uint32(0), cfg); err != nil {
+		return err
+	}
+	f.cfg = cfg
+	return nil
+}
+
 // Invalidate makes every cached entry unusable at once: the next packet of
 // every flow takes the slow path, which teaches the caches again.
 func (f *FastPath) Invalidate() error {
@@ -158,7 +184,7 @@ func (f *FastPath) Attach(h Hook) error {
 	case HookFastVeth:
 		in, eg = f.objs.FpathVethIn, f.objs.FpathVethEg
 	case HookFastPod:
-		in = f.objs.FpathPodIn
+		in, eg = f.objs.FpathPodIn, f.objs.FpathPodEg
 	default:
 		return fmt.Errorf("hook %s: role %q is not the fast path's", h, h.Role)
 	}

@@ -25,12 +25,13 @@ type fastpathFpConfig struct {
 	ShareVeth    uint32
 	ShareRemote  uint32
 	Ports        [8]uint16
-	_            [4]byte
+	SendN        uint32
+	SendPos      [1024]uint16
 }
 
 type fastpathFpCounters struct {
 	_ structs.HostLayout
-	N [17]uint64
+	N [18]uint64
 }
 
 type fastpathFpCtEvent struct {
@@ -51,6 +52,13 @@ type fastpathFpEgress struct {
 	Tos     uint8
 	Ttl     uint8
 	Hdr     [64]uint8
+}
+
+type fastpathFpHome struct {
+	_      structs.HostLayout
+	LastNs uint64
+	Cpu    uint32
+	Pad    uint32
 }
 
 type fastpathFpIngress struct {
@@ -125,6 +133,7 @@ const (
 	fastpathMapFpConf        = "fp_conf"
 	fastpathMapFpCtq         = "fp_ctq"
 	fastpathMapFpEg          = "fp_eg"
+	fastpathMapFpHomes       = "fp_homes"
 	fastpathMapFpIn          = "fp_in"
 	fastpathMapFpPendEg      = "fp_pend_eg"
 	fastpathMapFpPendIn      = "fp_pend_in"
@@ -134,6 +143,7 @@ const (
 	fastpathMapFpWhole       = "fp_whole"
 	fastpathProgFpathNicEg   = "fpath_nic_eg"
 	fastpathProgFpathNicIn   = "fpath_nic_in"
+	fastpathProgFpathPodEg   = "fpath_pod_eg"
 	fastpathProgFpathPodIn   = "fpath_pod_in"
 	fastpathProgFpathPoll    = "fpath_poll"
 	fastpathProgFpathVethEg  = "fpath_veth_eg"
@@ -185,6 +195,7 @@ type fastpathSpecs struct {
 type fastpathProgramSpecs struct {
 	FpathNicEg  *ebpf.ProgramSpec `ebpf:"fpath_nic_eg"`
 	FpathNicIn  *ebpf.ProgramSpec `ebpf:"fpath_nic_in"`
+	FpathPodEg  *ebpf.ProgramSpec `ebpf:"fpath_pod_eg"`
 	FpathPodIn  *ebpf.ProgramSpec `ebpf:"fpath_pod_in"`
 	FpathPoll   *ebpf.ProgramSpec `ebpf:"fpath_poll"`
 	FpathVethEg *ebpf.ProgramSpec `ebpf:"fpath_veth_eg"`
@@ -199,6 +210,7 @@ type fastpathMapSpecs struct {
 	FpConf     *ebpf.MapSpec `ebpf:"fp_conf"`
 	FpCtq      *ebpf.MapSpec `ebpf:"fp_ctq"`
 	FpEg       *ebpf.MapSpec `ebpf:"fp_eg"`
+	FpHomes    *ebpf.MapSpec `ebpf:"fp_homes"`
 	FpIn       *ebpf.MapSpec `ebpf:"fp_in"`
 	FpPendEg   *ebpf.MapSpec `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.MapSpec `ebpf:"fp_pend_in"`
@@ -239,6 +251,7 @@ type fastpathMaps struct {
 	FpConf     *ebpf.Map `ebpf:"fp_conf"`
 	FpCtq      *ebpf.Map `ebpf:"fp_ctq"`
 	FpEg       *ebpf.Map `ebpf:"fp_eg"`
+	FpHomes    *ebpf.Map `ebpf:"fp_homes"`
 	FpIn       *ebpf.Map `ebpf:"fp_in"`
 	FpPendEg   *ebpf.Map `ebpf:"fp_pend_eg"`
 	FpPendIn   *ebpf.Map `ebpf:"fp_pend_in"`
@@ -254,6 +267,7 @@ func (m *fastpathMaps) Close() error {
 		m.FpConf,
 		m.FpCtq,
 		m.FpEg,
+		m.FpHomes,
 		m.FpIn,
 		m.FpPendEg,
 		m.FpPendIn,
@@ -277,6 +291,7 @@ type fastpathVariables struct {
 type fastpathPrograms struct {
 	FpathNicEg  *ebpf.Program `ebpf:"fpath_nic_eg"`
 	FpathNicIn  *ebpf.Program `ebpf:"fpath_nic_in"`
+	FpathPodEg  *ebpf.Program `ebpf:"fpath_pod_eg"`
 	FpathPodIn  *ebpf.Program `ebpf:"fpath_pod_in"`
 	FpathPoll   *ebpf.Program `ebpf:"fpath_poll"`
 	FpathVethEg *ebpf.Program `ebpf:"fpath_veth_eg"`
@@ -287,6 +302,7 @@ func (p *fastpathPrograms) Close() error {
 	return _FastpathClose(
 		p.FpathNicEg,
 		p.FpathNicIn,
+		p.FpathPodEg,
 		p.FpathPodIn,
 		p.FpathPoll,
 		p.FpathVethEg,

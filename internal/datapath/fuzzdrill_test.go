@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,17 +60,7 @@ func TestFuzzDrill(t *testing.T) {
 	pending := pendingMap(t, h.d.guard.arrive)
 
 	// Per-CPU maps are read at CPU 0's slot: the drill runs there alone.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var old, cpu0 unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &old); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.SchedSetaffinity(0, &old)
-	cpu0.Set(0)
-	if err := unix.SchedSetaffinity(0, &cpu0); err != nil {
-		t.Fatal(err)
-	}
+	pinnedThread(t)(0)
 
 	d := &drill{t: t, h: h, load: load, avg: 40, pending: pending, counts: map[string]map[string]int{}, classes: map[string]int{},
 		last: map[HookRole][cntMax]uint64{}, out: make([]byte, 4096)}

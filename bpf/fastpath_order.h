@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR MIT) */
+/* Order on the sending host (sender-rps; docs/fastpath.md#order). A TCP
+ * sender transmits from two CPUs, the application's and the one its ACKs
+ * arrive on, and veth queues each packet on the backlog of the CPU that
+ * sent it; the two backlogs drain on their own and the host forwards the
+ * flow out of order. With RPS on the container's host-side veth, the hash
+ * set here picks the one backlog a flow's data waits on: that of its home,
+ * the CPU that sent its first data (the application's, which writes it),
+ * so that only what another CPU sends moves. A hash of RPS's own choice
+ * would move the flow's work to a CPU picked by chance, the receiver's as
+ * often as not. A pure ACK, SYN or SYN-ACK carries nothing to overtake and
+ * stays where it was sent: a receiver's ACKs, sent where its data arrives
+ * and where its application reads, moved to one CPU made the sender's ACK
+ * processing (and so the sender) run there too. A flow quiet for twice the
+ * guard's bound takes a new home: nothing of it is still queued. */
+#ifndef FALCON_FASTPATH_ORDER_H
+#define FALCON_FASTPATH_ORDER_H
+
+#include "fastpath.h"
+#include "fastpath_parse.h"
+#include "rpshash.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, FP_FLOWS);
+	__type(key, struct fp_key);
+	__type(value, struct fp_home);
+} fp_homes SEC(".maps");
+
+/* The flow's home; a new one, here, for a flow unseen or quiet. */
+static __always_inline __u32 home_of(struct fp_key *k, __u32 cur, __u64 now)
+{
+	struct fp_home *h = bpf_map_lookup_elem(&fp_homes, k), fresh = {};
+
+	if (h && now - h->last_ns <= 2 * GUARD_NS) {
+		touch(&h->last_ns, now);
+		return h->cpu;
+	}
+	fresh.cpu = cur;
+	fresh.last_ns = now;
+	bpf_map_update_elem(&fp_homes, k, &fresh, BPF_ANY);
+	return cur;
+}
+
+/* Whether a packet has anything a later one could overtake: data, or a
+ * FIN or RST, which must come after it. */
+static __always_inline int carries_order(struct __sk_buff *skb, struct inner *in)
+{
+	if (in->k.proto != PROTO_TCP || (in->tcp_flags & 0x05)) /* FIN | RST */
+		return 1;
+	return skb->len > ETH_HLEN + sizeof(struct iphdr4) + in->l4len;
+}
+
+/* The container's end, egress: before veth_xmit picks the backlog. It runs
+ * whether the caches are on or not (the agent judging the host's rules),
+ * as the backlog a flow waits on must not change with them. A packet the
+ * parser leaves alone (not IPv4 TCP/UDP, a fragment) keeps its own hash:
+ * RPS still puts it on one backlog per flow, by the kernel's hash. */
+SEC("tc")
+int fpath_pod_eg(struct __sk_buff *skb)
+{
+	__u32 zero = 0, cur = bpf_get_smp_processor_id(), home, idx, n;
+	struct fp_config *c = bpf_map_lookup_elem(&fp_conf, &zero);
+	struct inner in;
+
+	if (!c || !c->send_n || c->send_n > MAX_CPUS || inner_ip4(skb, ETH_HLEN, &in))
+		return PASS;
+	n = c->send_n;
+	home = cur;
+	if (carries_order(skb, &in)) {
+		home = home_of(&in.k, cur, now_ns());
+		if (home != cur)
+			count(FP_SEND_MOVED);
+	}
+	idx = home < MAX_CPUS ? c->send_pos[home & (MAX_CPUS - 1)] : 0;
+	/* Home outside the map: one backlog still, by the flow's hash. */
+	__u32 fh = hash32(in.k.saddr ^ in.k.daddr ^ ((__u32)in.k.sport << 16 | in.k.dport) ^ in.k.proto);
+	idx = idx && idx <= n ? idx - 1 : fh % n;
+	bpf_set_hash(skb, steer_hash(fh, idx, n));
+	return PASS;
+}
+
+#endif
