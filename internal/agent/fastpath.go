@@ -222,6 +222,12 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
 	f.whole, f.rps = map[int]bool{}, map[string]string{}
 	f.learned.period = fastLearnedFlush
+	if h.Opts.SenderRPS {
+		if err := fp.SetSenderOrder(h.Opts.CPUs); err != nil {
+			closeAll(fds)
+			return errors.Join(err, f.stop(h))
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	if f.ct, err = datapath.KeepConntrack(ctx, &f.bg, h.Opts.Netns, fp, h.Log()); err != nil {

@@ -13,18 +13,20 @@ import (
 // backlog of the CPU that sent it, and the two backlogs drain on their
 // own, so the host forwards the flow out of order: vanilla too, and more
 // often with the fast path, whose shorter path lets one backlog overtake
-// the other. With RPS on the container's host-side veth (sender-rps),
-// every packet of a flow waits on the one backlog its hash picks, in the
-// order it was sent. It is off by default: the rest of the host's work for
-// the flow moves to that CPU, a gain where the CPU has room and a loss
-// where it is busy: on 2 vCPUs, where the hash often picks the receiver's
-// CPU, UDP stress at 16 B fell from 1.34-1.63 x vanilla to 0.60-1.19 x
-// with drops (results/fastpath-2cpu-vm, "One backlog for the sender").
+// the other. With RPS on the container's host-side veth (sender-rps, on
+// by default), every packet of a flow waits on one backlog, in the order
+// it was sent; the programs at the container's end pick it by the hash
+// they set: the flow's home, the CPU that sent its first data
+// (bpf/fastpath_order.h). RPS's own hash picked a CPU by chance, on 2
+// vCPUs the receiver's half the time: UDP stress at 16 B fell from
+// 1.34-1.63 x vanilla to 0.60-1.19 x with drops (results/fastpath-2cpu-vm,
+// "One backlog for the sender").
 
-// syncSenderRPS sets RPS on the host-side veths the fast path serves and
-// restores it on those it no longer serves (restored first: a new veth may
-// take a gone one's name). A veth that fails (its container going away)
-// is logged and tried again at the next sync. Called with f.mu held.
+// syncSenderRPS sets RPS on the host-side veths the fast path serves (the
+// programs learned its map at start) and restores it on those it no
+// longer serves (restored first: a new veth may take a gone one's name).
+// A veth that fails (its container going away) is logged and tried again
+// at the next sync. Called with f.mu held.
 func (f *fastPath) syncSenderRPS(h *Host) {
 	if !h.Opts.SenderRPS {
 		return

@@ -76,8 +76,9 @@ type FastOptions struct {
 	// the reason in status, instead of refusing to start.
 	FastpathAuto bool `json:"fastpath_auto,omitempty"`
 	// SenderRPS sets RPS on the containers' host-side veths, which keeps a
-	// flow they send in order (fastpath_order.go).
-	SenderRPS bool `json:"sender_rps,omitempty"`
+	// flow they send in order (fastpath_order.go); on by default, so
+	// always written.
+	SenderRPS bool `json:"sender_rps"`
 }
 
 // SplitOptions: the NIC stage split off the interrupt CPU.
@@ -137,6 +138,7 @@ func DefaultOptions() Options {
 		SteerOptions: SteerOptions{Threshold: datapath.DefaultThreshold, Policy: datapath.PolicyAdaptive, Interval: policy.DefaultInterval},
 		GuardOptions: GuardOptions{GuardTimeout: datapath.DefaultGuardTimeout, DrainTimeout: DefaultDrainTimeout},
 		MflowOptions: MflowOptions{Elephant: DefaultElephant},
+		FastOptions:  FastOptions{SenderRPS: true},
 	}
 }
 

@@ -130,9 +130,9 @@ var settings = []setting{
 			}
 			return strconv.FormatBool(o.Fastpath)
 		}},
-	boolSetting("sender-rps", "fast path: RPS on every container's host-side veth, to the --cpus set, so that a flow a container "+
-		"sends leaves the host in the order it was sent (the kernel sends TCP from two CPUs' backlogs and can reorder it); "+
-		"moves that work to the CPU the flow's hash picks, which costs where it is busy (true/false)",
+	boolSetting("sender-rps", "fast path: RPS on every container's host-side veth, to the --cpus set, and each flow's data "+
+		"queued on the backlog of the CPU that sent its first (its application's), so that a flow a container sends leaves "+
+		"the host in the order it was sent (the kernel sends TCP from two CPUs' backlogs and can reorder it) (true/false)",
 		func(o *Options) *bool { return &o.SenderRPS }, ModeFalcon, ModeFastpath),
 	cpuSetting("split-cpus", "--split: the CPUs that may build the NIC stage's skbs (default: the --cpus set)",
 		func(o *Options) *[]int { return &o.SplitCPUs }, ModeFalcon),

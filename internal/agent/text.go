@@ -305,7 +305,8 @@ func writeFast(w io.Writer, f *FastReport) {
 		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
 	}
 	if len(f.SenderRPS) > 0 {
-		fmt.Fprintf(w, "  RPS set on %d host-side veths, so that what their containers send leaves in order\n", len(f.SenderRPS))
+		fmt.Fprintf(w, "  RPS set on %d host-side veths, so that what their containers send leaves in order (%d packets sent on another CPU than their flow's home waited on its backlog)\n",
+			len(f.SenderRPS), c["send_moved"])
 	}
 	if f.Off != "" {
 		fmt.Fprintf(w, "  OFF: %s\n", f.Off)

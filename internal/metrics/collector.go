@@ -216,6 +216,7 @@ func (e emitter) fastPath(f *agent.FastReport) {
 		e.emit("falcon_fastpath_slow_path_packets_total", float64(c[reason]), reason)
 	}
 	e.emit("falcon_fastpath_invalidations_total", float64(f.Invalidations))
+	e.emit("falcon_fastpath_sender_moved_total", float64(c["send_moved"]))
 }
 
 // procNetns matches the namespace paths discovery takes from a process:

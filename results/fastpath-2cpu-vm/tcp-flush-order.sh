@@ -54,6 +54,7 @@ if [ "${FLUSH:-1}" != 0 ]; then
 	flusher=$!
 fi
 ip netns exec "$c2" nstat -n >/dev/null
+ip netns exec "$c1" nstat -n >/dev/null
 ip netns exec "$c2" taskset -c 1 iperf3 -s -D -1
 sleep 0.5
 ip netns exec "$c1" taskset -c 0 iperf3 -c "$dst" -t $((secs + 2)) -J >$tmp/iperf3.json &
@@ -70,6 +71,7 @@ print(f"{layout} {sys.argv[4]}{sys.argv[5]}: {ip['end']['sum_received']['bits_pe
 EOF
 for h in $h1 $h2; do
 	echo "$h INVALID drops: $(ip netns exec "$h" nft list chain inet tfo chk | grep -o 'packets [0-9]*')"
-	[ "$mode" = vanilla ] || $F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0))"
+	[ "$mode" = vanilla ] || $F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0), 'sent moved home', c.get('send_moved',0))"
 done
+echo "sender: $(ip netns exec "$c1" nstat | grep -E 'TcpRetransSegs|TcpOutSegs|Loss|Fast|Spurious|DSACK|SACKReorder|Timeouts|Recovery|Reorder' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
 echo "receiver: $(ip netns exec "$c2" nstat | grep -E 'TcpInSegs|TCPOFOQueue|TcpRetransSegs' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
