@@ -20,12 +20,7 @@
 #include "fastpath_parse.h"
 #include "rpshash.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, FP_FLOWS);
-	__type(key, struct fp_key);
-	__type(value, struct fp_home);
-} fp_homes SEC(".maps");
+FLOW_MAP(fp_homes, struct fp_home); /* fastpath.c's: one LRU entry per flow */
 
 /* The flow's home; a new one, here, for a flow unseen or quiet. */
 static __always_inline __u32 home_of(struct fp_key *k, __u32 cur, __u64 now)

@@ -42,12 +42,8 @@ func noted(t *testing.T, f *FastPath) uint32 {
 // inflightEg is the egress in-flight count of the one flow recorded.
 func inflightEg(t *testing.T, f *FastPath) uint32 {
 	t.Helper()
-	var (
-		k fastpathFpKey
-		p fastpathFpPending
-	)
-	it := f.objs.FpPendEg.Iterate()
-	if !it.Next(&k, &p) {
+	p, ok := firstValue[fastpathFpPending](f.objs.FpPendEg)
+	if !ok {
 		t.Fatal("no egress record")
 	}
 	return p.Inflight

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,18 +33,20 @@ func pinnedThread(t *testing.T) func(cpu int) {
 	}
 }
 
+// firstValue is the value of m's first entry (the one flow a test made).
+func firstValue[V any](m *ebpf.Map) (V, bool) {
+	var (
+		k fastpathFpKey
+		v V
+	)
+	return v, m.Iterate().Next(&k, &v)
+}
+
 // homeOf is the home CPU recorded for the one flow of f's sender order.
 func homeOf(t *testing.T, f *FastPath) (uint32, bool) {
 	t.Helper()
-	var (
-		k fastpathFpKey
-		h fastpathFpHome
-	)
-	it := f.objs.FpHomes.Iterate()
-	if !it.Next(&k, &h) {
-		return 0, false
-	}
-	return h.Cpu, true
+	h, ok := firstValue[fastpathFpHome](f.objs.FpHomes)
+	return h.Cpu, ok
 }
 
 // TestSenderOrderHome: a flow's data waits on the backlog of the CPU that

@@ -74,17 +74,7 @@ func learnIngress(t *testing.T, f *FastPath, fl flowSpec, delivered []byte) {
 // BPF_PROG_TEST_RUN).
 func arriveAll(t *testing.T, f *FastPath) {
 	t.Helper()
-	var (
-		k fastpathFpKey
-		p fastpathFpPending
-	)
-	it := f.objs.FpPendIn.Iterate()
-	for it.Next(&k, &p) {
-		p.Inflight = 0
-		if err := f.objs.FpPendIn.Put(&k, &p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	drainPending(t, f.objs.FpPendIn)
 }
 
 // guest: the fast path's helpers differ on 6.1
