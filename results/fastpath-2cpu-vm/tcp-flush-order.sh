@@ -13,6 +13,9 @@
 # SENDER_RPS=MASK sets RPS on the client container's host-side veth instead:
 # every segment of the flow, whichever CPU sent it, then waits on the one
 # backlog the flow's hash picks, in the order it was sent.
+# WIRE_QDISC=pfifo gives both hosts' wires that qdisc (the testbed's are
+# veths without one): veth then stops its queue when the peer's ring is
+# full instead of dropping, as a NIC's driver does.
 # usage: [MODE=vanilla] tcp-flush-order.sh LAYOUT [SECONDS]   (as root, from the repository)
 set -euo pipefail
 layout=${1:?layout}
@@ -40,6 +43,12 @@ if [ -n "${SENDER_RPS:-}" ]; then
 	veth=$(ip -n "$h1" -o link show | awk -F': ' -v i="$peer" '$1 == i {print $2}' | cut -d@ -f1)
 	ip netns exec "$h1" sh -c "echo $SENDER_RPS >/sys/class/net/$veth/queues/rx-0/rps_cpus"
 fi
+wires=()
+for h in $h1 $h2; do
+	w=$(ip -n "$h" -o link show | awk -F': ' '$2 ~ /^eth0/ {print $2}' | cut -d@ -f1)
+	wires+=("$h:$w")
+	[ -z "${WIRE_QDISC:-}" ] || ip netns exec "$h" tc qdisc replace dev "$w" root $WIRE_QDISC
+done
 dst=$(ip -n "$c2" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
 for h in $h1 $h2; do
 	ip netns exec "$h" nft add table inet tfo
@@ -63,7 +72,7 @@ sleep 1
 $B trace --duration "${secs}s" --netns "$c2" --proto tcp --seq "$c2/eth0" --json >$tmp/trace.json
 wait $client
 if [ -n "${flusher:-}" ]; then kill "$flusher"; wait "$flusher" 2>/dev/null || true; fi
-python3 - "$layout" $tmp/iperf3.json $tmp/trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}${SENDER_RPS:+ (sender veth RPS $SENDER_RPS)}" <<'EOF'
+python3 - "$layout" $tmp/iperf3.json $tmp/trace.json "$mode" "${ACKS:+ (ACKs $ACKS)}${SENDER_RPS:+ (sender veth RPS $SENDER_RPS)}${WIRE_QDISC:+ (wire qdisc $WIRE_QDISC)}" <<'EOF'
 import json, sys
 layout, ip, tr = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 o = tr["order"][0] if tr["order"] else {}
@@ -72,6 +81,9 @@ EOF
 for h in $h1 $h2; do
 	echo "$h INVALID drops: $(ip netns exec "$h" nft list chain inet tfo chk | grep -o 'packets [0-9]*')"
 	[ "$mode" = vanilla ] || $F status --netns "$h" --json | python3 -c "import json,sys; f=json.load(sys.stdin)['fastpath']; c=f['counters']; print('  invalidations', f['invalidations'], 'ingress hits', c.get('ingress_hit',0), 'egress hits', c.get('egress_hit',0), 'sent moved home', c.get('send_moved',0))"
+done
+for hw in "${wires[@]}"; do
+	echo "${hw%%:*} wire: tx_dropped $(ip netns exec "${hw%%:*}" cat "/sys/class/net/${hw#*:}/statistics/tx_dropped"), qdisc requeues $(ip netns exec "${hw%%:*}" tc -s qdisc show dev "${hw#*:}" | grep -o 'requeues [0-9]*' | head -1 | cut -d' ' -f2)"
 done
 echo "sender: $(ip netns exec "$c1" nstat | grep -E 'TcpRetransSegs|TcpOutSegs|Loss|Fast|Spurious|DSACK|SACKReorder|Timeouts|Recovery|Reorder' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
 echo "receiver: $(ip netns exec "$c2" nstat | grep -E 'TcpInSegs|TCPOFOQueue|TcpRetransSegs' | tr -s ' ' | cut -d' ' -f1,2 | tr '\n' ' ')"
