@@ -338,21 +338,6 @@ int fpath_veth_eg(struct __sk_buff *skb)
 	return PASS;
 }
 
-/* Would the packet, encapsulated, exceed the NIC's MTU? A GSO packet is
- * judged by its segments (the helper passes any GSO packet, and cannot
- * count the outer headers in a segment): each is the inner IP and L4
- * headers and gso_size of payload. */
-static __always_inline int too_big(struct __sk_buff *skb, __u32 nic, struct inner *in)
-{
-	__u32 mtu = 0;
-	__u32 seg = skb->gso_size;
-
-	if (!seg)
-		return bpf_check_mtu(skb, nic, &mtu, OUTER_LEN, 0) != 0;
-	bpf_check_mtu(skb, nic, &mtu, 0, 0); /* the NIC's MTU, whatever it returns */
-	return OUTER_LEN - ETH_HLEN + 20 + in->l4len + seg > mtu;
-}
-
 /* Writes the learned outer headers in front of the packet (room made),
  * with this packet's lengths, IP ID and header checksum. */
 static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, struct inner *in)
@@ -380,9 +365,8 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, str
 	sum = (sum & 0xffff) + (sum >> 16);
 	ip->check = ~sum;
 	udp->len = bpf_htons(len - ETH_HLEN - 20);
-	/* No outer UDP checksum, whatever the device's udpcsum: over IPv4 a
-	 * zero checksum is what RFC 7348 recommends and every receiver takes,
-	 * and the real one would need the whole packet summed. */
+	/* Filled in after any TTL change where the slow path sends one
+	 * (outer_csum, fastpath_gso.h). */
 	udp->check = 0;
 	return bpf_skb_store_bytes(skb, 0, hdr, sizeof(hdr), 0);
 }
@@ -435,16 +419,18 @@ int fpath_veth_in(struct __sk_buff *skb)
 	} else if (too_big(skb, e->nic, &in)) {
 		/* The slow path would fragment the outer packet (or refuse it). */
 		count(FP_NOT_ELIGIBLE);
+	} else if (!eg_gso_ok(skb, e)) {
+		count(FP_CSUM_AGGREGATE);
 	} else {
 		__u32 nic = e->nic;
-		int dec = e->ttl_dec;
+		int dec = e->ttl_dec, csum = learned_csum(e);
 
 		touch(&e->used_ns, now);
 		if (encap(skb, e, &in)) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}
-		if (dec && ttl_dec(skb, INNER_IP)) {
+		if ((dec && ttl_dec(skb, INNER_IP)) || (csum && outer_csum(skb))) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}

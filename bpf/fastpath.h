@@ -175,6 +175,8 @@ enum fp_counter {
 	FP_IDLE,        /* cached, but unused for longer than conntrack may keep the flow */
 	FP_SHARE_PENDING, /* no pending record begun: its tenant began its share of them this second */
 	FP_SHARE_ENTRY,   /* not learned: its tenant holds its share of entries */
+	FP_CSUM_AGGREGATE, /* an aggregate the slow path sends with an outer UDP checksum, which
+			    * the fast path cannot give its segments (fastpath_gso.h) */
 	FP_CNT_MAX,
 };
 

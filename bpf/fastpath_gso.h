@@ -35,4 +35,81 @@ static __always_inline int whole_ok(struct __sk_buff *skb, struct inner *in, str
 	return in->k.proto == PROTO_TCP && bpf_map_lookup_elem(&fp_whole, &e->ifindex);
 }
 
+/* Would the packet, encapsulated, exceed the NIC's MTU? A GSO packet is
+ * judged by its segments (the helper passes any GSO packet, and cannot
+ * count the outer headers in a segment): each is the inner IP and L4
+ * headers and gso_size of payload. */
+static __always_inline int too_big(struct __sk_buff *skb, __u32 nic, struct inner *in)
+{
+	__u32 mtu = 0;
+	__u32 seg = skb->gso_size;
+
+	if (!seg)
+		return bpf_check_mtu(skb, nic, &mtu, OUTER_LEN, 0) != 0;
+	bpf_check_mtu(skb, nic, &mtu, 0, 0); /* the NIC's MTU, whatever it returns */
+	return OUTER_LEN - ETH_HLEN + 20 + in->l4len + seg > mtu;
+}
+
+/* Did the slow path send the learned packet with an outer UDP checksum
+ * (the VXLAN device's udpcsum, on by default)? A receiver's GRO merges
+ * only packets that agree on having one (udp_gro_receive), so fast packets
+ * without one and slow packets with one are two flows there, each held on
+ * its own: at a switch between the paths a held aggregate of one was
+ * delivered after the other's that followed it (calico, one TCP flow under
+ * cache flushes: 1-45 segments in one run in five). So the fast path sends
+ * what the slow path would. */
+static __always_inline int learned_csum(struct fp_egress *e)
+{
+	return e->hdr[ETH_HLEN + 20 + 6] | e->hdr[ETH_HLEN + 20 + 7];
+}
+
+/* May an egress packet take the fast path? An aggregate only where the
+ * slow path sends no outer checksum: bpf_skb_adjust_room marks it a tunnel
+ * without one (SKB_GSO_UDP_TUNNEL), so its segments could carry none. */
+static __always_inline int eg_gso_ok(struct __sk_buff *skb, struct fp_egress *e)
+{
+	return (skb->gso_segs <= 1 && !skb->gso_size) || !learned_csum(e);
+}
+
+#define CSUM_SPAN 52 /* outer UDP, VXLAN, inner Ethernet and IPv4 (50), padded */
+
+/* Sets the outer UDP checksum of a packet just encapsulated (its check 0)
+ * without summing its payload, by local checksum offload's rule
+ * (lco_csum): an inner L4 packet whose own checksum is right sums to the
+ * complement of its pseudo header, whether the kernel completes that
+ * checksum later (CHECKSUM_PARTIAL) or it is complete already. */
+static __always_inline int outer_csum(struct __sk_buff *skb)
+{
+	__u8 b[CSUM_SPAN];
+	struct {
+		__be32 saddr, daddr;
+		__u8 zero, proto;
+		__be16 len;
+	} ph = {};
+	__u64 sum, in;
+	__u16 check;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + 12, &ph, 8) || bpf_skb_load_bytes(skb, ETH_HLEN + 20, b, CSUM_SPAN))
+		return -1;
+	ph.proto = PROTO_UDP;
+	ph.len = bpf_htons(skb->len - ETH_HLEN - 20);
+	sum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+	/* The inner pseudo header: its addresses, protocol and L4 length. */
+	__builtin_memcpy(&ph, b + 30 + 12, 8);
+	ph.proto = b[30 + 9];
+	ph.len = bpf_htons(((__u16)b[30 + 2] << 8 | b[30 + 3]) - 20);
+	in = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
+	in = (in & 0xffff) + (in >> 16);
+	in = (in & 0xffff) + (in >> 16);
+	b[50] = b[51] = 0;
+	sum += bpf_csum_diff(0, 0, (__be32 *)b, CSUM_SPAN, 0) + (~in & 0xffff);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	check = ~sum;
+	if (!check)
+		check = 0xffff;
+	return bpf_skb_store_bytes(skb, ETH_HLEN + 20 + 6, &check, sizeof(check), 0);
+}
+
 #endif

@@ -44,6 +44,7 @@ var FastCounters = []string{
 	"ingress_learned", "egress_learned", "send_moved", "guard_wait", "stale",
 	"spoofed", "changed_by_slow_path", "tcp_control", "not_eligible",
 	"helper_failed", "conntrack_wait", "idle", "over_share_pending", "over_share_entry",
+	"csum_aggregate",
 }
 
 // FastSlowReasons are the counters of packets left to the slow path, by

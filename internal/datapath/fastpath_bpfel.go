@@ -31,7 +31,7 @@ type fastpathFpConfig struct {
 
 type fastpathFpCounters struct {
 	_ structs.HostLayout
-	N [18]uint64
+	N [19]uint64
 }
 
 type fastpathFpCtEvent struct {

@@ -59,7 +59,7 @@ var defs = []def{
 	{"falcon_micro_flow_packets_total", prometheus.CounterValue, nil, "mode mflow: elephants' packets the split program sent in micro-flows, unguarded (TCP reorders them back)."},
 	{"falcon_fastpath_entries", prometheus.GaugeValue, []string{"direction"}, "Fast path: cached flows usable now, by direction (ingress: delivered into a container; egress: encapsulated to the wire)."},
 	{"falcon_fastpath_packets_total", prometheus.CounterValue, []string{"direction", "outcome"}, "Fast path: packets by direction and outcome: hit (carried by the fast path), miss (no entry: the slow path), learned (an entry taught by a slow packet)."},
-	{"falcon_fastpath_slow_path_packets_total", prometheus.CounterValue, []string{"reason"}, "Fast path: packets of cached or cacheable flows left to the slow path, by reason (guard_wait, stale, spoofed, changed_by_slow_path, tcp_control, not_eligible, helper_failed, conntrack_wait, idle, over_share_pending, over_share_entry)."},
+	{"falcon_fastpath_slow_path_packets_total", prometheus.CounterValue, []string{"reason"}, "Fast path: packets of cached or cacheable flows left to the slow path, by reason (guard_wait, stale, spoofed, changed_by_slow_path, tcp_control, not_eligible, helper_failed, conntrack_wait, idle, over_share_pending, over_share_entry, csum_aggregate)."},
 	{"falcon_fastpath_invalidations_total", prometheus.CounterValue, nil, "Fast path: times every entry was invalidated (a rule, route, neighbour, link or container changed)."},
 	{"falcon_fastpath_sender_moved_total", prometheus.CounterValue, nil, "Fast path, sender-rps: packets a container sent on another CPU than their flow's home, queued on the home's backlog so the flow leaves in order."},
 }
