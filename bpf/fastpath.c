@@ -421,6 +421,8 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_NOT_ELIGIBLE);
 	} else if (!eg_gso_ok(skb, e)) {
 		count(FP_CSUM_AGGREGATE);
+	} else if (learned_csum(e) && udp_unsummed(skb, &in)) {
+		count(FP_NOT_ELIGIBLE);
 	} else {
 		__u32 nic = e->nic;
 		int dec = e->ttl_dec, csum = learned_csum(e);

@@ -71,6 +71,16 @@ static __always_inline int eg_gso_ok(struct __sk_buff *skb, struct fp_egress *e)
 	return (skb->gso_segs <= 1 && !skb->gso_size) || !learned_csum(e);
 }
 
+/* Was an inner UDP packet sent without a checksum (zero)? outer_csum's rule
+ * does not hold for it. Before encapsulation: the inner IPv4 header has no
+ * options (inner_ip4). */
+static __always_inline int udp_unsummed(struct __sk_buff *skb, struct inner *in)
+{
+	__u16 check = 1;
+
+	return in->k.proto == PROTO_UDP && !bpf_skb_load_bytes(skb, ETH_HLEN + 20 + 6, &check, sizeof(check)) && !check;
+}
+
 #define CSUM_SPAN 52 /* outer UDP, VXLAN, inner Ethernet and IPv4 (50), padded */
 
 /* Sets the outer UDP checksum of a packet just encapsulated (its check 0)

@@ -33,7 +33,9 @@ func l4Checksum(ip, l4 []byte) uint16 {
 // packet, also after a routed layout's TTL change: a receiver's GRO merges
 // only packets that agree on having one, and two flows there reorder at a
 // switch between the paths. An aggregate of such a flow takes the slow
-// path (csum_aggregate): the fast path could not give its segments one.
+// path (csum_aggregate): the fast path could not give its segments one; so
+// does a UDP packet sent without a checksum, for which the rule the fast
+// path computes by does not hold.
 // Without a learned checksum the outer one stays 0
 // (TestFastEgressEncapsulates).
 //
@@ -64,6 +66,14 @@ func TestFastEgressOuterChecksum(t *testing.T) {
 			})
 		}
 	}
+	t.Run("udp-without-checksum", func(t *testing.T) {
+		f := fastHarness(t)
+		fl := fastFlow()
+		learnWithChecksum(t, f, fl, 64)
+		if ret, _ := runFast(t, f.objs.FpathVethIn, frame(fl, pktOpts{payload: 301})); ret != tcActUnspec {
+			t.Fatalf("returned %d, want a UDP packet with a zero checksum passed to the slow path", ret)
+		}
+	})
 	t.Run("aggregate", func(t *testing.T) {
 		f := fastHarness(t)
 		fl := fastFlow()
