@@ -2,9 +2,9 @@
 # nginx + wrk on a docker testbed with falcon as users run it (`falcon enable`,
 # its agent a process of its own), not the bench's in-process agent: one
 # nginx worker on CPU 1, wrk (one thread, CONNS connections, SECS seconds) on
-# CPU 0, the sending host's wire RPS'd to CPU 0 as the bench does. Prints
-# wrk's p50/p90/p99 and requests/s, and falcon status after the run.
-# usage: [MODE=vanilla|fastpath|auto] [CONNS=8] [SECS=6] web-manual.sh  (as root)
+# CPU 0, the sending host's wire RPS'd to CPU 0 as the bench does (PIN=0: not).
+# Prints wrk's p50/p90/p99 and requests/s, and falcon status after the run.
+# usage: [MODE=vanilla|fastpath|auto] [CONNS=8] [SECS=6] [PIN=0] web-manual.sh  (as root)
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 B=./bin/falcon-lab F=./bin/falcon
@@ -15,7 +15,7 @@ trap cleanup EXIT
 $B testbed up --layout docker --name $name --containers 1 >/dev/null
 h1=fb-$name-h1 h2=fb-$name-h2 c1=fb-$name-h1-c0 c2=fb-$name-h2-c0
 nic=$(ip -n $h1 -o link show | awk -F': ' '$2 ~ /^eth0/ {print $2}' | cut -d@ -f1)
-ip netns exec $h1 sh -c "echo 1 >/sys/class/net/$nic/queues/rx-0/rps_cpus"
+[ "${PIN:-1}" = 0 ] || ip netns exec $h1 sh -c "echo 1 >/sys/class/net/$nic/queues/rx-0/rps_cpus"
 dst=$(ip -n $c2 -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1)
 mkdir -p $d/www; head -c 1024 /dev/urandom > $d/www/f
 cat > $d/nginx.conf <<C
