@@ -21,7 +21,7 @@ type Flags struct {
 	fs                                *flag.FlagSet
 	layouts, modes, workloads, sizes  string
 	flows, senderCPUs, receiverCPUs   string
-	nicCPU, falconCPUs                string
+	nicCPU, falconCPUs, clientRPS     string
 	rates, hotspotRate                string
 	preset, baseline, json            string
 	sender                            string
@@ -52,6 +52,9 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
 	fs.StringVar(&f.nicCPU, "nic-cpu", "none", "the CPU that runs the receiving host's NIC poll (GRO, XDP, the first stage), "+
 		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
+	fs.StringVar(&f.clientRPS, "client-host-rps", "sender", "where the sending host's own receive work (ACKs, replies) runs: sender "+
+		"(RPS of its wire to --sender-cpus, as on a client's own machine) or off (on the CPU that polls that wire, "+
+		"with no RPS IPI; on one machine a flow's ACKs may then follow the receiver's stages)")
 	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
 		"unless a mode names its own (auto: the mode's default, all online CPUs)")
 	fs.StringVar(&f.sender, "sender", schema.SenderTools, "what sends: tools (iperf3 and sockperf clients in the sending containers) or kernel "+
@@ -262,6 +265,13 @@ func (f *Flags) resolveCPUs(c *schema.Config, online []int) error {
 			return configErrorf("--nic-cpu %s: one CPU (a NIC's interrupt core), or none", f.nicCPU)
 		}
 		c.NICCPU = &list[0]
+	}
+	switch f.clientRPS {
+	case "sender":
+	case schema.ClientHostRPSOff:
+		c.ClientHostRPS = schema.ClientHostRPSOff
+	default:
+		return configErrorf("--client-host-rps %q: want sender or off", f.clientRPS)
 	}
 	return checkPlacement(c.Placement())
 }

@@ -15,7 +15,8 @@ import (
 // that run the applications, and spare cores Falcon may move stages to,
 // while the sending host's CPUs stand for another machine.
 //
-//	sender    the clients, and the sending host's own receive work (ACKs)
+//	sender    the clients, and the sending host's own receive work (ACKs;
+//	          unless --client-host-rps off)
 //	NIC       the receiving host's NIC poll: its GRO, XDP and the first
 //	          softirq stage, as one dedicated interrupt core would run them
 //	receiver  the servers (the receiving applications)

@@ -124,6 +124,7 @@ func TestPlacementFlagsRejected(t *testing.T) {
 		{[]string{"--sender-cpus", "0-2", "--receiver-cpus", "1", "--nic-cpu", "3"}, "--sender-cpus 0-2 and --receiver-cpus share CPU 1"},
 		{[]string{"--sender-cpus", "0-2", "--receiver-cpus", "4", "--falcon-cpus", "2-7"}, "--sender-cpus 0-2 and --falcon-cpus share CPU 2"},
 		{[]string{"--sender-cpus", "0-2", "--receiver-cpus", "3-4", "--nic-cpu", "3"}, "--nic-cpu 3 is also a receiver CPU"},
+		{[]string{"--client-host-rps", "0-2"}, `--client-host-rps "0-2": want sender or off`},
 	} {
 		_, err := resolve(t, on8, c.args...)
 		var ce *ConfigError
@@ -135,6 +136,12 @@ func TestPlacementFlagsRejected(t *testing.T) {
 	// CPU runs everything on a 1-CPU machine).
 	if c, err := resolve(t, []int{0}, "--sender-cpus", "0", "--receiver-cpus", "0"); err != nil || c.NICCPU != nil || c.FalconCPUs != nil {
 		t.Errorf("1 CPU: %v %+v", err, c)
+	}
+	// The sending host's receive work: on the sender CPUs unless off.
+	for args, want := range map[string]string{"sender": "", "off": schema.ClientHostRPSOff} {
+		if c, err := resolve(t, on8, "--client-host-rps", args); err != nil || c.ClientHostRPS != want {
+			t.Errorf("--client-host-rps %s: %q, %v; want %q", args, c.ClientHostRPS, err, want)
+		}
 	}
 	// The NIC CPU may be in the Falcon set: falcon chooses by load.
 	if c, err := resolve(t, on8, "--sender-cpus", "0", "--receiver-cpus", "1", "--nic-cpu", "2", "--falcon-cpus", "2-7"); err != nil || *c.NICCPU != 2 {

@@ -185,8 +185,10 @@ func (r *runner) group(ctx context.Context, plans []TestbedPlan, name string) (r
 		}
 	}()
 	g.tb = tb
-	if err := tb.KeepSenderHostOn(r.cfg.SenderCPUs); err != nil {
-		return g.fail(fmt.Errorf("sender host RPS: %w", err))
+	if r.cfg.ClientHostRPS != schema.ClientHostRPSOff {
+		if err := tb.KeepSenderHostOn(r.cfg.SenderCPUs); err != nil {
+			return g.fail(fmt.Errorf("sender host RPS: %w", err))
+		}
 	}
 	if r.cfg.NICCPU != nil {
 		if g.pin, err = tb.PinNIC(*r.cfg.NICCPU); err != nil {

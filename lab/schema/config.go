@@ -72,6 +72,12 @@ type Config struct {
 	NICCPU     *int  `json:"nic_cpu,omitempty"`
 	FalconCPUs []int `json:"falcon_cpus,omitempty"`
 
+	// ClientHostRPS is where the sending host's own receive work (ACKs,
+	// replies) runs (--client-host-rps): "" on the sender CPUs, by RPS of
+	// its wire, as on a client's own machine; ClientHostRPSOff where the
+	// kernel runs it, the CPU that polls that wire.
+	ClientHostRPS string `json:"client_host_rps,omitempty"`
+
 	// IPv6 builds every testbed over IPv6 only (--ipv6).
 	IPv6 bool `json:"ipv6,omitempty"`
 
@@ -104,3 +110,6 @@ const (
 	SenderTools  = "tools"
 	SenderKernel = "kernel"
 )
+
+// ClientHostRPSOff is Config.ClientHostRPS without the sending host's RPS.
+const ClientHostRPSOff = "off"
