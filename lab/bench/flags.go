@@ -15,6 +15,10 @@ import (
 	"github.com/falconnet/falcon/lab/workload"
 )
 
+// clientRPSSender is --client-host-rps's default: the sending host's
+// receive work on the sender CPUs (schema.Config.ClientHostRPS "").
+const clientRPSSender = "sender"
+
 // Flags holds the raw command-line values; Resolve turns them into a
 // checked Config.
 type Flags struct {
@@ -52,7 +56,7 @@ func RegisterFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.receiverCPUs, "receiver-cpus", "auto", "CPUs the servers are pinned to, round robin (auto: 1, or 3 on ≥8 CPUs; 0 on one CPU)")
 	fs.StringVar(&f.nicCPU, "nic-cpu", "none", "the CPU that runs the receiving host's NIC poll (GRO, XDP, the first stage), "+
 		"as a core taking a real NIC's interrupts: its NAPI is made threaded and pinned there (none: it runs on the sending CPU)")
-	fs.StringVar(&f.clientRPS, "client-host-rps", "sender", "where the sending host's own receive work (ACKs, replies) runs: sender "+
+	fs.StringVar(&f.clientRPS, "client-host-rps", clientRPSSender, "where the sending host's own receive work (ACKs, replies) runs: sender "+
 		"(RPS of its wire to --sender-cpus, as on a client's own machine) or off (on the CPU that polls that wire, "+
 		"with no RPS IPI; on one machine a flow's ACKs may then follow the receiver's stages)")
 	fs.StringVar(&f.falconCPUs, "falcon-cpus", "auto", "the CPUs falcon may steer stages to (and rps writes to rps_cpus), "+
@@ -267,7 +271,7 @@ func (f *Flags) resolveCPUs(c *schema.Config, online []int) error {
 		c.NICCPU = &list[0]
 	}
 	switch f.clientRPS {
-	case "sender":
+	case clientRPSSender:
 	case schema.ClientHostRPSOff:
 		c.ClientHostRPS = schema.ClientHostRPSOff
 	default:
