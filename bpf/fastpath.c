@@ -339,16 +339,17 @@ int fpath_veth_eg(struct __sk_buff *skb)
 }
 
 /* Writes the learned outer headers in front of the packet (room made),
- * with this packet's lengths, IP ID and header checksum. */
-static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, struct inner *in)
+ * with this packet's lengths, IP ID and header checksum, and with csum the
+ * outer UDP checksum the slow path would send (outer_check). */
+static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, struct inner *in, int csum)
 {
-	__u8 hdr[FP_HDR];
+	__u8 hdr[FP_HDR] __attribute__((aligned(8)));
 	struct iphdr4 *ip = (void *)(hdr + ETH_HLEN);
 	struct udphdr_ *udp = (void *)(hdr + ETH_HLEN + 20);
+	__u16 *w = (__u16 *)ip;
 	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
 		      BPF_F_ADJ_ROOM_ENCAP_L2_ETH | BPF_F_ADJ_ROOM_ENCAP_L2(ETH_HLEN);
-	__s64 sum;
-	__u32 len;
+	__u32 sum = 0, len;
 
 	__builtin_memcpy(hdr, e->hdr, sizeof(hdr));
 	if (bpf_skb_adjust_room(skb, OUTER_LEN, BPF_ADJ_ROOM_MAC, flags))
@@ -360,14 +361,14 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, str
 	ip->tot_len = bpf_htons(len - ETH_HLEN);
 	ip->id = bpf_get_prandom_u32();
 	ip->check = 0;
-	sum = bpf_csum_diff(0, 0, (__be32 *)ip, 20, 0);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	ip->check = ~sum;
+#pragma clang loop unroll(full)
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	ip->check = ~fold16(sum);
 	udp->len = bpf_htons(len - ETH_HLEN - 20);
-	/* Filled in after any TTL change where the slow path sends one
-	 * (outer_csum, fastpath_gso.h). */
 	udp->check = 0;
+	if (csum)
+		udp->check = outer_check(hdr, in);
 	return bpf_skb_store_bytes(skb, 0, hdr, sizeof(hdr), 0);
 }
 
@@ -421,18 +422,18 @@ int fpath_veth_in(struct __sk_buff *skb)
 		count(FP_NOT_ELIGIBLE);
 	} else if (!eg_gso_ok(skb, e)) {
 		count(FP_CSUM_AGGREGATE);
-	} else if (learned_csum(e) && udp_unsummed(skb, &in)) {
+	} else if (learned_csum(e) && udp_unsummed(&in)) {
 		count(FP_NOT_ELIGIBLE);
 	} else {
 		__u32 nic = e->nic;
 		int dec = e->ttl_dec, csum = learned_csum(e);
 
 		touch(&e->used_ns, now);
-		if (encap(skb, e, &in)) {
+		if (encap(skb, e, &in, csum)) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}
-		if ((dec && ttl_dec(skb, INNER_IP)) || (csum && outer_csum(skb))) {
+		if (dec && ttl_dec(skb, INNER_IP)) {
 			count(FP_HELPER_FAIL);
 			return TC_ACT_SHOT;
 		}

@@ -71,55 +71,47 @@ static __always_inline int eg_gso_ok(struct __sk_buff *skb, struct fp_egress *e)
 	return (skb->gso_segs <= 1 && !skb->gso_size) || !learned_csum(e);
 }
 
-/* Was an inner UDP packet sent without a checksum (zero)? outer_csum's rule
- * does not hold for it. Before encapsulation: the inner IPv4 header has no
- * options (inner_ip4). */
-static __always_inline int udp_unsummed(struct __sk_buff *skb, struct inner *in)
+/* Was an inner UDP packet sent without a checksum (zero)? outer_check's
+ * rule does not hold for it. */
+static __always_inline int udp_unsummed(struct inner *in)
 {
-	__u16 check = 1;
-
-	return in->k.proto == PROTO_UDP && !bpf_skb_load_bytes(skb, ETH_HLEN + 20 + 6, &check, sizeof(check)) && !check;
+	return in->k.proto == PROTO_UDP && !in->udp_check;
 }
 
-#define CSUM_SPAN 52 /* outer UDP, VXLAN, inner Ethernet and IPv4 (50), padded */
-
-/* Sets the outer UDP checksum of a packet just encapsulated (its check 0)
- * without summing its payload, by local checksum offload's rule
- * (lco_csum): an inner L4 packet whose own checksum is right sums to the
- * complement of its pseudo header, whether the kernel completes that
- * checksum later (CHECKSUM_PARTIAL) or it is complete already. */
-static __always_inline int outer_csum(struct __sk_buff *skb)
+static __always_inline __u32 fold16(__u32 sum)
 {
-	__u8 b[CSUM_SPAN];
-	struct {
-		__be32 saddr, daddr;
-		__u8 zero, proto;
-		__be16 len;
-	} ph = {};
-	__u64 sum, in;
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* The outer UDP checksum of a packet about to be encapsulated with hdr
+ * (its UDP length set, its check 0), without summing its payload, by local
+ * checksum offload's rule (lco_csum): an inner L4 packet whose own checksum
+ * is right sums to the complement of its pseudo header, whether the kernel
+ * completes that checksum later (CHECKSUM_PARTIAL) or it is complete
+ * already; the inner IPv4 header (no options: inner_ip4), whose checksum
+ * is right before and after a TTL change, sums to zero. What is left is
+ * the outer pseudo header, the outer UDP and VXLAN headers and the inner
+ * Ethernet one, all in hdr: sixteen-bit words added on the stack, no
+ * helper call. */
+static __always_inline __be16 outer_check(__u8 *hdr, struct inner *in)
+{
+	__u16 *w = (__u16 *)(hdr + ETH_HLEN + 12); /* outer saddr, daddr */
+	__u16 *u = (__u16 *)(hdr + ETH_HLEN + 20); /* UDP, VXLAN, inner Ethernet */
+	__u32 sum = bpf_htons(PROTO_UDP) + u[2], pin;
 	__u16 check;
 
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + 12, &ph, 8) || bpf_skb_load_bytes(skb, ETH_HLEN + 20, b, CSUM_SPAN))
-		return -1;
-	ph.proto = PROTO_UDP;
-	ph.len = bpf_htons(skb->len - ETH_HLEN - 20);
-	sum = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
-	/* The inner pseudo header: its addresses, protocol and L4 length. */
-	__builtin_memcpy(&ph, b + 30 + 12, 8);
-	ph.proto = b[30 + 9];
-	ph.len = bpf_htons(((__u16)b[30 + 2] << 8 | b[30 + 3]) - 20);
-	in = bpf_csum_diff(0, 0, (__be32 *)&ph, sizeof(ph), 0);
-	in = (in & 0xffff) + (in >> 16);
-	in = (in & 0xffff) + (in >> 16);
-	b[50] = b[51] = 0;
-	sum += bpf_csum_diff(0, 0, (__be32 *)b, CSUM_SPAN, 0) + (~in & 0xffff);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	check = ~sum;
-	if (!check)
-		check = 0xffff;
-	return bpf_skb_store_bytes(skb, ETH_HLEN + 20 + 6, &check, sizeof(check), 0);
+#pragma clang loop unroll(full)
+	for (int i = 0; i < 4; i++)
+		sum += w[i];
+#pragma clang loop unroll(full)
+	for (int i = 0; i < (FP_HDR - ETH_HLEN - 20) / 2; i++)
+		sum += u[i];
+	pin = (in->k.saddr & 0xffff) + (in->k.saddr >> 16) + (in->k.daddr & 0xffff) + (in->k.daddr >> 16) +
+	      bpf_htons(in->k.proto) + bpf_htons(bpf_ntohs(in->tot_len) - 20);
+	sum += ~fold16(pin) & 0xffff;
+	check = ~fold16(sum);
+	return check ? check : 0xffff;
 }
 
 #endif

@@ -19,16 +19,20 @@
 struct inner {
 	struct fp_key k;
 	__u8 tos, ttl, tcp_flags;
-	__u8 l4len; /* the TCP or UDP header's length */
+	__u8 l4len;       /* the TCP or UDP header's length */
+	__be16 tot_len;   /* the IPv4 header's */
+	__be16 udp_check; /* a UDP header's checksum field (TCP: 0) */
 };
 
-/* The EtherType and the IPv4 header behind it with the ports, in one load
- * (a helper call each costs more than the bytes): pad keeps ip 4-aligned. */
+/* The EtherType and the IPv4 header behind it with the first 8 bytes of
+ * TCP or UDP (ports; UDP's length and checksum), in one load (a helper
+ * call each costs more than the bytes): pad keeps ip 4-aligned. */
 struct ip_view {
 	__u8 pad[2];
 	__be16 proto;
 	struct iphdr4 ip;
 	__be16 ports[2];
+	__be16 l4w[2];
 };
 
 #define NOT_IP4 -2
@@ -54,7 +58,10 @@ static __always_inline int inner_ip4(struct __sk_buff *skb, __u32 off, struct in
 	in->k.proto = v.ip.protocol;
 	in->tos = v.ip.tos;
 	in->ttl = v.ip.ttl;
+	in->tot_len = v.ip.tot_len;
 	in->l4len = 8;
+	if (v.ip.protocol == PROTO_UDP)
+		in->udp_check = v.l4w[1];
 	if (v.ip.protocol == PROTO_TCP) {
 		__u8 tcp[2]; /* data offset, flags */
 

@@ -48,20 +48,8 @@ func TestFastEgressOuterChecksum(t *testing.T) {
 			t.Run(fmt.Sprintf("%s-ttl-%d", fl.String()[:3], ttl), func(t *testing.T) {
 				f := fastHarness(t)
 				learnWithChecksum(t, f, fl, ttl)
-				pkt := frame(fl, pktOpts{payload: 301})
-				pkt[14+8] = 64
-				binary.BigEndian.PutUint16(pkt[14+10:], ipChecksum(pkt[14:34]))
-				ret, out := runFast(t, f.objs.FpathVethIn, withL4Checksum(pkt))
-				if ret != tcActRedirect {
-					t.Fatalf("returned %d, want sent", ret)
-				}
-				ip := out[14 : len(pkt)+50]
-				udp := ip[20:]
-				if binary.BigEndian.Uint16(udp[6:]) == 0 || l4Checksum(ip, udp) != 0 {
-					t.Errorf("outer UDP checksum %#04x does not verify", binary.BigEndian.Uint16(udp[6:]))
-				}
-				if inner := udp[30:]; inner[8] != ttl || ipChecksum(inner[:20]) != 0 {
-					t.Errorf("inner TTL %d (header checksum verifies: %v), want %d", inner[8], ipChecksum(inner[:20]) == 0, ttl)
+				for _, size := range []int{16, 301, 1000} { // even and odd lengths
+					checkOuterSum(t, f, frame(fl, pktOpts{payload: size}), ttl)
 				}
 			})
 		}
@@ -89,6 +77,26 @@ func TestFastEgressOuterChecksum(t *testing.T) {
 			t.Errorf("csum_aggregate rose by %d, want 1", d)
 		}
 	})
+}
+
+// checkOuterSum sends pkt (TTL 64) by the fast path and checks that its
+// outer UDP checksum verifies over the whole packet and the inner TTL is ttl.
+func checkOuterSum(t *testing.T, f *FastPath, pkt []byte, ttl byte) {
+	t.Helper()
+	pkt[14+8] = 64
+	binary.BigEndian.PutUint16(pkt[14+10:], ipChecksum(pkt[14:34]))
+	ret, out := runFast(t, f.objs.FpathVethIn, withL4Checksum(pkt))
+	if ret != tcActRedirect {
+		t.Fatalf("returned %d, want sent", ret)
+	}
+	ip := out[14 : len(pkt)+50]
+	udp := ip[20:]
+	if binary.BigEndian.Uint16(udp[6:]) == 0 || l4Checksum(ip, udp) != 0 {
+		t.Errorf("%d B: outer UDP checksum %#04x does not verify", len(pkt), binary.BigEndian.Uint16(udp[6:]))
+	}
+	if inner := udp[30:]; inner[8] != ttl || ipChecksum(inner[:20]) != 0 {
+		t.Errorf("inner TTL %d (header checksum verifies: %v), want %d", inner[8], ipChecksum(inner[:20]) == 0, ttl)
+	}
 }
 
 // learnWithChecksum teaches the egress cache fl as a slow path whose VXLAN
