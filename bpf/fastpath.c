@@ -242,10 +242,12 @@ int fpath_nic_in(struct __sk_buff *skb)
 			forget_in(&in.k, e);
 	} else if (!whole_ok(skb, &in, e)) {
 		count(FP_NOT_ELIGIBLE);
-	} else if (!o.sane || in.ttl <= e->ttl_dec || ecn_decap(&o, &in) < 0) {
+	} else if (!o.sane || in.ttl <= e->ttl_dec || ecn_decap(&o, &in) < 0 || (o.udp_check && udp_unsummed(&in))) {
 		/* What the kernel would drop or answer with an error: headers
 		 * ip_rcv or udp_rcv refuses, a TTL routing would expire, CE
-		 * over Not-ECT. */
+		 * over Not-ECT. The outer UDP checksum is not verified here:
+		 * the inner one catches what it would, except where an inner
+		 * UDP packet has none, which udp_rcv must verify. */
 		count(FP_NOT_ELIGIBLE);
 	} else if (!guard_open(&fp_pend_in, FP_DIR_IN, &in.k, now)) {
 		count(FP_GUARD_WAIT);

@@ -48,6 +48,8 @@ func TestFastIngressHeaders(t *testing.T) {
 	binary.BigEndian.PutUint16(udpLen[14+20+4:], binary.BigEndian.Uint16(udpLen[14+20+4:])-4)
 	binary.BigEndian.PutUint16(udpLen[14+10:], 0)
 	binary.BigEndian.PutUint16(udpLen[14+10:], ipChecksum(udpLen[14:34]))
+	unsummed := outer(innerFrame(fl, 0, 64), pktOpts{}) // inner UDP checksum 0
+	binary.BigEndian.PutUint16(unsummed[14+20+6:], 0x1234)
 	for _, c := range []struct {
 		name string
 		pkt  []byte
@@ -58,6 +60,7 @@ func TestFastIngressHeaders(t *testing.T) {
 		{"outer-checksum", badSum},
 		{"outer-ip-length", padded},
 		{"outer-udp-length", udpLen},
+		{"outer-checksum-only", unsummed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fastHarness(t)
@@ -80,6 +83,15 @@ func TestFastIngressHeaders(t *testing.T) {
 		}
 		if ip := out[14:34]; ip[1] != ecnCE || ip[8] != 63 || ipChecksum(ip) != 0 {
 			t.Errorf("delivered TOS %#x TTL %d (checksum verifies: %v), want CE, 63 and a valid checksum", ip[1], ip[8], ipChecksum(ip) == 0)
+		}
+	})
+	t.Run("outer-and-inner-checksums", func(t *testing.T) {
+		f := fastHarness(t)
+		learnRouted(t, f, fl, 0)
+		pkt := outer(withL4Checksum(innerFrame(fl, 0, 64)), pktOpts{})
+		binary.BigEndian.PutUint16(pkt[14+20+6:], 0x1234)
+		if ret, _ := runFast(t, f.objs.FpathNicIn, pkt); ret != tcActRedirect {
+			t.Errorf("returned %d, want delivered: the inner UDP checksum verifies what the outer would", ret)
 		}
 	})
 	t.Run("ttl-2", func(t *testing.T) {
