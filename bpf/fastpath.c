@@ -348,10 +348,9 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, str
 	__u8 hdr[FP_HDR] __attribute__((aligned(8)));
 	struct iphdr4 *ip = (void *)(hdr + ETH_HLEN);
 	struct udphdr_ *udp = (void *)(hdr + ETH_HLEN + 20);
-	__u16 *w = (__u16 *)ip;
 	__u64 flags = BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP |
 		      BPF_F_ADJ_ROOM_ENCAP_L2_ETH | BPF_F_ADJ_ROOM_ENCAP_L2(ETH_HLEN);
-	__u32 sum = 0, len;
+	__u32 len;
 
 	__builtin_memcpy(hdr, e->hdr, sizeof(hdr));
 	if (bpf_skb_adjust_room(skb, OUTER_LEN, BPF_ADJ_ROOM_MAC, flags))
@@ -363,10 +362,7 @@ static __always_inline int encap(struct __sk_buff *skb, struct fp_egress *e, str
 	ip->tot_len = bpf_htons(len - ETH_HLEN);
 	ip->id = bpf_get_prandom_u32();
 	ip->check = 0;
-#pragma clang loop unroll(full)
-	for (int i = 0; i < 10; i++)
-		sum += w[i];
-	ip->check = ~fold16(sum);
+	ip->check = ~ip4_sum(ip);
 	udp->len = bpf_htons(len - ETH_HLEN - 20);
 	udp->check = 0;
 	if (csum)

@@ -78,12 +78,6 @@ static __always_inline int udp_unsummed(struct inner *in)
 	return in->k.proto == PROTO_UDP && !in->udp_check;
 }
 
-static __always_inline __u32 fold16(__u32 sum)
-{
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (sum & 0xffff) + (sum >> 16);
-}
-
 /* The outer UDP checksum of a packet about to be encapsulated with hdr
  * (its UDP length set, its check 0), without summing its payload, by local
  * checksum offload's rule (lco_csum): an inner L4 packet whose own checksum

@@ -73,6 +73,26 @@ static __always_inline int inner_ip4(struct __sk_buff *skb, __u32 off, struct in
 	return 0;
 }
 
+/* A ones' complement sum folded to sixteen bits. */
+static __always_inline __u32 fold16(__u32 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (sum & 0xffff) + (sum >> 16);
+}
+
+/* The folded sum of an IPv4 header without options: 0xffff where its
+ * checksum is right. */
+static __always_inline __u32 ip4_sum(struct iphdr4 *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+
+#pragma clang loop unroll(full)
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	return fold16(sum);
+}
+
 /* What the outer headers of a VXLAN packet say. */
 struct outer {
 	__be32 saddr, daddr;
@@ -108,15 +128,7 @@ struct outer_view {
  * goes to the slow path, which does what the kernel does. */
 static __always_inline int outer_sane(struct __sk_buff *skb, struct outer_view *v)
 {
-	__u16 *w = (__u16 *)&v->ip;
-	__u32 sum = 0;
-
-#pragma clang loop unroll(full)
-	for (int i = 0; i < 10; i++)
-		sum += w[i];
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff && bpf_ntohs(v->ip.tot_len) == skb->len - ETH_HLEN &&
+	return ip4_sum(&v->ip) == 0xffff && bpf_ntohs(v->ip.tot_len) == skb->len - ETH_HLEN &&
 	       bpf_ntohs(v->udp.len) == skb->len - ETH_HLEN - 20;
 }
 
