@@ -260,11 +260,16 @@ int fpath_nic_in(struct __sk_buff *skb)
 		__builtin_memcpy(eth, e->eth, sizeof(eth));
 		touch(&e->used_ns, now);
 		/* FIXED_GSO: a TCP aggregate keeps its segments' size (the
-		 * helper would grow it by the headers it takes away). */
-		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC, c->decap_flags | BPF_F_ADJ_ROOM_FIXED_GSO)) {
+		 * helper would grow it by the headers it takes away).
+		 * NO_CSUM_RESET and DEC: of the checksums the NIC or GRO
+		 * verified, the outer UDP's goes, as udp_rcv takes it off;
+		 * the inner ones stay verified (the helper would forget all). */
+		if (bpf_skb_adjust_room(skb, -OUTER_LEN, BPF_ADJ_ROOM_MAC,
+					c->decap_flags | BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_NO_CSUM_RESET)) {
 			count(FP_HELPER_FAIL);
 			goto slow;
 		}
+		bpf_csum_level(skb, BPF_CSUM_LEVEL_DEC);
 		/* From here the packet is decapsulated: it can only go on. */
 		if (bpf_skb_store_bytes(skb, 0, eth, sizeof(eth), 0) || (dec && ttl_dec(skb, ETH_HLEN)) ||
 		    (ce && ip_byte(skb, ETH_HLEN, 1, in.tos | ECN_CE, 0))) {

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
@@ -26,7 +29,9 @@ import (
 // BPF_F_ADJ_ROOM_NO_CSUM_RESET; with that flag alone this test fails).
 // Frames with a zero outer checksum are written onto the sending wire, a
 // good one and one with a byte of its payload changed, once to the slow
-// path and once to a cached flow.
+// path and once to a cached flow. The container must see each frame with
+// the checksum state the slow path gives it: the inner checksum verified
+// (level 0) for the good one, unverified for the corrupt one.
 func TestFastPathChecksumLevel(t *testing.T) {
 	needFastPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -38,39 +43,118 @@ func TestFastPathChecksumLevel(t *testing.T) {
 	dst := netip.AddrPortFrom(netip.MustParseAddr(servers[0].Addr), 7701)
 	rx := countUDP(t, servers[0].Netns, dst.Addr(), dst.Port())
 	inj := newInjector(t, tb, clients[0], servers[0], src, dst)
+	probe := levelProbe(t, servers[0], len(inj.frame)-50)
 	// try injects one frame, checks what reached the socket and says
-	// whether the fast path carried it.
-	try := func(as []*Agent, corrupt bool) bool {
+	// whether the fast path carried it and what checksum level the
+	// container saw (-1: none verified).
+	try := func(as []*Agent, corrupt bool) (bool, int64) {
 		t.Helper()
 		n, errs, hits := rx.n.Load(), csumErrors(t, servers[0].Netns), ingressHits(t, as)
+		probe.reset(t)
 		inj.send(corrupt)
 		time.Sleep(200 * time.Millisecond)
 		dn, derrs, dhits := rx.n.Load()-n, csumErrors(t, servers[0].Netns)-errs, ingressHits(t, as)-hits
-		t.Logf("corrupt %v, agents %d: %d delivered, %d checksum errors, %d by the fast path", corrupt, len(as), dn, derrs, dhits)
+		level := probe.read(t)
+		t.Logf("corrupt %v, agents %d: %d delivered, %d checksum errors, %d by the fast path, level %d", corrupt, len(as), dn, derrs, dhits, level)
 		switch {
 		case corrupt && (dn != 0 || derrs != 1):
 			t.Errorf("a corrupt datagram: %d delivered, %d checksum errors; want 0 and 1", dn, derrs)
 		case !corrupt && dn != 1:
 			t.Errorf("a good datagram: %d delivered, want 1", dn)
 		}
-		return dhits == 1
+		return dhits == 1, level
 	}
-	try(nil, false)
-	try(nil, true)
+	var slow [2]int64
+	_, slow[0] = try(nil, false)
+	_, slow[1] = try(nil, true)
+	if slow[0] != 0 || slow[1] != -1 {
+		t.Errorf("the slow path gave the container checksum levels %d and %d, want 0 (good) and -1 (corrupt)", slow[0], slow[1])
+	}
 
 	// A cache invalidation (the agent's, on any event) can send a frame
 	// the slow way: the flow is learned again before each try.
 	as := fastAgents(ctx, t, tb, "fastpath")
-	for _, corrupt := range []bool{false, true} {
-		fast := false
-		for i := 0; i < 5 && !fast && !t.Failed(); i++ {
+	for i, corrupt := range []bool{false, true} {
+		fast, level := false, int64(0)
+		for n := 0; n < 5 && !fast; n++ {
 			learn(t, src, dst, clients[0].Netns, as)
-			fast = try(as, corrupt)
+			fast, level = try(as, corrupt)
 		}
-		if !fast {
+		switch {
+		case !fast:
 			t.Errorf("the fast path carried none of 5 frames (corrupt %v)", corrupt)
+		case level != slow[i]:
+			t.Errorf("corrupt %v: the container saw checksum level %d from the fast path, %d from the slow", corrupt, level, slow[i])
 		}
 	}
+}
+
+// probe records the checksum level a container's device hands up with
+// the last packet of one length (-1: not "checksum unnecessary").
+type probe struct{ m *ebpf.Map }
+
+// levelProbe attaches a probe for frames of size bytes at e's device.
+func levelProbe(t *testing.T, e testbed.Endpoint, size int) *probe {
+	t.Helper()
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL", Instructions: asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // __sk_buff.len
+		asm.JNE.Imm(asm.R2, int32(size), "out"),
+		asm.Mov.Imm(asm.R2, 0), // BPF_CSUM_LEVEL_QUERY
+		asm.FnCsumLevel.Call(),
+		asm.StoreMem(asm.RFP, -16, asm.R0, asm.DWord),
+		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -16),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnMapUpdateElem.Call(),
+		asm.Mov.Imm(asm.R0, -1).WithSymbol("out"), // TCX_NEXT
+		asm.Return(),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	var l link.Link
+	err = netns.Do(e.Netns, func() error {
+		i, err := net.InterfaceByName(e.Dev)
+		if err == nil {
+			l, err = link.AttachTCX(link.TCXOptions{Interface: i.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return &probe{m: m}
+}
+
+const noLevel = 99
+
+func (p *probe) reset(t *testing.T) {
+	if err := p.m.Put(uint32(0), int64(noLevel)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read: the level, -1 for none, noLevel when no frame came.
+func (p *probe) read(t *testing.T) int64 {
+	var v int64
+	if err := p.m.Lookup(uint32(0), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v < 0 {
+		return -1
+	}
+	return v
 }
 
 // learn sends datagrams of src -> dst until the receiving host's fast path
