@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/netns"
 	"github.com/falconnet/falcon/lab/labtest"
 	"github.com/falconnet/falcon/lab/seqcheck"
@@ -35,6 +36,15 @@ func needTestbed(t *testing.T) {
 	needRoot(t)
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs 2 CPUs")
+	}
+}
+
+// needSplit skips where this kernel cannot run the split programs
+// (datapath.SplitSupported says why).
+func needSplit(t *testing.T) {
+	t.Helper()
+	if err := datapath.SplitSupported(); err != nil {
+		t.Skip(err)
 	}
 }
 

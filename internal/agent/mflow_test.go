@@ -35,6 +35,7 @@ import (
 //
 // guest: mflow's micro-flows over the cpumap without GRO on 6.1
 func TestMflowLayouts(t *testing.T) {
+	needSplit(t)
 	needTestbed(t)
 	for _, layout := range []string{"docker", "flannel", "calico"} {
 		t.Run(layout, func(t *testing.T) { mflowOn(t, layout) })

@@ -71,6 +71,9 @@ func TestNoReorderingSaturated(t *testing.T) {
 // path and back (standdown.go) where the others restart it.
 func orderSaturated(t *testing.T, layout, variant string) {
 	split, vanilla, standdown := variant == "split", variant == "vanilla", variant == "standdown"
+	if split {
+		needSplit(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	tag := "o" + layout[:3] + variant[:1]

@@ -47,6 +47,7 @@ func TestNoReorderingUnderLoadChanges(t *testing.T) {
 // over both CPUs (no overlay: the split is the only stage that moves),
 // its decisions changing with the load.
 func reorderHostPlus(t *testing.T) {
+	needSplit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tb := ibed(t, "rhos", "host", 0)

@@ -220,6 +220,9 @@ const engagementTests = 2
 // is never too thin to tell (over IPv6 the test counts what the containers
 // receive in snmp6's Udp6).
 func engagementSwitches(t *testing.T, layout string, split bool) {
+	if split {
+		needSplit(t)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	tb := ibed(t, "engt", layout, 2)

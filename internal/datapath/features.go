@@ -134,7 +134,7 @@ func SplitSupported() error {
 		case err == nil:
 			return nil
 		case errors.Is(err, ebpf.ErrNotSupported):
-			return fmt.Errorf("this kernel lacks %s (Linux %s), which --split needs", what, since)
+			return fmt.Errorf("this kernel lacks %s (upstream since Linux %s), which --split needs", what, since)
 		default:
 			return fmt.Errorf("probing %s: %w", what, err)
 		}
@@ -149,6 +149,11 @@ func SplitSupported() error {
 		return err
 	}
 	if err := check("the BPF helper bpf_xdp_get_buff_len", "5.18", features.HaveProgramHelper(ebpf.XDP, asm.FnXdpGetBuffLen)); err != nil {
+		return err
+	}
+	// The split marks a split flow's frames in their metadata; some
+	// kernels built for sandboxes refuse the helper to XDP programs.
+	if err := check("the BPF helper bpf_xdp_adjust_meta for XDP programs", "4.15", features.HaveProgramHelper(ebpf.XDP, asm.FnXdpAdjustMeta)); err != nil {
 		return err
 	}
 	return check("raw tracepoint programs", "4.17", features.HaveProgramType(ebpf.RawTracepoint))

@@ -55,6 +55,7 @@ func cpumapIDs(t *testing.T) map[ebpf.MapID]bool {
 //
 // guest: XDP and a cpumap without GRO on 6.1
 func TestSplitAttachDetach(t *testing.T) {
+	needSplit(t)
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
 	d, err := Load(splitTestConfig(), pin)
@@ -137,6 +138,7 @@ func cpumapEntries(t *testing.T, id ebpf.MapID) int {
 //
 // guest: XDP and a cpumap without GRO on 6.1: bad input must leave nothing there either
 func TestSplitBadInputChangesNothing(t *testing.T) {
+	needSplit(t)
 	ns, a, b := testNetns(t)
 	if out, err := exec.Command("ip", "-n", ns, "link", "add", "fbr0", "type", "bridge").CombinedOutput(); err != nil {
 		t.Fatalf("add bridge: %v: %s", err, out)
@@ -221,6 +223,7 @@ func TestSplitBadInputChangesNothing(t *testing.T) {
 //
 // guest: the split's pinned XDP link across a kill, on 6.1
 func TestSplitCleanup(t *testing.T) {
+	needSplit(t)
 	ns, a, _ := testNetns(t)
 	pin := testPinDir(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -285,6 +288,7 @@ func TestSplitCleanup(t *testing.T) {
 //
 // guest: the split's checks of a veth NIC's offloads on the old kernel
 func TestCheckSplitVethPeer(t *testing.T) {
+	needSplit(t)
 	ns, a, _ := testNetns(t)
 	s, err := CheckSplit(ns, a, "fva")
 	if err != nil {

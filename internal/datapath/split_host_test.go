@@ -117,6 +117,7 @@ func TestSplitHostNIC(t *testing.T) {
 // guard timeout: flows first seen by a young hook stay inline.
 func splitOnHostNIC(t *testing.T, h2 testbed.Host, nicIdx int) *Datapath {
 	t.Helper()
+	needSplit(t)
 	cfg := DefaultConfig()
 	cfg.Policy = PolicyPaper // split whatever it costs: the test checks where skbs are built
 	cfg.CPUs = []int{0, 1}

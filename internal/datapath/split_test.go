@@ -15,11 +15,21 @@ const (
 	xdpRedirect = 4
 )
 
+// needSplit skips where this kernel cannot run the split programs
+// (SplitSupported says why).
+func needSplit(t *testing.T) {
+	t.Helper()
+	if err := SplitSupported(); err != nil {
+		t.Skip(err)
+	}
+}
+
 // addSplit loads a split (XDP) instance salted with nic, unattached, as
 // role HookSplit of the harness; the cpumap gets entries for the split set
 // of the datapath's config.
 func (h *harness) addSplit(nic int) {
 	h.t.Helper()
+	needSplit(h.t)
 	d := h.d
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -277,6 +277,7 @@ type splitBed struct {
 
 func newSplitBed(ctx context.Context, t *testing.T) *splitBed {
 	t.Helper()
+	needSplit(t)
 	tb := labtest.Testbed(t, testbed.Spec{Name: fmt.Sprintf("sp%d", os.Getpid()), Layout: "docker", Containers: 1})
 	h2 := tb.Hosts[1]
 	b := &splitBed{ctx: ctx, tb: tb, h2: h2, cl: tb.Hosts[0].Containers[0], sv: h2.Containers[0], cpus: []int{0, 1}, load: make([]uint32, 2)}
