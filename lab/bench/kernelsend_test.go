@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/falconnet/falcon/lab/benchprobe"
 	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
 )
@@ -14,6 +15,7 @@ import (
 // counts what was sent, and what the sender reports is recorded per run.
 func TestBenchKernelSender(t *testing.T) {
 	online, name := integration(t, "k")
+	needKernelSender(t)
 	f := benchRun(t, online, name, "--layouts", "docker", "--modes", "vanilla,falcon", "--sender", "kernel",
 		"--workloads", "udp-stress:64,multi-flow:64", "--flows", "2", "--containers", "2", "--runs", "1", "--duration", "1s")
 	if len(f.Results) != 4 || f.Config.Sender != schema.SenderKernel {
@@ -42,4 +44,18 @@ func TestBenchKernelSender(t *testing.T) {
 			t.Errorf("%s: endpoints %q", what, r.Endpoints)
 		}
 	})
+}
+
+// needKernelSender skips where this kernel refuses XDP's live frames
+// (benchprobe's probe says why): sandbox builds may.
+func needKernelSender(t *testing.T) {
+	t.Helper()
+	p := benchprobe.NewMachineProber()
+	r := benchprobe.ProbeBench(p, benchprobe.BenchNeeds{KernelSender: true})
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err != nil {
+		t.Skip(err)
+	}
 }

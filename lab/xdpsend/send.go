@@ -143,7 +143,7 @@ func (s *Sender) Run(ctx context.Context) (uint64, error) {
 				Context: xdpMD{DataEnd: uint32(len(t.Frame)), IngressIfindex: uint32(ifi.Index)},
 			})
 			if err != nil {
-				return fmt.Errorf("kernel sender on %s: %w (live-frame mode needs Linux 5.18 or later)", o.Dev, err)
+				return fmt.Errorf("kernel sender on %s: %w (live-frame mode needs Linux 5.18 or later; some sandbox kernels refuse it)", o.Dev, err)
 			}
 			// Live-frame mode reports no return value: a frame the
 			// program refused (XDP_ABORTED) shows as one not counted.
