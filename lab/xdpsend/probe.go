@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/internal/netns"
 )
@@ -74,4 +77,23 @@ func probeFrame() []byte {
 	binary.BigEndian.PutUint16(udp[2:], 9)
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	return f
+}
+
+// LiveFrames says whether this kernel runs XDP programs in live-frame mode
+// (Linux 5.18), which the sender needs: one frame a trivial program drops,
+// run on the loopback device. Sandbox kernels may refuse it (EPERM). It
+// changes nothing.
+func LiveFrames() error {
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1), asm.Return()}}) // XDP_DROP
+	if err != nil {
+		return err
+	}
+	defer prog.Close()
+	_, err = prog.Run(&ebpf.RunOptions{Data: make([]byte, 64), Repeat: 1, Flags: unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		Context: xdpMD{DataEnd: 64, IngressIfindex: 1}})
+	if err != nil {
+		return fmt.Errorf("XDP live frames: %w (Linux 5.18 or later; some sandbox kernels refuse them)", err)
+	}
+	return nil
 }
