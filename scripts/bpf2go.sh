@@ -21,5 +21,10 @@ bpf=$(realpath --relative-to=. "$(dirname "$0")/../bpf")
 [ -f "$bpf/$prog" ] || { echo "bpf2go.sh: no $bpf/$prog" >&2; exit 1; }
 # Debian installs clang 14 as clang-14 only, unless clang is set up too.
 command -v "${BPF2GO_CC:-clang}" >/dev/null || export BPF2GO_CC=clang-14
+if ! command -v "$BPF2GO_CC" >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
+	echo "bpf2go.sh: rebuilding the BPF objects needs clang and libbpf's headers" \
+		"(Debian: apt-get install clang-14 libbpf-dev); building falcon does not" >&2
+	exit 1
+fi
 exec go run github.com/cilium/ebpf/cmd/bpf2go -target bpfel "$@" "$name" "$bpf/$prog" -- \
 	-I"$bpf/include" -I"$bpf" -O2 -g -Wall -Werror
