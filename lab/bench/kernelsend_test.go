@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/falconnet/falcon/lab/benchprobe"
 	"github.com/falconnet/falcon/lab/measure"
 	"github.com/falconnet/falcon/lab/schema"
+	"github.com/falconnet/falcon/lab/xdpsend"
 )
 
 // TestBenchKernelSender: the kernel sender drives udp-stress (3 flows into
@@ -47,15 +47,10 @@ func TestBenchKernelSender(t *testing.T) {
 }
 
 // needKernelSender skips where this kernel refuses XDP's live frames
-// (benchprobe's probe says why): sandbox builds may.
+// (xdpsend.LiveFrames says why): sandbox builds may.
 func needKernelSender(t *testing.T) {
 	t.Helper()
-	p := benchprobe.NewMachineProber()
-	r := benchprobe.ProbeBench(p, benchprobe.BenchNeeds{KernelSender: true})
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Err(); err != nil {
+	if err := xdpsend.LiveFrames(); err != nil {
 		t.Skip(err)
 	}
 }
