@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/falconnet/falcon/lab/labtest"
 )
@@ -239,4 +240,25 @@ func ipChecksum(h []byte) uint16 {
 		s = s&0xffff + s>>16
 	}
 	return ^uint16(s)
+}
+
+// TestFastProgramStats: the fast path's programs are among those whose cost
+// ReadProgramStats reports (falcon-lab bench --bpf-stats), since they are
+// what falcon's default runs on every packet.
+func TestFastProgramStats(t *testing.T) {
+	f := fastHarness(t)
+	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		t.Skipf("BPF run-time statistics: %v", err)
+	}
+	defer st.Close()
+	pkt := vxlanFrame(underlay4a, underlay4b, 4789, frame(fastFlow(), pktOpts{payload: 16}), pktOpts{})
+	runFast(t, f.objs.FpathNicIn, pkt)
+	all, err := ReadProgramStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := all[fastpathProgFpathNicIn]; s.RunCount == 0 {
+		t.Errorf("ReadProgramStats has no runs of %s: %+v", fastpathProgFpathNicIn, all)
+	}
 }

@@ -66,7 +66,8 @@ func progStats(p *ebpf.Program) (ProgStats, error) {
 // by program name: "falcon_steer" (tc hooks), "falcon_split" (XDP) and the
 // guard's: "falcon_arrive" (tc, on the containers' ends) and
 // "falcon_guard_*", which run for all of the machine's traffic (every NAPI
-// poll, every drop).
+// poll, every drop), and the fast path's "fpath_*" (tc hooks and its NAPI
+// poll tracepoint).
 func ReadProgramStats() (map[string]ProgStats, error) {
 	out := map[string]ProgStats{}
 	var id ebpf.ProgramID
@@ -88,7 +89,8 @@ func ReadProgramStats() (map[string]ProgStats, error) {
 		if ierr == nil {
 			name = info.Name
 		}
-		if name == progName || name == splitProgName || name == arriveProgName || name == atNICProgName || strings.HasPrefix(name, "falcon_guard_") {
+		if name == progName || name == splitProgName || name == arriveProgName || name == atNICProgName || strings.HasPrefix(name, "falcon_guard_") ||
+			strings.HasPrefix(name, fastPrefix) {
 			if s, serr := progStats(p); serr == nil {
 				t := out[name]
 				t.RunCount += s.RunCount
