@@ -20,6 +20,8 @@
 #include "fastpath_parse.h"
 #include "rpshash.h"
 
+#define ETH_P_ARP 0x0806
+
 FLOW_MAP(fp_homes, struct fp_home); /* fastpath.c's: one LRU entry per flow */
 
 /* The flow's home; a new one, here, for a flow unseen or quiet. */
@@ -46,30 +48,55 @@ static __always_inline int carries_order(struct __sk_buff *skb, struct inner *in
 	return skb->len > ETH_HLEN + sizeof(struct iphdr4) + in->l4len;
 }
 
+/* Is skb an ARP frame? */
+static __always_inline int is_arp(struct __sk_buff *skb)
+{
+	__be16 proto;
+
+	return !bpf_skb_load_bytes(skb, 12, &proto, sizeof(proto)) && proto == bpf_htons(ETH_P_ARP);
+}
+
 /* The container's end, egress: before veth_xmit picks the backlog. It runs
  * whether the caches are on or not (the agent judging the host's rules),
  * as the backlog a flow waits on must not change with them. A packet the
  * parser leaves alone (not IPv4 TCP/UDP, a fragment) keeps its own hash:
- * RPS still puts it on one backlog per flow, by the kernel's hash. */
+ * RPS still puts it on one backlog per flow, by the kernel's hash. ARP is
+ * the exception: it has nothing to overtake and stays where it was sent,
+ * so that a reply answered on this host (a VXLAN device's proxy, a
+ * veth's proxy_arp) comes back on the sender's CPU, where the datagrams
+ * that waited for it then leave the neighbour's queue. On another CPU
+ * they would give their flow its home there: by the kernel's hash, on 2
+ * vCPUs the receiver's half the time (the sender and its receiver's whole
+ * path then shared the receiver's CPU: UDP stress lost its datagrams to
+ * the receiving socket's full buffer). */
 SEC("tc")
 int fpath_pod_eg(struct __sk_buff *skb)
 {
-	__u32 zero = 0, cur = bpf_get_smp_processor_id(), home, idx, n;
+	__u32 zero = 0, cur = bpf_get_smp_processor_id(), home, idx, n, fh;
 	struct fp_config *c = bpf_map_lookup_elem(&fp_conf, &zero);
 	struct inner in;
+	int r;
 
-	if (!c || !c->send_n || c->send_n > MAX_CPUS || inner_ip4(skb, ETH_HLEN, &in))
+	if (!c || !c->send_n || c->send_n > MAX_CPUS)
 		return PASS;
 	n = c->send_n;
-	home = cur;
-	if (carries_order(skb, &in)) {
-		home = home_of(&in.k, cur, now_ns());
-		if (home != cur)
-			count(FP_SEND_MOVED);
+	r = inner_ip4(skb, ETH_HLEN, &in);
+	if (r == NOT_IP4 && is_arp(skb)) {
+		home = cur;
+		fh = hash32(cur);
+	} else if (r) {
+		return PASS;
+	} else {
+		home = cur;
+		if (carries_order(skb, &in)) {
+			home = home_of(&in.k, cur, now_ns());
+			if (home != cur)
+				count(FP_SEND_MOVED);
+		}
+		fh = hash32(in.k.saddr ^ in.k.daddr ^ ((__u32)in.k.sport << 16 | in.k.dport) ^ in.k.proto);
 	}
 	idx = home < MAX_CPUS ? c->send_pos[home & (MAX_CPUS - 1)] : 0;
 	/* Home outside the map: one backlog still, by the flow's hash. */
-	__u32 fh = hash32(in.k.saddr ^ in.k.daddr ^ ((__u32)in.k.sport << 16 | in.k.dport) ^ in.k.proto);
 	idx = idx && idx <= n ? idx - 1 : fh % n;
 	bpf_set_hash(skb, steer_hash(fh, idx, n));
 	return PASS;

@@ -3,12 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/falconnet/falcon/internal/cpuset"
 	"github.com/falconnet/falcon/internal/journal"
+	"github.com/falconnet/falcon/lab/seqcheck"
 	"github.com/falconnet/falcon/lab/testbed"
 	"github.com/falconnet/falcon/lab/workload"
 )
@@ -111,5 +114,40 @@ func TestNotSenderRPS(t *testing.T) {
 		if got := keep(c.e); got != c.want {
 			t.Errorf("%+v: restored %v, want %v", c.e, got, c.want)
 		}
+	}
+}
+
+// TestFastPathSenderHomeAfterARP: a UDP flow whose first datagrams wait
+// for the neighbour's answer gets its home on the CPU that sends it, with
+// sender-rps: the ARP request stays on the sender's CPU, so the answer
+// the host gives (docker: the VXLAN device's proxy; calico: the veth's
+// proxy_arp) releases the queued datagrams there. By the kernel's hash,
+// the same for every ARP frame of a boot, it went to one CPU, and a flow
+// sent from the other was homed on it: each of its datagrams moved to
+// that CPU's backlog, on 2 vCPUs the receiver's. Senders pinned to each
+// CPU in turn, the neighbour flushed before each, so one of the two would
+// meet that CPU whichever it is.
+func TestFastPathSenderHomeAfterARP(t *testing.T) {
+	needFastPath(t)
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two CPUs")
+	}
+	for i, layout := range []string{"docker", "calico"} {
+		t.Run(layout, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			tb := ibed(t, fmt.Sprintf("arp%d", i), layout, 1)
+			as := fastAgents(ctx, t, tb, "fastpath")
+			client := tb.Hosts[0].Containers[0].Netns
+			for cpu := range 2 {
+				if out, err := exec.Command("ip", "-n", client, "neigh", "flush", "all").CombinedOutput(); err != nil {
+					t.Fatalf("ip neigh flush in %s: %v\n%s", client, err, out)
+				}
+				sendPairs(ctx, t, tb, uint16(7400+cpu), seqcheck.SendOptions{Flows: 4, PktsPerFlow: 200, Size: 64, CPU: cpu})
+			}
+			if moved := fastReportOf(t, as[0]).Counters["send_moved"]; moved != 0 {
+				t.Errorf("%d datagrams moved off their sender's CPU: a flow was homed where the ARP answer came", moved)
+			}
+		})
 	}
 }

@@ -173,7 +173,8 @@ type flowRun struct {
 
 // sendPairs sends the flows of so (Flows, PktsPerFlow, Size, Pause) from the
 // i-th client container to the i-th server container on port, all pairs at
-// once, every sender pinned to CPU 0, and returns what arrived, by flow.
+// once, every sender pinned to so.CPU (CPU 0 unless set), and returns what
+// arrived, by flow.
 func sendPairs(ctx context.Context, t *testing.T, tb *testbed.Testbed, port uint16, so seqcheck.SendOptions) map[stagetrace.Flow]flowRun {
 	t.Helper()
 	return streamPairs(ctx, ctx, t, tb, port, so, 0)
@@ -208,7 +209,7 @@ func streamPairs(ctx, sendCtx context.Context, t *testing.T, tb *testbed.Testbed
 		go func() {
 			defer wg.Done()
 			o := so
-			o.Netns, o.Dst, o.Port, o.CPU = clients[i].Netns, dst, port, 0
+			o.Netns, o.Dst, o.Port = clients[i].Netns, dst, port
 			err := seqcheck.Send(sendCtx, o)
 			if err != nil && sendCtx.Err() == nil {
 				t.Errorf("send to %s: %v", dst, err)
