@@ -1,15 +1,6 @@
 #!/bin/bash
-# Two falcon-lab builds alternated round by round, each run a paired
-# vanilla/auto bench of UDP stress 16 B on docker. Build them first, e.g.
-#   git stash; go build -o /var/tmp/falcon-lab-old ./cmd/falcon-lab; git stash pop
-#   go build -o /var/tmp/falcon-lab-new ./cmd/falcon-lab
-# Results: /var/tmp/ab-{old,new}-ROUND.json (csum-stack-ab.txt summarises them).
-cd "$(git rev-parse --show-toplevel)" || exit 1
-for r in 1 2 3 4; do
-	if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
-	for b in $order; do
-		/var/tmp/falcon-lab-$b bench --layouts docker --modes vanilla,auto --workloads udp-stress:16 \
-			--runs 2 --interleave --duration 5s --max-steal 5 --quiet --json /var/tmp/ab-$b-$r.json \
-			>/dev/null 2>&1 || echo "fail $b $r"
-	done
-done
+# The outer checksum's A/B (csum-stack-ab.txt): two falcon-lab builds
+# alternated round by round, each run a paired vanilla/auto bench of UDP
+# stress 16 B on docker (build-ab.sh says how to build them).
+# Results: /var/tmp/ab-{old,new}-ROUND.json.
+exec "$(dirname "$0")/build-ab.sh" 4 vanilla,auto udp-stress:16 ab 2
