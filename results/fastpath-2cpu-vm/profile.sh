@@ -4,7 +4,7 @@
 # CPUs, call graphs) over 5 s in the middle of the run; profile.py turns the
 # samples into microseconds per datagram, by CPU and by stage.
 #
-# Usage (root, from the repository root, falcon built as bin/falcon):
+# Usage (root, from the repository root, falcon-lab built as bin/falcon-lab: make build):
 #   results/fastpath-2cpu-vm/profile.sh [OUTDIR] [MODES]
 set -euo pipefail
 out=${1:-/tmp/fastpath-profile}
@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 for lm in $modes; do
 	layout=${lm%/*} mode=${lm#*/} tag=${lm//\//-}
-	bin/falcon bench --layouts "$layout" --modes "$mode" --workloads udp-stress --sizes 16 \
+	bin/falcon-lab bench --layouts "$layout" --modes "$mode" --workloads udp-stress --sizes 16 \
 		--runs 1 --duration 14s --warmup 1s --quiet --json "$out/$tag.json" &
 	bench=$!
 	sleep 8
