@@ -65,10 +65,10 @@ static __always_inline int is_arp(struct __sk_buff *skb)
  * so that a reply answered on this host (a VXLAN device's proxy, a
  * veth's proxy_arp) comes back on the sender's CPU, where the datagrams
  * that waited for it then leave the neighbour's queue. On another CPU
- * they would give their flow its home there: by the kernel's hash, on 2
- * vCPUs the receiver's half the time (the sender and its receiver's whole
- * path then shared the receiver's CPU: UDP stress lost its datagrams to
- * the receiving socket's full buffer). */
+ * they would give their flow its home there: by the kernel's hash, one
+ * CPU for every ARP frame of a boot, on the 2-vCPU guest the receiver's
+ * (the sender's and the receiver's whole path then shared it, and UDP
+ * stress lost its datagrams to the receiving socket's full buffer). */
 SEC("tc")
 int fpath_pod_eg(struct __sk_buff *skb)
 {
