@@ -5,7 +5,8 @@
 # samples into microseconds per datagram, by CPU and by stage.
 #
 # Usage (root, from the repository root, falcon-lab built as bin/falcon-lab: make build):
-#   results/fastpath-2cpu-vm/profile.sh [OUTDIR] [MODES]
+#   [KEEP_PERF=1] results/fastpath-2cpu-vm/profile.sh [OUTDIR] [MODES]
+# KEEP_PERF=1 keeps each mode's perf.data beside its stacks, for perf report.
 set -euo pipefail
 out=${1:-/tmp/fastpath-profile}
 modes=${2:-host/vanilla docker/vanilla docker/fastpath}
@@ -20,6 +21,6 @@ for lm in $modes; do
 	perf record -q -e cpu-clock -a -g -o "$out/$tag.perf" sleep 5 >/dev/null 2>&1
 	wait $bench
 	perf script -i "$out/$tag.perf" -F comm,cpu,ip,sym 2>/dev/null | gzip >"$out/$tag.stacks.gz"
-	rm -f "$out/$tag.perf"
+	[ "${KEEP_PERF:-0}" = 1 ] || rm -f "$out/$tag.perf"
 done
 python3 "$here/profile.py" "$out" $modes
