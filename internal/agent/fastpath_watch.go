@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -99,45 +101,108 @@ func closeAll(fds []int) {
 // watch calls changed for every announcement on fds until ctx ends, with
 // which of them announced (by index: what kind says a datagram b received
 // on fds[i] stands for, b nil when the socket overflowed); it closes fds.
+// The sockets wait in Go's netpoller, not in poll(2): a thread blocked in a
+// system call holds its P, Go's sysmon takes it back after 10 ms and then
+// polls every 20 µs for a while, so a loop of 50 ms polls woke sysmon about
+// 470 times a second in an idle agent.
 func watch(ctx context.Context, fds []int, kind func(i int, b []byte) int, changed func(which []bool)) error {
-	defer closeAll(fds)
-	pfds := make([]unix.PollFd, len(fds))
+	files := make([]*os.File, 0, len(fds))
+	got := make(chan announcement)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Closing a file wakes the reader waiting on it, and stop one waiting
+	// to hand over what it read.
+	defer func() {
+		close(stop)
+		for _, f := range files {
+			f.Close()
+		}
+		wg.Wait()
+	}()
 	for i, fd := range fds {
-		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	}
-	buf := make([]byte, 1<<16)
-	for ctx.Err() == nil {
-		n, err := unix.Poll(pfds, 50)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			closeAll(fds[i:])
 			return err
 		}
-		if n <= 0 {
-			continue
+		files = append(files, os.NewFile(uintptr(fd), "netlink"))
+	}
+	for i, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readAnnouncements(f, i, kind, len(fds), got, stop)
+		}()
+	}
+	for {
+		var a announcement
+		select {
+		case <-ctx.Done():
+			return nil
+		case a = <-got:
 		}
-		which := make([]bool, len(fds))
-		for i := range pfds {
-			if pfds[i].Revents == 0 {
-				continue
+		// One invalidation covers everything queued by then.
+		for more := true; more && a.err == nil; {
+			select {
+			case b := <-got:
+				a = a.merge(b)
+			default:
+				more = false
 			}
-			// Drain everything queued: one invalidation covers it all.
+		}
+		if a.err != nil {
+			return a.err
+		}
+		changed(a.which)
+	}
+}
+
+// announcement: which kinds one drained socket announced, or why it failed.
+type announcement struct {
+	which []bool
+	err   error
+}
+
+func (a announcement) merge(b announcement) announcement {
+	if b.err != nil {
+		return b
+	}
+	for i, w := range b.which {
+		a.which[i] = a.which[i] || w
+	}
+	return a
+}
+
+// readAnnouncements sends what socket i announces to got, each time it has
+// drained everything queued, until stop closes or reading fails.
+func readAnnouncements(f *os.File, i int, kind func(i int, b []byte) int, n int, got chan<- announcement, stop <-chan struct{}) {
+	rc, err := f.SyscallConn()
+	buf := make([]byte, 1<<16)
+	for err == nil {
+		which := make([]bool, n)
+		var rerr error
+		err = rc.Read(func(fd uintptr) bool {
 			for {
-				n, _, err := unix.Recvfrom(fds[i], buf, unix.MSG_DONTWAIT)
-				if errors.Is(err, unix.EAGAIN) {
-					break
+				m, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+				switch {
+				case errors.Is(err, unix.EAGAIN):
+					return slices.Contains(which, true)
+				case err != nil && !errors.Is(err, unix.ENOBUFS):
+					rerr = err
+					return true
+				case err == nil:
+					which[kind(i, buf[:m])] = true
+				default: // overflowed: announcements were lost
+					which[kind(i, nil)] = true
 				}
-				if err != nil && !errors.Is(err, unix.ENOBUFS) {
-					return err
-				}
-				var b []byte
-				if err == nil {
-					b = buf[:n]
-				}
-				which[kind(i, b)] = true
 			}
+		})
+		if err == nil {
+			err = rerr
 		}
-		if slices.Contains(which, true) {
-			changed(which)
+		select {
+		case got <- announcement{which: which, err: err}:
+		case <-stop:
+			return
 		}
 	}
-	return nil
 }
