@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -173,36 +174,48 @@ func (a announcement) merge(b announcement) announcement {
 }
 
 // readAnnouncements sends what socket i announces to got, each time it has
-// drained everything queued, until stop closes or reading fails.
+// drained everything queued, until stop closes or reading fails (the
+// failure is sent too).
 func readAnnouncements(f *os.File, i int, kind func(i int, b []byte) int, n int, got chan<- announcement, stop <-chan struct{}) {
 	rc, err := f.SyscallConn()
 	buf := make([]byte, 1<<16)
-	for err == nil {
-		which := make([]bool, n)
-		var rerr error
-		err = rc.Read(func(fd uintptr) bool {
-			for {
-				m, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-				switch {
-				case errors.Is(err, unix.EAGAIN):
-					return slices.Contains(which, true)
-				case err != nil && !errors.Is(err, unix.ENOBUFS):
-					rerr = err
-					return true
-				case err == nil:
-					which[kind(i, buf[:m])] = true
-				default: // overflowed: announcements were lost
-					which[kind(i, nil)] = true
-				}
-			}
-		})
+	for {
+		a := announcement{err: err}
 		if err == nil {
-			err = rerr
+			a = drain(rc, i, kind, n, buf)
 		}
 		select {
-		case got <- announcement{which: which, err: err}:
+		case got <- a:
 		case <-stop:
 			return
 		}
+		if a.err != nil {
+			return
+		}
 	}
+}
+
+// drain waits until socket i has something queued and reads all of it.
+func drain(rc syscall.RawConn, i int, kind func(i int, b []byte) int, n int, buf []byte) announcement {
+	a := announcement{which: make([]bool, n)}
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			m, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			switch {
+			case errors.Is(err, unix.EAGAIN):
+				return slices.Contains(a.which, true)
+			case err != nil && !errors.Is(err, unix.ENOBUFS):
+				a.err = err
+				return true
+			case err == nil:
+				a.which[kind(i, buf[:m])] = true
+			default: // overflowed: announcements were lost
+				a.which[kind(i, nil)] = true
+			}
+		}
+	})
+	if a.err == nil {
+		a.err = err
+	}
+	return a
 }
