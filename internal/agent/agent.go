@@ -251,10 +251,18 @@ func (a *Agent) follow(ctx context.Context) {
 		lastErr string
 	)
 	kick := make(chan struct{}, 1)
+	gone := make(chan struct{})
 	go func() {
 		discover.Watch(ctx, h.Opts.Netns, func(e discover.Event) {
 			mu.Lock()
 			defer mu.Unlock()
+			if e.Type == discover.Gone {
+				// Nothing is left to follow: stop, so that an agent whose
+				// namespace was deleted neither runs on nor keeps it alive.
+				h.Log().Warn("stopping: the namespace went", "err", e.Err)
+				close(gone)
+				return
+			}
 			if e.Type == discover.Failed && hostOnly(e.Err, h.Opts) {
 				e.Type, e.Overlay = discover.Added, &discover.Overlay{Netns: h.Opts.Netns} // what comes next: the host NICs
 			}
@@ -276,6 +284,8 @@ func (a *Agent) follow(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-gone:
 			return
 		case <-kick:
 		}

@@ -89,6 +89,7 @@ type attachment struct {
 	prog   *ebpf.Program
 	link   link.Link          // tcx
 	filter *netlink.BpfFilter // clsact + cls_bpf
+	ns     netns.Stamp        // the namespace the filter went into
 	qdisc  bool               // we created the clsact qdisc
 	shared bool               // prog is not this attachment's (the arrival counter)
 }
@@ -297,9 +298,8 @@ func (d *Datapath) detachLocked(set map[hookKey]*attachment, h Hook) error {
 	if a.link != nil {
 		errs = append(errs, closeLink(a.link))
 	}
-	// A namespace that is gone took its devices and our filters with it.
-	if a.filter != nil && netns.Exists(a.hook.Netns) {
-		errs = append(errs, netns.Do(a.hook.Netns, func() error { return detachClsact(a) }))
+	if a.filter != nil {
+		errs = append(errs, netns.DoIfSame(a.hook.Netns, a.ns, func() error { return detachClsact(a) }))
 	}
 	if !a.shared {
 		errs = append(errs, d.writeHook(a.id, a.hook, false))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/falconnet/falcon/internal/netns"
 )
 
 func clsactQdisc(ifindex int) *netlink.GenericQdisc {
@@ -27,8 +29,14 @@ func filterParent(egress bool) uint32 {
 	return netlink.HANDLE_MIN_INGRESS
 }
 
+// attachClsact runs inside the hook's namespace, which it stamps for the
+// detach (see detachLocked).
 func (d *Datapath) attachClsact(a *attachment) error {
-	err := netlink.QdiscAdd(clsactQdisc(a.hook.Ifindex))
+	var err error
+	if a.ns, err = netns.StampOf(""); err != nil {
+		return fmt.Errorf("hook %s: identify its namespace: %w", a.hook, err)
+	}
+	err = netlink.QdiscAdd(clsactQdisc(a.hook.Ifindex))
 	switch {
 	case err == nil:
 		a.qdisc = true

@@ -79,6 +79,7 @@ type FastPath struct {
 type fastAttachment struct {
 	link   link.Link
 	filter *netlink.BpfFilter
+	ns     netns.Stamp // the namespace a filter went into
 }
 
 // NewFastPath loads the fast path for VXLAN devices on ports; it starts
@@ -218,7 +219,7 @@ func (f *FastPath) Attach(h Hook) error {
 		return nil
 	})
 	if err != nil {
-		netns.Do(h.Netns, func() error { return detachFast(h.Ifindex, atts) })
+		detachFastIn(h.Netns, h.Ifindex, atts)
 		return err
 	}
 	f.hooks[h.key()] = atts
@@ -258,26 +259,42 @@ func (f *FastPath) attachOne(ifindex int, prog *ebpf.Program, egress bool) (fast
 		deleteClsactIfEmpty(ifindex)
 		return fastAttachment{}, fmt.Errorf("add cls_bpf filter: %w", err)
 	}
-	return fastAttachment{filter: fl}, nil
+	stamp, err := netns.StampOf("") // attachOne runs inside the hook's namespace
+	if err != nil {
+		netlink.FilterDel(fl)
+		deleteClsactIfEmpty(ifindex)
+		return fastAttachment{}, fmt.Errorf("identify the filter's namespace: %w", err)
+	}
+	return fastAttachment{filter: fl, ns: stamp}, nil
 }
 
-func detachFast(ifindex int, atts []fastAttachment) error {
+// detachFastIn detaches atts from device ifindex of namespace ns: a tcx
+// link from anywhere, filters from inside the namespace they went into,
+// while ns still names it (see netns.DoIfSame).
+func detachFastIn(ns string, ifindex int, atts []fastAttachment) error {
 	var errs []error
-	filters := false
+	var filters []*netlink.BpfFilter
+	var stamp netns.Stamp
 	for _, a := range atts {
 		switch {
 		case a.link != nil:
 			errs = append(errs, a.link.Close())
 		case a.filter != nil:
-			if err := netlink.FilterDel(a.filter); err != nil && !gone(err) {
-				errs = append(errs, err)
-			}
-			filters = true
+			filters, stamp = append(filters, a.filter), a.ns
 		}
 	}
-	if filters {
-		errs = append(errs, deleteClsactIfEmpty(ifindex))
+	if len(filters) == 0 {
+		return errors.Join(errs...)
 	}
+	errs = append(errs, netns.DoIfSame(ns, stamp, func() error {
+		var errs []error
+		for _, fl := range filters {
+			if err := netlink.FilterDel(fl); err != nil && !gone(err) {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(append(errs, deleteClsactIfEmpty(ifindex))...)
+	}))
 	return errors.Join(errs...)
 }
 
@@ -290,10 +307,7 @@ func (f *FastPath) Detach(h Hook) error {
 		return nil
 	}
 	delete(f.hooks, h.key())
-	if !netns.Exists(h.Netns) {
-		return nil
-	}
-	return netns.Do(h.Netns, func() error { return detachFast(h.Ifindex, atts) })
+	return detachFastIn(h.Netns, h.Ifindex, atts)
 }
 
 // Close detaches everything and releases the programs and maps.
@@ -304,9 +318,7 @@ func (f *FastPath) Close() error {
 	f.mu.Unlock()
 	var errs []error
 	for k, atts := range hooks {
-		if netns.Exists(k.netns) {
-			errs = append(errs, netns.Do(k.netns, func() error { return detachFast(k.ifindex, atts) }))
-		}
+		errs = append(errs, detachFastIn(k.netns, k.ifindex, atts))
 	}
 	if f.poll != nil {
 		errs = append(errs, f.poll.Close())

@@ -2,6 +2,9 @@ package discover
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -17,6 +20,11 @@ const (
 	Added   EventType = "added"
 	Removed EventType = "removed"
 	Failed  EventType = "error" // discovery failed; Err says why
+	// Gone: the watched name no longer names the namespace Watch started
+	// in (deleted, or made again as another); Err says which. It is the
+	// last event: whatever an agent set there went with the namespace or
+	// is not the new one's to touch.
+	Gone EventType = "gone"
 )
 
 // Event is a change of the overlay. Overlay is the whole overlay as found
@@ -48,14 +56,20 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 	if err := netns.Check(hostNS); err != nil {
 		return err
 	}
-	w := &watcher{ctx: ctx, hostNS: hostNS, fn: fn, kick: make(chan struct{}, 1),
+	stamp, err := netns.StampOf(hostNS)
+	if err != nil {
+		return err
+	}
+	w := &watcher{ctx: ctx, hostNS: hostNS, stamp: stamp, fn: fn, kick: make(chan struct{}, 1),
 		subs: map[string]context.CancelFunc{}, known: map[string]Device{}}
 	defer func() {
 		for _, cancel := range w.subs {
 			cancel()
 		}
 	}()
-	w.look()
+	if !w.look() {
+		return nil
+	}
 	last := time.Now()
 	tick := time.NewTicker(rescan)
 	defer tick.Stop()
@@ -77,7 +91,9 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 			default:
 			}
 		}
-		w.look()
+		if !w.look() {
+			return nil
+		}
 		last = time.Now()
 	}
 }
@@ -87,6 +103,7 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 type watcher struct {
 	ctx    context.Context
 	hostNS string
+	stamp  netns.Stamp // what hostNS named when Watch started
 	fn     func(Event)
 	kick   chan struct{}
 	subs   map[string]context.CancelFunc // by namespace
@@ -119,9 +136,16 @@ func (w *watcher) follow(o *Overlay) {
 	}
 }
 
-// look discovers the overlay again and reports what went and what came.
-func (w *watcher) look() {
+// look discovers the overlay again and reports what went and what came;
+// false, after reporting Gone, once hostNS names another namespace or none.
+// The name is checked after discovery, so that what it found is reported
+// only if it was the watched namespace's.
+func (w *watcher) look() bool {
 	o, err := Discover(w.hostNS)
+	if gone := w.moved(); gone != nil {
+		w.fn(Event{Type: Gone, Err: gone})
+		return false
+	}
 	if err != nil {
 		w.fn(Event{Type: Failed, Err: err})
 		w.follow(nil)
@@ -145,6 +169,24 @@ func (w *watcher) look() {
 			w.fn(Event{Type: Added, Device: d, Overlay: o})
 		}
 	}
+	return true
+}
+
+// moved says how hostNS stopped naming the namespace Watch started in; nil
+// while it names it, and where that cannot be told (discovery reports
+// such failures itself).
+func (w *watcher) moved() error {
+	if w.hostNS == "" {
+		return nil // the calling thread's own: always the same
+	}
+	now, err := netns.StampOf(w.hostNS)
+	switch {
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, netns.ErrNotNetns):
+		return err // "not found", or what is there now
+	case err == nil && !now.Same(w.stamp):
+		return fmt.Errorf("%s now names another network namespace than the one watched", netns.Label(w.hostNS))
+	}
+	return nil
 }
 
 // subscribe kicks on every link and route change in namespace ns until ctx

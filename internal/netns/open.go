@@ -118,3 +118,50 @@ func isLink(fd int) bool {
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
+
+// Stamp tells one namespace from every other, during its life and after:
+// its ID, which the kernel hands to a later namespace once this one is
+// gone, and its cookie, which it never reuses (0 where the kernel has
+// none, before 5.14).
+type Stamp struct {
+	ID
+	Cookie uint64
+}
+
+// StampOf returns the stamp of the namespace name names now, both parts
+// read inside it through one opening of the name, so that a name pointed
+// elsewhere meanwhile cannot mix two namespaces' parts.
+func StampOf(name string) (Stamp, error) {
+	var s Stamp
+	err := Do(name, func() error {
+		id, err := Identify("")
+		s = Stamp{ID: id, Cookie: Cookie()}
+		return err
+	})
+	return s, err
+}
+
+// Same says whether s and o stamp one namespace: the IDs agree and so do
+// the cookies, where both are known.
+func (s Stamp) Same(o Stamp) bool {
+	return s.ID == o.ID && (s.Cookie == o.Cookie || s.Cookie == 0 || o.Cookie == 0)
+}
+
+// DoIfSame is Do, but only while name still names the namespace stamped s:
+// where it is gone or names another namespace now, fn does not run and
+// DoIfSame returns nil. What was set up inside that namespace went with
+// it, or is not the new one's to undo. The stamp is read inside, through
+// the same opening of the name that fn runs in.
+func DoIfSame(name string, s Stamp, fn func() error) error {
+	err := Do(name, func() error {
+		now, err := StampOf("")
+		if err != nil || !now.Same(s) {
+			return err
+		}
+		return fn()
+	})
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNotNetns) {
+		return nil
+	}
+	return err
+}

@@ -2,6 +2,7 @@ package netns
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -104,5 +105,35 @@ func TestQuoteBounded(t *testing.T) {
 	err := Check(strings.Repeat("x", 100_000))
 	if err == nil || len(err.Error()) > 200 {
 		t.Errorf("Check of a 100 KB name: %d bytes of error", len(err.Error()))
+	}
+}
+
+// A name deleted and made again names another namespace: the stamps must
+// tell them apart, and a stamp must agree with itself and with another
+// name of the same namespace.
+func TestStampTellsRecreatedName(t *testing.T) {
+	name := testNS(t)
+	old, err := StampOf(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := StampOf(Path(name)); err != nil || !again.Same(old) {
+		t.Fatalf("the same namespace by its path: %+v, %v; want %+v", again, err, old)
+	}
+	host, err := StampOf("")
+	if err != nil || host.Same(old) {
+		t.Fatalf("the host's stamp %+v (%v) agrees with %s's %+v", host, err, name, old)
+	}
+	for _, args := range [][]string{{"del", name}, {"add", name}} {
+		if out, err := exec.Command("ip", append([]string{"netns"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("ip netns %v: %v: %s", args, err, out)
+		}
+	}
+	now, err := StampOf(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Same(old) {
+		t.Fatalf("the re-made namespace's stamp %+v agrees with the first's %+v", now, old)
 	}
 }
