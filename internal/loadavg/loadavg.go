@@ -52,7 +52,9 @@ type Sampler struct {
 	// spinning goroutines on 2 Ps) it waits for them behind their starved
 	// threads, and a 10 ms cadence slipped to 2.2 s. An agent's goroutines
 	// are idle but for moments; a process that spins more goroutines than
-	// it has Ps needs more Ps.
+	// it has Ps needs more Ps. While resting (Resting) the thread is an
+	// ordinary task sleeping on Go timers: nothing decides with its samples
+	// then, and a real-time thread delays the workload (rtThread).
 	RealTime bool
 	Warn     func(error)
 	// While every CPU's load stays below QuietBelow (percent; 0 = never),
@@ -65,12 +67,13 @@ type Sampler struct {
 	MaxInterval time.Duration
 	// Resting, when it says so, keeps the interval at MaxInterval whatever
 	// the load: nothing decides with the samples then (falcon stood down),
-	// and at 100 samples/s the sampler is not free. Only then may a sleep
-	// park on a Go timer (sleepKernel).
+	// and at 100 samples/s the sampler is not free. Only then does a
+	// real-time sampler sleep on a Go timer, as an ordinary task.
 	Resting func() bool
-	// Wake, where set, ends a parked sleep at once: the sample is taken
-	// then and the interval starts again at Interval. Resting ends while
-	// the sampler sleeps parked, and that sleep may end late.
+	// Wake, where set, ends a sleep on a Go timer at once: the sample is
+	// taken then, on the real-time thread where RealTime is set, and the
+	// interval starts again at Interval. Resting ends while the sampler
+	// sleeps so, and that sleep may end late.
 	Wake <-chan struct{}
 	// read returns /proc/stat; tests replace it.
 	read func() ([]byte, error)
@@ -104,15 +107,10 @@ func (s *Sampler) Run(ctx context.Context) error {
 	if _, err := s.Step(); err != nil {
 		return err
 	}
-	sleep := s.sleepTimer
+	var rt *rtThread
 	if s.RealTime {
 		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}, 0)
-		if err == nil {
-			sleep = s.sleepKernel
-		} else if s.Warn != nil {
-			s.Warn(fmt.Errorf("load sampler stays an ordinary task (SCHED_FIFO: %w); under saturation its samples may come late", err))
-		}
+		rt = &rtThread{warn: s.Warn}
 	}
 	next := monotonicNs()
 	cur := interval
@@ -121,12 +119,17 @@ func (s *Sampler) Run(ctx context.Context) error {
 		if now := monotonicNs(); now > next {
 			next = now // behind (a stall): sample now, not every missed deadline
 		}
-		woken, ok := sleep(ctx, next, s.resting())
+		sleep := s.sleepTimer
+		if rt.keep(!s.resting()) {
+			sleep = s.sleepKernel
+		}
+		woken, ok := sleep(ctx, next)
 		if !ok {
 			return nil
 		}
 		if woken {
 			cur = interval
+			rt.keep(true) // the rest ended: this sample is on the path's cadence
 		}
 		smp, err := s.Step()
 		if err != nil {
@@ -166,37 +169,26 @@ func (s *Sampler) resting() bool { return s.Resting != nil && s.Resting() }
 
 // sleepKernel sleeps until the CLOCK_MONOTONIC deadline in clock_nanosleep,
 // so that the kernel wakes this very (real-time) thread, with no Go timer
-// or runtime thread in between. While resting (park), a longer sleep parks
-// on a Go timer until parkMargin before the deadline first: a thread
-// blocked in a system call for more than 10 ms has Go's sysmon take its P
-// back and start polling again every 20 µs, so a stood-down agent sampling
-// every 100 ms woke sysmon 570 times a second and used about 1 % of a CPU
-// (2 vCPUs). Only then: a Go timer fires on an ordinary thread, which
-// softirqs saturating both CPUs starve (on 2 vCPUs, with parking while
-// quiet too, a sample came 1.05 s late when saturating traffic began
-// after a quiet start: past the datapath's stale limit). A sampler that
-// is merely quiet keeps every sleep in the kernel and its cadence with it;
-// one whose rest ends is woken (Wake).
-func (s *Sampler) sleepKernel(ctx context.Context, deadline uint64, park bool) (woken, ok bool) {
-	if d := time.Duration(int64(deadline - monotonicNs())); park && d > parkAbove {
-		if woken, ok = s.park(ctx, d-parkMargin); woken || !ok {
-			return woken, ok
-		}
-	}
+// or runtime thread in between: a Go timer fires on an ordinary thread,
+// which softirqs saturating both CPUs starve (on 2 vCPUs a sample came
+// 1.05 s late when saturating traffic began after a quiet start: past the
+// datapath's stale limit). A quiet sampler on the path keeps its sleeps
+// here and its cadence with it; Wake does not end them.
+func (s *Sampler) sleepKernel(ctx context.Context, deadline uint64) (woken, ok bool) {
 	ts := unix.NsecToTimespec(int64(deadline))
 	for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil) == unix.EINTR {
 	}
 	return false, ctx.Err() == nil
 }
 
-const (
-	parkAbove  = 12 * time.Millisecond
-	parkMargin = 2 * time.Millisecond
-)
-
 // sleepTimer sleeps until the deadline on a Go timer: the sampler that is
-// no real-time thread.
-func (s *Sampler) sleepTimer(ctx context.Context, deadline uint64, _ bool) (woken, ok bool) {
+// no real-time thread, and one that rests. Blocked in clock_nanosleep for
+// more than 10 ms, a thread would have Go's sysmon take its P back and
+// poll every 20 µs for a while: a stood-down agent sampling every 100 ms
+// in the kernel woke sysmon 570 times a second (about 1 % of a CPU on 2
+// vCPUs). Resting, the sampler's late samples decide nothing, and Wake
+// ends the sleep when the rest does.
+func (s *Sampler) sleepTimer(ctx context.Context, deadline uint64) (woken, ok bool) {
 	return s.park(ctx, time.Duration(int64(deadline-monotonicNs())))
 }
 

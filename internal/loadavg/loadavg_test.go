@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRecorded replays /proc/stat read every 10 ms on this machine while
@@ -138,12 +141,12 @@ func TestQuietSamplerSlowsDown(t *testing.T) {
 	}
 }
 
-// TestOnlyRestParks: a sleep parks on a Go timer only while resting, and
-// Wake ends a parked sleep at once; a quiet sampler's sleep stays in the
-// kernel (its deadline is kept whatever Wake says), so that saturation
-// that begins during it cannot delay the next sample behind a starved
-// timer thread.
-func TestOnlyRestParks(t *testing.T) {
+// TestOnlyTimerSleepWakes: Wake ends a sleep on a Go timer (the resting
+// sampler's) at once; a sleep in the kernel (the real-time sampler's on
+// the path) keeps its deadline whatever Wake says, so that saturation that
+// begins during it cannot delay the next sample behind a starved timer
+// thread.
+func TestOnlyTimerSleepWakes(t *testing.T) {
 	wake := make(chan struct{}, 1)
 	s := &Sampler{Wake: wake}
 	ctx := context.Background()
@@ -151,24 +154,71 @@ func TestOnlyRestParks(t *testing.T) {
 
 	start := time.Now()
 	wakeIn(20 * time.Millisecond)
-	woken, ok := s.sleepKernel(ctx, monotonicNs()+uint64(time.Second), true)
+	woken, ok := s.sleepTimer(ctx, monotonicNs()+uint64(time.Second))
 	if el := time.Since(start); !woken || !ok || el > 500*time.Millisecond {
-		t.Errorf("resting, woken after 20 ms: woken %v ok %v after %v, want woken at once", woken, ok, el)
+		t.Errorf("on a timer, woken after 20 ms: woken %v ok %v after %v, want woken at once", woken, ok, el)
 	}
 
 	start = time.Now()
 	wakeIn(10 * time.Millisecond)
-	woken, ok = s.sleepKernel(ctx, monotonicNs()+uint64(80*time.Millisecond), false)
+	woken, ok = s.sleepKernel(ctx, monotonicNs()+uint64(80*time.Millisecond))
 	if el := time.Since(start); woken || !ok || el < 80*time.Millisecond {
-		t.Errorf("not resting: woken %v ok %v after %v, want the whole 80 ms in the kernel", woken, ok, el)
+		t.Errorf("in the kernel: woken %v ok %v after %v, want the whole 80 ms", woken, ok, el)
 	}
 	<-wake // the one sent during the kernel's sleep stays pending
 
 	cctx, cancel := context.WithCancel(ctx)
 	time.AfterFunc(10*time.Millisecond, cancel)
-	if _, ok = s.sleepKernel(cctx, monotonicNs()+uint64(time.Second), true); ok {
-		t.Error("a parked sleep whose context ended: ok, want not")
+	if _, ok = s.sleepTimer(cctx, monotonicNs()+uint64(time.Second)); ok {
+		t.Error("a sleep on a timer whose context ended: ok, want not")
 	}
+}
+
+// TestRealTimeOnlyOnThePath: a real-time sampler's thread is SCHED_FIFO
+// while its samples decide and an ordinary task while it rests, read by
+// Publish, which runs on that thread.
+func TestRealTimeOnlyOnThePath(t *testing.T) {
+	var resting atomic.Bool
+	policies, refused := make(chan uint32, 64), make(chan error, 1)
+	s := &Sampler{CPUs: []int{0}, Interval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond, RealTime: true,
+		Resting: resting.Load, Warn: func(err error) { refused <- err },
+		Publish: func(Sample) error {
+			a, err := unix.SchedGetAttr(0, 0)
+			if err != nil {
+				return err
+			}
+			select {
+			case policies <- a.Policy:
+			default:
+			}
+			return nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	want := func(policy uint32, what string) {
+		t.Helper()
+		for deadline := time.After(5 * time.Second); ; { // a hang guard
+			select {
+			case p := <-policies:
+				if p == policy {
+					return
+				}
+			case err := <-refused:
+				t.Skip(err) // no CAP_SYS_NICE
+			case err := <-done:
+				t.Fatalf("the sampler stopped: %v", err)
+			case <-deadline:
+				t.Fatalf("%s: no sample published with policy %d", what, policy)
+			}
+		}
+	}
+	want(unix.SCHED_FIFO, "on the path")
+	resting.Store(true)
+	want(unix.SCHED_NORMAL, "resting")
+	resting.Store(false)
+	want(unix.SCHED_FIFO, "back on the path")
 }
 
 // TestWakeSamplesAtOnce: a resting sampler (MaxInterval a second) that is
