@@ -150,14 +150,8 @@ func elephantAndMouse(ctx context.Context, t *testing.T, cli, srv testbed.Endpoi
 // tracer saw at the NIC's stage.
 func elephantMouseFlows(t *testing.T, recs []stagetrace.Record, nicStage string, elephantPort, mousePort uint16) (elephant, mouse stagetrace.Flow) {
 	t.Helper()
-	for _, rec := range recs {
-		if rec.Stage() == nicStage && rec.Flow.Dport == elephantPort {
-			elephant = rec.Flow
-		}
-		if rec.Stage() == nicStage && rec.Flow.Dport == mousePort {
-			mouse = rec.Flow
-		}
-	}
+	elephant, _ = stagetrace.DataFlow(recs, nicStage, elephantPort)
+	mouse, _ = stagetrace.DataFlow(recs, nicStage, mousePort)
 	if !elephant.Src.IsValid() || !mouse.Src.IsValid() {
 		t.Fatalf("the tracer saw no data flow to ports %d and %d at %s: %+v", elephantPort, mousePort, nicStage, recs)
 	}

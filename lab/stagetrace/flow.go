@@ -110,6 +110,22 @@ func RunLengths(records []Record, f Flow, stage string) map[int]Runs {
 	return out
 }
 
+// DataFlow is the flow to port with the most payload at stage, and that
+// payload's segments: iperf3's data connection, not its control
+// connection to the same port, which carries a few hundred bytes (and
+// whichever of the two a loop met last was a matter of map order).
+func DataFlow(recs []Record, stage string, port uint16) (flow Flow, most uint64) {
+	for _, r := range recs {
+		if r.Stage() != stage || r.Flow.Dport != port {
+			continue
+		}
+		if n := Total(r.DataSegsPerCPU); n > most {
+			flow, most = r.Flow, n
+		}
+	}
+	return flow, most
+}
+
 // AllRuns sums per-CPU runs.
 func AllRuns(perCPU map[int]Runs) Runs {
 	var t Runs

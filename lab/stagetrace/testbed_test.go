@@ -140,7 +140,7 @@ func TestTCPRunsTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	nic := h2.Netns + "/" + h2.NIC
-	flow, most := dataFlow(recs, nic, port)
+	flow, most := DataFlow(recs, nic, port)
 	if most == 0 || flow.Src != netip.MustParseAddr(cl.Addr) || flow.Dst != netip.MustParseAddr(sv.Addr) {
 		t.Fatalf("no TCP payload from %s to %s at %s; records: %+v", cl.Addr, sv.Addr, nic, recs)
 	}
@@ -173,18 +173,4 @@ func TestTCPRunsTestbed(t *testing.T) {
 	if all := AllRuns(runs); all.MeanLen() < 100 {
 		t.Errorf("at the NIC: %v, want a mean run of at least 100 segments", all)
 	}
-}
-
-// dataFlow is the flow to port with the most payload at stage: iperf3's
-// data flow (its control connection carries a few hundred bytes).
-func dataFlow(recs []Record, stage string, port uint16) (flow Flow, most uint64) {
-	for _, r := range recs {
-		if r.Stage() != stage || r.Flow.Dport != port {
-			continue
-		}
-		if n := Total(r.DataSegsPerCPU); n > most {
-			flow, most = r.Flow, n
-		}
-	}
-	return flow, most
 }
