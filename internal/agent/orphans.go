@@ -105,7 +105,6 @@ func recycled(st *State, name string) bool {
 
 // nsCookie is namespace name's cookie, 0 where it cannot be told.
 func nsCookie(name string) uint64 {
-	var c uint64
-	netns.Do(name, func() error { c = netns.Cookie(); return nil })
-	return c
+	s, _ := netns.StampOf(name)
+	return s.Cookie
 }

@@ -2,9 +2,7 @@ package discover
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -181,7 +179,7 @@ func (w *watcher) moved() error {
 	}
 	now, err := netns.StampOf(w.hostNS)
 	switch {
-	case errors.Is(err, os.ErrNotExist) || errors.Is(err, netns.ErrNotNetns):
+	case netns.Gone(err):
 		return err // "not found", or what is there now
 	case err == nil && !now.Same(w.stamp):
 		return fmt.Errorf("%s now names another network namespace than the one watched", netns.Label(w.hostNS))

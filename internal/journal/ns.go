@@ -120,19 +120,12 @@ func remountRW(path string) error {
 	}
 }
 
-// gonePath says whether err means no namespace is at a path any more:
-// nothing there, or a file that is no namespace (a bind mount's target left
-// behind once the namespace was unmounted).
-func gonePath(err error) bool {
-	return errors.Is(err, os.ErrNotExist) || errors.Is(err, netns.ErrNotNetns)
-}
-
 // inNetnsID is inNetns for a namespace that must still be the one id
 // names; errNetnsGone if it is not there any more.
 func inNetnsID(name string, id nsID, sysfs bool, fn func() error) error {
 	ino := id.ino
 	cur, err := netns.Inode(name)
-	if err != nil && !gonePath(err) {
+	if err != nil && !netns.Gone(err) {
 		return err
 	}
 	if err == nil && cur != ino && name == "" {
@@ -158,7 +151,7 @@ func inNetnsID(name string, id nsID, sysfs bool, fn func() error) error {
 // another path (see inNetnsID); true also when that cannot be told.
 func alive(name string, id nsID) bool {
 	ino, err := netns.Inode(name)
-	if err != nil && !gonePath(err) {
+	if err != nil && !netns.Gone(err) {
 		return true
 	}
 	if err != nil || ino != id.ino {

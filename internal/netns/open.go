@@ -160,8 +160,16 @@ func DoIfSame(name string, s Stamp, fn func() error) error {
 		}
 		return fn()
 	})
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNotNetns) {
+	if Gone(err) {
 		return nil
 	}
 	return err
+}
+
+// Gone says whether err, from opening a namespace by name or path, means
+// no namespace is there any more: nothing at the path, or a file that is
+// no namespace (a bind mount's target left behind once the namespace was
+// unmounted).
+func Gone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, ErrNotNetns)
 }
