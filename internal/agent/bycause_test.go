@@ -19,7 +19,8 @@ import (
 // bottleneck, the applications and the NIC: the decision by cause knows it
 // from the set alone, takes no turn (nothing read, nothing begun) and
 // keeps falcon stood down, where the A/B test switched the path to
-// measure. (Its recording before turns stopped there is internal/cause's
+// measure. Nor does it sample the load, which nothing would read, and
+// status, ready, shows none. (Its recording before turns stopped there is internal/cause's
 // testdata/2cpu-vm-seqcheck-udp64.json.)
 func TestNothingFreeNoTest(t *testing.T) {
 	needTestbed(t)
@@ -55,6 +56,9 @@ func TestNothingFreeNoTest(t *testing.T) {
 	if !m.dp.Config().StoodDown {
 		t.Error("falcon still on the path")
 	}
+	if n := a.Activity().Samples; n != 0 {
+		t.Errorf("%d load samples published by an agent that never comes on the path", n)
+	}
 	// By construction: a set of 2 CPUs never comes on the path, and
 	// status says so in one line.
 	if r, err := Status(o); err != nil {
@@ -62,8 +66,11 @@ func TestNothingFreeNoTest(t *testing.T) {
 	} else {
 		var b strings.Builder
 		r.WriteText(&b)
-		if !strings.Contains(b.String(), "path       never on it: the CPU set [0 1] has 2 CPUs") {
-			t.Errorf("status does not say falcon never comes on the path:\n%s", b.String())
+		if !strings.Contains(b.String(), "path       never on it: the CPU set [0 1] has 2 CPUs") || !strings.Contains(b.String(), "load not sampled") {
+			t.Errorf("status does not say falcon never comes on the path, nor samples:\n%s", b.String())
+		}
+		if !r.Ready || r.Problem != "" || r.Load != nil {
+			t.Errorf("status: ready %v, problem %q, load %+v: want ready, no problem, no load", r.Ready, r.Problem, r.Load)
 		}
 	}
 }

@@ -137,11 +137,8 @@ func (m *falconMode) Start(h *Host, ov *discover.Overlay) error {
 	if m.eng, err = m.engine(h, actuator{m, h}); err != nil {
 		return err
 	}
-	ctx, err := m.eng.Sample()
+	ctx, err := m.startPath(h, ov)
 	if err != nil {
-		return err
-	}
-	if err := m.startPath(h, ov); err != nil {
 		return err
 	}
 	if err := m.startFast(h, ov); err != nil {

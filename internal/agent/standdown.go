@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -91,13 +92,23 @@ func (m *falconMode) standUp(h *Host, why string) error {
 // to steer (adaptive), starts stood down: it comes on the path only to
 // engage, and a comeback attaches and sets RPS as Start does. Attached
 // from the start, falcon cost every packet and set RPS for at least the
-// second before its first stand-down, with nothing yet known to pay.
-func (m *falconMode) startPath(h *Host, ov *discover.Overlay) error {
+// second before its first stand-down, with nothing yet known to pay. The
+// load sampler starts before anything attaches, and after the policy's
+// start, which may find that nothing will ever need it (Engine.Sample).
+// The context is for the engine's turns.
+func (m *falconMode) startPath(h *Host, ov *discover.Overlay) (context.Context, error) {
 	if m.eng.Always() {
-		return m.attachAll(h, ov, true)
+		ctx, err := m.eng.Sample()
+		if err != nil {
+			return nil, err
+		}
+		return ctx, m.attachAll(h, ov, true)
 	}
 	if err := m.dp.StandDown(true); err != nil {
-		return err
+		return nil, err
 	}
-	return m.eng.Start()
+	if err := m.eng.Start(); err != nil {
+		return nil, err
+	}
+	return m.eng.Sample()
 }

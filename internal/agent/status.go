@@ -67,6 +67,10 @@ type LoadReport struct {
 	Stale  bool           `json:"stale"`   // too old: steering is off
 }
 
+// stale: the load is too old to steer with (none is not stale: nothing
+// samples it where falcon never comes on the path).
+func (l *LoadReport) stale() bool { return l != nil && l.Stale }
+
 // Decisions counts the datapath's choices.
 type Decisions struct {
 	First         uint64            `json:"first"`
@@ -159,7 +163,7 @@ func Status(opts Options) (*Report, error) {
 	r.Steering = !cfg.StoodDown && (datapath.Unconditional(cfg.Policy) || cfg.Engaged)
 	r.StoodDown = cfg.StoodDown
 	r.Engagement = st.Engagement
-	r.Load = loadReport(cfg, perCPU, avg, updated)
+	r.Load = loadReport(st.Engagement, cfg, perCPU, avg, updated)
 	c, err := datapath.ReadCounters(st.PinDir)
 	if err != nil {
 		if r.Problem == "" {
@@ -171,11 +175,11 @@ func Status(opts Options) (*Report, error) {
 	r.Totals = &totals
 	r.Stages = stageReports(c, st.Devices)
 	r.Split = splitReport(st.Options, c)
-	if r.Load.Stale && r.Problem == "" {
+	if r.Load.stale() && r.Problem == "" {
 		r.Problem = "the load data is stale: steering is off (is the agent stalled?)"
 	}
 	// Stood down, falcon has no hook and is as ready as it means to be.
-	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.Stale
+	r.Ready = r.Running && st.Ready && (len(c.Stages) > 0 || r.StoodDown) && !r.Load.stale()
 	return r, nil
 }
 
@@ -205,8 +209,13 @@ func stageReports(c datapath.Counters, devs []discover.Device) []StageReport {
 	return out
 }
 
-// loadReport is the load the datapath decides with, and how old it is.
-func loadReport(cfg datapath.Config, perCPU []uint32, avg uint32, updated uint64) *LoadReport {
+// loadReport is the load the datapath decides with, and how old it is;
+// nil where falcon will never come on the path (e), which samples no load
+// (policy.Engine.Sample).
+func loadReport(e *Engagement, cfg datapath.Config, perCPU []uint32, avg uint32, updated uint64) *LoadReport {
+	if e != nil && e.Never != "" {
+		return nil
+	}
 	l := &LoadReport{PerCPU: map[int]uint32{}, Avg: avg}
 	for cpu, v := range perCPU {
 		l.PerCPU[cpu] = v

@@ -33,7 +33,7 @@ func (r *Report) WhyNotAlive() string {
 		return "falcon is not enabled: no agent has started"
 	case !r.Running && !r.Static:
 		return r.Problem
-	case r.Load != nil && r.Load.Stale:
+	case r.Load.stale():
 		return "the load data is stale: the agent's load sampler has stopped"
 	}
 	return ""
@@ -80,7 +80,11 @@ func (r *Report) WriteText(w io.Writer) {
 		if order == "guarded" {
 			order += " (timeout " + r.GuardTimeout + ")"
 		}
-		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   policy %s   order %s   load sampled every %s\n", r.CPUs, r.Threshold, r.Policy, order, r.Interval)
+		sampled := "load sampled every " + r.Interval
+		if e := r.Engagement; e != nil && e.Never != "" {
+			sampled = "load not sampled (never on the path)"
+		}
+		fmt.Fprintf(w, "  CPU set    %s   threshold %d%%   policy %s   order %s   %s\n", r.CPUs, r.Threshold, r.Policy, order, sampled)
 	}
 	writeValues(w, r.Values)
 	if l := r.Load; l != nil {

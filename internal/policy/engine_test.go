@@ -63,8 +63,8 @@ func TestFreshWakesRestingSampler(t *testing.T) {
 }
 
 // TestNeverTakesNoTurns: a set too small ever to hold a target is said at
-// the start, and the engine then reads nothing: no turn in the causes'
-// log after several windows.
+// the start, and the engine then reads nothing: no load sample, and no
+// turn in the causes' log after several windows; it runs until Stop.
 func TestNeverTakesNoTurns(t *testing.T) {
 	f := &fakeMode{down: true}
 	p := f.params(0, 1)
@@ -79,9 +79,20 @@ func TestNeverTakesNoTurns(t *testing.T) {
 	if f.saved == nil || f.saved.Never == "" {
 		t.Fatalf("status does not say why: %+v", f.saved)
 	}
-	e.Run(t.Context())
+	ctx, err := e.Sample()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Run(ctx)
 	time.Sleep(4 * engageWindow)
 	if rs, _ := p.Causes.Since(0); len(rs) != 0 {
 		t.Errorf("%d turns taken by a policy that can never come on the path", len(rs))
+	}
+	if n := f.loads.Load(); n != 0 || !e.Running() {
+		t.Errorf("%d load samples published, running %v: want none, and running", n, e.Running())
+	}
+	e.Stop()
+	if ctx.Err() == nil || e.Running() {
+		t.Error("still running after Stop")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 )
 
 // fakeMode records what the engine did, in order, and is on or off the
@@ -12,9 +13,10 @@ type fakeMode struct {
 	down, engaged bool
 	did           []string
 	saved         *Engagement
+	loads         atomic.Int32 // samples published
 }
 
-func (f *fakeMode) SetLoad([]uint32, uint32, uint64) error { return nil }
+func (f *fakeMode) SetLoad([]uint32, uint32, uint64) error { f.loads.Add(1); return nil }
 func (f *fakeMode) Steer(on bool) error {
 	f.engaged = on
 	f.did = append(f.did, fmt.Sprintf("steer %v", on))
