@@ -121,25 +121,16 @@ func ParseConntrackRequest(raw []byte) (FastDir, FastFlow, uint32, error) {
 // Entries calls fn for every entry of the current generation, both ways.
 func (f *FastPath) Entries(fn func(FastEntry)) error {
 	gen := f.Generation()
-	var (
-		k  fastpathFpKey
-		in fastpathFpIngress
-		eg fastpathFpEgress
-	)
-	it := f.objs.FpIn.Iterate()
-	for it.Next(&k, &in) {
+	err := eachEntry(f.objs.FpIn, func(k *fastpathFpKey, in *fastpathFpIngress) {
 		if in.Gen == gen {
-			fn(FastEntry{Dir: FastIngress, Flow: flowOf(k), Gen: in.Gen, Used: time.Duration(in.UsedNs), Kept: in.Ct == 1})
+			fn(FastEntry{Dir: FastIngress, Flow: flowOf(*k), Gen: in.Gen, Used: time.Duration(in.UsedNs), Kept: in.Ct == 1})
 		}
-	}
-	err := it.Err()
-	it = f.objs.FpEg.Iterate()
-	for it.Next(&k, &eg) {
+	})
+	return errors.Join(err, eachEntry(f.objs.FpEg, func(k *fastpathFpKey, eg *fastpathFpEgress) {
 		if eg.Gen == gen {
-			fn(FastEntry{Dir: FastEgress, Flow: flowOf(k), Gen: eg.Gen, Used: time.Duration(eg.UsedNs), Kept: eg.Ct == 1})
+			fn(FastEntry{Dir: FastEgress, Flow: flowOf(*k), Gen: eg.Gen, Used: time.Duration(eg.UsedNs), Kept: eg.Ct == 1})
 		}
-	}
-	return errors.Join(err, it.Err())
+	}))
 }
 
 // Keep lets the programs use the entry of flow in dir learned under gen:
