@@ -74,6 +74,8 @@ type fastPath struct {
 	// rps: host-side veths (by hook key: name) whose RPS keeps what their
 	// containers send in order (fastpath_order.go).
 	rps map[string]string
+	// counts: the entry counts last published (fastpath_counts.go).
+	counts entryCounts
 }
 
 // FastReport is the fast path's part of falcon status.
@@ -97,6 +99,9 @@ type FastReport struct {
 	// Conntrack: how the host's conntrack is kept in step.
 	Conntrack *datapath.CtReport `json:"conntrack,omitempty"`
 	Updated   time.Time          `json:"updated"`
+	// EntriesCounted: when the entry counts were taken, which a full
+	// cache makes less often than Updated (fastpath_counts.go).
+	EntriesCounted time.Time `json:"entries_counted"`
 }
 
 // checkFastPath says why the fast path cannot run on ov, if it cannot.
@@ -308,11 +313,15 @@ func (f *fastPath) publish(h *Host) {
 }
 
 func (f *fastPath) report() (*FastReport, error) {
-	st, err := f.fp.Stats()
+	st, err := f.fp.Counted()
 	if err != nil {
 		return nil, err
 	}
-	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), Conntrack: &datapath.CtReport{}}
+	if err := f.counts.fill(f.fp, &st); err != nil {
+		return nil, err
+	}
+	r := &FastReport{FastStats: st, Invalidations: f.invalidations.Load(), Updated: time.Now(), EntriesCounted: f.counts.at,
+		Conntrack: &datapath.CtReport{}}
 	r.LearnedFlushes, r.LearnedWaited = f.learned.counts()
 	if f.ct != nil {
 		r.Conntrack = f.ct.Report()

@@ -286,8 +286,12 @@ func writeFast(w io.Writer, f *FastReport) {
 		return
 	}
 	c := f.Counters
-	fmt.Fprintf(w, "fast path: %d ingress and %d egress entries, generation %d (%d invalidations), on %d devices\n",
-		f.IngressEntries, f.EgressEntries, f.Generation, f.Invalidations, len(f.Hooks))
+	counted := ""
+	if age := f.Updated.Sub(f.EntriesCounted); !f.EntriesCounted.IsZero() && age > 2*time.Second {
+		counted = fmt.Sprintf(" (counted %v earlier: full caches are counted less often)", age.Round(time.Second))
+	}
+	fmt.Fprintf(w, "fast path: %d ingress and %d egress entries%s, generation %d (%d invalidations), on %d devices\n",
+		f.IngressEntries, f.EgressEntries, counted, f.Generation, f.Invalidations, len(f.Hooks))
 	fmt.Fprintf(w, "  shares: %d entries and new pending records a second per container, %d per remote host\n",
 		f.ShareContainer, f.ShareRemote)
 	if f.LearnedFlushes+f.LearnedWaited > 0 {
