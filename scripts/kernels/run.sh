@@ -130,10 +130,12 @@ done
 # TestSteeringOnTestbed) and leaves OUT/hung with the last line it wrote,
 # so that a hang costs minutes, not the whole timeout.
 boot() {
-	local out=$1 name=falcon-guest-$$-$RANDOM
+	local out=$1 name=falcon-guest-$$-$RANDOM lock=/tmp/falcon-root.lock made=
 	# The guest loads both CPUs: take the lock the root tests on this machine
-	# share (the time is counted from when it is held).
-	flock /tmp/falcon-root.lock sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
+	# share (the time is counted from when it is held). A lock file this boot
+	# made goes with it, once nobody holds it.
+	[ -e "$lock" ] || made=1
+	flock "$lock" sh -c 'date +%s >"$0"; exec "$@"' "$out/start" timeout "$((timeout_min * 60))" qemu-system-x86_64 \
 		-name "$name" "${qaccel[@]}" -smp 2 -m 4G -nodefaults -no-reboot -display none \
 		-kernel "$kroot/boot/vmlinuz-$rel" -initrd "$cache/$series/initrd.gz" \
 		-append "console=ttyS0 panic=-1 quiet loglevel=4 ${KERNEL_CMDLINE:-}" \
@@ -144,7 +146,7 @@ boot() {
 		-virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" &
 	local guest=$! watch=
 	# In the background, the guest would ignore a Ctrl-C: pass it on.
-	trap 'pkill -f -- "-name $name " 2>/dev/null; stop_watch "$watch"; exit 130' INT TERM HUP
+	trap 'pkill -f -- "-name $name " 2>/dev/null; stop_watch "$watch"; unlock; exit 130' INT TERM HUP
 	if [ "$stall_min" -gt 0 ]; then
 		(
 			while sleep 30; do
@@ -160,7 +162,13 @@ boot() {
 	fi
 	wait "$guest" || echo "test-kernels: QEMU exited with status $? (timeout after ${timeout_min} min is 124)" >>"$out/console.log"
 	stop_watch "$watch"
+	unlock
 	trap - INT TERM HUP
+}
+
+# unlock removes boot's lock file where boot made it and nobody holds it.
+unlock() {
+	[ -z "$made" ] || flock -n "$lock" rm -f "$lock" || true
 }
 
 # stop_watch PID stops boot's watchdog, its sleep included.
