@@ -309,7 +309,7 @@ func (f *fastPath) publish(h *Host) {
 	if err != nil {
 		return
 	}
-	fileutil.WriteJSON(filepath.Join(h.Dir, fastStatsFile), r, 0o600)
+	fileutil.PublishJSON(filepath.Join(h.Dir, fastStatsFile), r, 0o600)
 }
 
 func (f *fastPath) report() (*FastReport, error) {

@@ -1,6 +1,7 @@
 // Package fileutil replaces files so that a reader, or a crash, never sees
 // half of one: state and journals that must survive an agent killed
-// mid-write, results a long benchmark checkpoints.
+// mid-write or a crash, results a long benchmark checkpoints (synced), and
+// statistics an agent rewrites each second (not synced).
 package fileutil
 
 import (
@@ -18,6 +19,42 @@ import (
 // itself survives a crash. perm is subject to the umask, as with
 // os.WriteFile. On error path is left as it was.
 func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, true)
+}
+
+// Publish replaces path with data as WriteAtomic does, without the syncs:
+// for what readers poll and the writer rewrites soon (an agent's statistics
+// each second), where a reader still never sees half a file but a sync
+// would only flush the disk, twice a write where /run is not a tmpfs.
+func Publish(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, false)
+}
+
+// WriteJSON replaces path, as WriteAtomic, with v as indented JSON and a
+// final newline.
+func WriteJSON(path string, v any, perm os.FileMode) error {
+	b, err := indented(v)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, b, perm)
+}
+
+// PublishJSON is WriteJSON by Publish.
+func PublishJSON(path string, v any, perm os.FileMode) error {
+	b, err := indented(v)
+	if err != nil {
+		return err
+	}
+	return Publish(path, b, perm)
+}
+
+func indented(v any) ([]byte, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n'), err
+}
+
+func replace(path string, data []byte, perm os.FileMode, durable bool) error {
 	f, err := createTemp(path, perm)
 	if err != nil {
 		return err
@@ -27,9 +64,11 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if durable {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
@@ -37,21 +76,14 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := os.Rename(f.Name(), path); err != nil {
 		return err
 	}
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
 		d.Sync() // best effort: some file systems cannot sync a directory
 		d.Close()
 	}
 	return nil
-}
-
-// WriteJSON replaces path, as WriteAtomic, with v as indented JSON and a
-// final newline.
-func WriteJSON(path string, v any, perm os.FileMode) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return WriteAtomic(path, append(b, '\n'), perm)
 }
 
 // createTemp is os.CreateTemp with a mode: os.CreateTemp's is always 0600,

@@ -8,27 +8,34 @@ import (
 	"testing"
 )
 
+// writers are the two ways to replace a file: synced and not.
+var writers = map[string]func(string, []byte, os.FileMode) error{"WriteAtomic": WriteAtomic, "Publish": Publish}
+
 func TestWriteAtomicReplaces(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "state.json")
-	for _, s := range []string{"first\n", "second\n"} {
-		if err := WriteAtomic(p, []byte(s), 0o640); err != nil {
-			t.Fatal(err)
-		}
-		if b, err := os.ReadFile(p); err != nil || string(b) != s {
-			t.Fatalf("read back %q, %v; want %q", b, err, s)
-		}
+	for name, write := range writers {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "state.json")
+			for _, s := range []string{"first\n", "second\n"} {
+				if err := write(p, []byte(s), 0o640); err != nil {
+					t.Fatal(err)
+				}
+				if b, err := os.ReadFile(p); err != nil || string(b) != s {
+					t.Fatalf("read back %q, %v; want %q", b, err, s)
+				}
+			}
+			old := syscall.Umask(0)
+			syscall.Umask(old)
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := os.FileMode(0o640) &^ os.FileMode(old); st.Mode().Perm() != want {
+				t.Errorf("mode %v, want %v (0640 under umask %03o)", st.Mode().Perm(), want, old)
+			}
+			assertOnly(t, dir, "state.json")
+		})
 	}
-	old := syscall.Umask(0)
-	syscall.Umask(old)
-	st, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := os.FileMode(0o640) &^ os.FileMode(old); st.Mode().Perm() != want {
-		t.Errorf("mode %v, want %v (0640 under umask %03o)", st.Mode().Perm(), want, old)
-	}
-	assertOnly(t, dir, "state.json")
 }
 
 func TestWriteAtomicFailureKeepsOld(t *testing.T) {
@@ -59,15 +66,19 @@ func TestWriteAtomicFailureKeepsOld(t *testing.T) {
 }
 
 func TestWriteJSON(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "v.json")
-	if err := WriteJSON(p, map[string]int{"a": 1}, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "{\n  \"a\": 1\n}\n" {
-		t.Errorf("got %q", b)
-	}
-	if err := WriteJSON(p, func() {}, 0o600); err == nil {
-		t.Error("a function marshalled")
+	for name, write := range map[string]func(string, any, os.FileMode) error{"WriteJSON": WriteJSON, "PublishJSON": PublishJSON} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "v.json")
+			if err := write(p, map[string]int{"a": 1}, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "{\n  \"a\": 1\n}\n" {
+				t.Errorf("got %q", b)
+			}
+			if err := write(p, func() {}, 0o600); err == nil {
+				t.Error("a function marshalled")
+			}
+		})
 	}
 }
 
