@@ -244,9 +244,16 @@ func (b *builder) startIn(enter []string, ns, base, prog string, args ...string)
 		return err
 	}
 	defer log.Close()
+	// What a daemon writes to its temporary directory (containerd's
+	// goroutine dump, to TMPDIR or /tmp) goes with the testbed.
+	tmp := base + ".tmp"
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return err
+	}
 	argv := append(append(enter[1:len(enter):len(enter)], prog), args...)
 	cmd := exec.Command(enter[0], argv...)
 	cmd.Dir = daemonDir(b.t.Name)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -3,6 +3,9 @@ package testbed
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,10 +26,11 @@ import (
 // bridge in Docker's sandbox with the containers' veths on it, containers
 // reaching each other across the hosts at the overlay's MTU, and their
 // sysfs read-only as Docker mounts it. Nothing lands outside the testbed:
-// the root namespace's ruleset stays as it was, and none of the paths
-// outside the testbed (testdata/host-paths) is left. Then h2's dockerd is killed (its containers live on in their
-// shims) and the state file lost, and Down still removes every process,
-// mount, cgroup, namespace and file.
+// the root namespace's ruleset stays as it was, none of the paths outside
+// the testbed (testdata/host-paths) is left, and a containerd's goroutine
+// dump lands in the testbed's directory, not /tmp. Then h2's dockerd is
+// killed (its containers live on in their shims) and the state file lost,
+// and Down still removes every process, mount, cgroup, namespace and file.
 func TestDockerSwarm(t *testing.T) {
 	needRoot(t)
 	needDaemons(t, "docker-swarm")
@@ -56,6 +61,7 @@ func TestDockerSwarm(t *testing.T) {
 	if r := ruleset(t, ""); r != rootRules {
 		t.Errorf("the root namespace's ruleset changed:\n%s\nwas:\n%s", r, rootRules)
 	}
+	dump := checkStackDump(t, pids)
 
 	// A crash: h2's dockerd killed, the state file gone.
 	crashAndDown(t, tb.Name, []string{filepath.Join(hostDir(tb.Name, "h2"), "dockerd")}, slices.Collect(maps.Keys(pids)))
@@ -68,6 +74,57 @@ func TestDockerSwarm(t *testing.T) {
 		}
 	}
 	out.check(t)
+	if _, err := os.Stat(dump); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("containerd's goroutine dump %s outlived the testbed: %v", dump, err)
+	}
+}
+
+// checkStackDump asks a containerd of the testbed for its goroutine dump
+// (SIGUSR1, as dockerd does before it kills one that stopped answering):
+// it must land in the testbed's directory, not in /tmp. It returns where.
+func checkStackDump(t *testing.T, pids map[int]string) string {
+	t.Helper()
+	for pid := range pids {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "containerd" {
+			continue
+		}
+		name := fmt.Sprintf("containerd.%d.stacks.log", pid)
+		tmpdir := environ(t, pid)["TMPDIR"]
+		if !strings.HasPrefix(tmpdir, StateDir+"/") {
+			t.Fatalf("containerd (pid %d) has TMPDIR %q, not a directory of the testbed's", pid, tmpdir)
+		}
+		syscall.Kill(pid, syscall.SIGUSR1)
+		for deadline := time.Now().Add(slowed(5 * time.Second)); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(tmpdir, name)); err == nil {
+				break
+			}
+		}
+		if _, err := os.Stat(filepath.Join(tmpdir, name)); err != nil {
+			t.Errorf("no goroutine dump in containerd's TMPDIR after SIGUSR1: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(os.TempDir(), name)); err == nil {
+			t.Errorf("containerd dumped its goroutines into %s", os.TempDir())
+		}
+		return filepath.Join(tmpdir, name)
+	}
+	t.Fatalf("no containerd among the host namespaces' processes %v", pids)
+	return ""
+}
+
+// environ reads the environment process pid started with.
+func environ(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // checkSwarmNetwork: the swarm's overlay network is Docker's overlay
