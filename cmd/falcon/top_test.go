@@ -40,9 +40,10 @@ func topInTmux(t *testing.T, bin, ns string) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (scripts/setup.sh --test installs it): falcon top's terminal view is untested")
 	}
-	sock := fmt.Sprintf("falcon-test-%d", os.Getpid())
+	// A socket of the test's own: with -L, tmux would leave /tmp/tmux-UID.
+	sock := filepath.Join(t.TempDir(), "tmux.sock")
 	tmux := func(args ...string) (string, error) {
-		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
+		out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
 		return string(out), err
 	}
 	t.Cleanup(func() { tmux("kill-server") })
