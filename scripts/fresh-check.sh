@@ -19,6 +19,9 @@
 #   --command CMD  run CMD (in the clone) instead of the README's commands
 #   --restore      move back what a killed rehearsal left aside
 set -uo pipefail
+# One group, read whole before it runs: an edit of this file during an
+# hour's rehearsal would otherwise derail the rest of it.
+{
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 suffix=.falcon-fresh-aside
@@ -205,6 +208,9 @@ watch_paths() {
 }
 watch_paths >>"$tmp/appeared.log" 2>&1 &
 watcher=$!
+# /tmp is shared with everything on the machine, so what the commands
+# leave there is reported (and fails the rehearsal), not removed.
+tmp_before=$(ls -A /tmp)
 
 log "cloning $commit into $tmp/falcon"
 git clone --quiet --no-checkout "$root" "$tmp/falcon" && git -C "$tmp/falcon" checkout --quiet --detach "$commit" || exit 1
@@ -232,9 +238,16 @@ if [ $leftovers -eq 1 ]; then
 	log "FAILED: paths outside the testbed were left (above)"
 	failed=1
 fi
+tmp_left=$(comm -13 <(sort <<<"$tmp_before") <(ls -A /tmp | sort))
+if [ -n "$tmp_left" ]; then
+	log "FAILED: the commands left in /tmp (not removed):"
+	sed 's|^|  /tmp/|' <<<"$tmp_left"
+	failed=1
+fi
 if [ $failed -eq 0 ]; then
 	rm -rf "$tmp"
 else
 	log "the clone stays in $tmp (logs, results)"
 fi
 exit $failed
+}
