@@ -36,14 +36,19 @@ type Event struct {
 
 // How long Watch lets a burst of netlink messages (a container's veth is
 // made, moved, renamed, enslaved and set up in a few milliseconds) settle
-// before looking again, and how often it looks anyway, in case the kernel
-// dropped messages on a busy host.
-// minGap keeps route churn on a busy node (BGP, many pods) from turning
-// into back-to-back scans: a container is still seen well within a second.
+// before looking again, and how often it looks anyway. minGap keeps route
+// churn on a busy node (BGP, many pods) from turning into back-to-back
+// scans: a container is still seen well within a second. The kernel says
+// when it dropped messages (the subscription fails, and a new one looks
+// again), so the rescan is only a net under that: a discovery opens every
+// namespace (4.5 ms of CPU with 8 of them and 78 processes on a 2-vCPU
+// guest) and grows with the pods, while whether the watched name still
+// names its namespace is a stat and a cookie, checked every nameCheck.
 const (
-	settle = 50 * time.Millisecond
-	minGap = 250 * time.Millisecond
-	rescan = 5 * time.Second
+	settle    = 50 * time.Millisecond
+	minGap    = 250 * time.Millisecond
+	nameCheck = 5 * time.Second
+	rescan    = 30 * time.Second
 )
 
 // Watch follows the overlay of hostNS until ctx ends, calling fn for every
@@ -69,13 +74,20 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 		return nil
 	}
 	last := time.Now()
-	tick := time.NewTicker(rescan)
+	tick := time.NewTicker(nameCheck)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			if time.Since(last) < rescan {
+				if gone := w.moved(); gone != nil {
+					w.fn(Event{Type: Gone, Err: gone})
+					return nil
+				}
+				continue
+			}
 		case <-w.kick:
 			// Let the burst settle, then drop the kicks it left behind.
 			wait := max(settle, minGap-time.Since(last))
@@ -224,7 +236,7 @@ func subscribe(ctx context.Context, ns string, kick chan<- struct{}) {
 			stop()
 			select {
 			case <-ctx.Done():
-			case <-time.After(rescan):
+			case <-time.After(nameCheck):
 			}
 			continue
 		}

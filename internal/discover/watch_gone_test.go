@@ -50,7 +50,7 @@ ip -n {h} link set vxlan0 master br0 up`
 // waitEvent returns the first event of type typ, failing on Failed.
 func waitEvent(t *testing.T, events <-chan Event, typ EventType) Event {
 	t.Helper()
-	deadline := time.After(30 * time.Second) // a hang guard: Watch looks again every 5 s
+	deadline := time.After(30 * time.Second) // a hang guard: Watch checks the name every 5 s
 	for {
 		select {
 		case e := <-events:
