@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # An idle agent's wake-ups and CPU: two builds (/var/tmp/falcon-old and
-# /var/tmp/falcon-new) enabled in turn on one docker testbed, 20 s each, ROUNDS rounds.
+# /var/tmp/falcon-new) enabled in turn on one docker testbed, WINDOW s each
+# (default 20), ROUNDS rounds.
 set -eu
 cd "${FALCON_REPO:-$(git -C "$(dirname "$0")" rev-parse --show-toplevel)}"
 bin/falcon-lab testbed up --layout docker --name ia >/dev/null
@@ -12,8 +13,9 @@ for r in $(seq 1 ${ROUNDS:-3}); do
     pid=$(pgrep -f 'agent .*--netns=fb-ia-h1' | head -1)
     sw() { cat /proc/$pid/task/*/status | awk '/^voluntary_ctxt_switches|^nonvoluntary_ctxt_switches/{s+=$2} END{print s}'; }
     cpu() { awk '{print $14+$15}' /proc/$pid/stat; }
-    s1=$(sw); c1=$(cpu); sleep 20; s2=$(sw); c2=$(cpu)
-    echo "round $r $b: $(( (s2-s1)/20 )) context switches/s, $(( (c2-c1)*10/20 )) ms CPU/s"
+    w=${WINDOW:-20}
+    s1=$(sw); c1=$(cpu); sleep $w; s2=$(sw); c2=$(cpu)
+    echo "round $r $b: $(( (s2-s1)/w )) context switches/s, $(awk -v t=$((c2 - c1)) -v w=$w 'BEGIN { printf "%.1f", t * 10 / w }') ms CPU/s"
     /var/tmp/falcon-$b disable --netns fb-ia-h1 >/dev/null
   done
 done
