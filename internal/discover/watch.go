@@ -82,8 +82,7 @@ func Watch(ctx context.Context, hostNS string, fn func(Event)) error {
 			return nil
 		case <-tick.C:
 			if time.Since(last) < rescan {
-				if gone := w.moved(); gone != nil {
-					w.fn(Event{Type: Gone, Err: gone})
+				if !w.stillNamed() {
 					return nil
 				}
 				continue
@@ -152,8 +151,7 @@ func (w *watcher) follow(o *Overlay) {
 // only if it was the watched namespace's.
 func (w *watcher) look() bool {
 	o, err := Discover(w.hostNS)
-	if gone := w.moved(); gone != nil {
-		w.fn(Event{Type: Gone, Err: gone})
+	if !w.stillNamed() {
 		return false
 	}
 	if err != nil {
@@ -178,6 +176,16 @@ func (w *watcher) look() bool {
 			w.known[d.Key()] = d
 			w.fn(Event{Type: Added, Device: d, Overlay: o})
 		}
+	}
+	return true
+}
+
+// stillNamed says whether hostNS still names the namespace Watch started
+// in; once it does not, it reports Gone, the last event.
+func (w *watcher) stillNamed() bool {
+	if gone := w.moved(); gone != nil {
+		w.fn(Event{Type: Gone, Err: gone})
+		return false
 	}
 	return true
 }
