@@ -20,7 +20,9 @@ shift 2
 bpf=$(realpath --relative-to=. "$(dirname "$0")/../bpf")
 [ -f "$bpf/$prog" ] || { echo "bpf2go.sh: no $bpf/$prog" >&2; exit 1; }
 # Debian installs clang 14 as clang-14 only, unless clang is set up too.
-command -v "${BPF2GO_CC:-clang}" >/dev/null || export BPF2GO_CC=clang-14
+BPF2GO_CC=${BPF2GO_CC:-clang}
+command -v "$BPF2GO_CC" >/dev/null || BPF2GO_CC=clang-14
+export BPF2GO_CC
 if ! command -v "$BPF2GO_CC" >/dev/null || [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
 	echo "bpf2go.sh: rebuilding the BPF objects needs clang and libbpf's headers" \
 		"(Debian: apt-get install clang-14 libbpf-dev); building falcon does not" >&2
