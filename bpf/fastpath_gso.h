@@ -4,15 +4,27 @@
 #ifndef FALCON_FASTPATH_GSO_H
 #define FALCON_FASTPATH_GSO_H
 
-/* Host-side veths (by ifindex) whose containers take a TCP aggregate
- * whole: their namespace does not forward IPv4 (the agent looks each
- * second), so an aggregate decapsulated in tc, which keeps its tunnel GSO
- * bit, reaches a socket and is never cut into segments again. */
+#define FP_WHOLE_ADDRS 4
+
+/* Which TCP aggregates the container behind a host-side veth (the map's
+ * key, its ifindex) takes whole. An aggregate decapsulated in tc keeps its
+ * tunnel GSO bit: harmless to a local socket, wrong if the container
+ * forwards it (cut into segments by that bit, or encapsulated again). A
+ * container forwards nothing if its namespace forwards IPv4 on no device
+ * (any); else only a packet to one of its own addresses is sure to stay in
+ * it, when nothing there rewrites destinations before routing (the agent
+ * lists them only then, and looks each second). */
+struct fp_whole_rule {
+	__u32 any;
+	__u32 n;                     /* addresses in addr */
+	__be32 addr[FP_WHOLE_ADDRS]; /* the namespace's own IPv4 addresses */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, struct fp_whole_rule);
 } fp_whole SEC(".maps");
 
 /* How many packets an skb is: a GRO or GSO aggregate counts its segments,
@@ -26,13 +38,24 @@ static __always_inline __u32 segs_of(struct __sk_buff *skb)
 
 /* May the fast path decapsulate skb, of flow in, for entry e? Any packet
  * that is not an aggregate; of aggregates only TCP's
- * (bpf_skb_adjust_room decapsulates no other GSO type), and only for a
- * container that takes them whole. */
+ * (bpf_skb_adjust_room decapsulates no other GSO type), and only where
+ * the container takes them whole (fp_whole). */
 static __always_inline int whole_ok(struct __sk_buff *skb, struct inner *in, struct fp_ingress *e)
 {
+	struct fp_whole_rule *w;
+
 	if (skb->gso_segs <= 1 && !skb->gso_size)
 		return 1;
-	return in->k.proto == PROTO_TCP && bpf_map_lookup_elem(&fp_whole, &e->ifindex);
+	w = in->k.proto == PROTO_TCP ? bpf_map_lookup_elem(&fp_whole, &e->ifindex) : 0;
+	if (!w)
+		return 0;
+	if (w->any)
+		return 1;
+#pragma clang loop unroll(full)
+	for (int i = 0; i < FP_WHOLE_ADDRS; i++)
+		if (i < w->n && w->addr[i] == in->k.daddr)
+			return 1;
+	return 0;
 }
 
 /* Would the packet, encapsulated, exceed the NIC's MTU? A GSO packet is

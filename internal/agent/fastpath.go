@@ -68,9 +68,9 @@ type fastPath struct {
 	// learned bounds the flushes that learned neighbours and FDB entries,
 	// which containers can cause, force.
 	learned flushLimiter
-	// whole: host-side veths by ifindex, whether their containers take
-	// TCP aggregates whole, as last told to the programs.
-	whole map[int]bool
+	// whole: host-side veths by ifindex, which TCP aggregates their
+	// containers take whole, as last told to the programs.
+	whole map[int]datapath.Whole
 	// rps: host-side veths (by hook key: name) whose RPS keeps what their
 	// containers send in order (fastpath_order.go).
 	rps map[string]string
@@ -225,7 +225,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
-	f.whole, f.rps = map[int]bool{}, map[string]string{}
+	f.whole, f.rps = map[int]datapath.Whole{}, map[string]string{}
 	f.learned.period = fastLearnedFlush
 	if h.Opts.SenderRPS {
 		if err := fp.SetSenderOrder(h.Opts.CPUs); err != nil {

@@ -1,23 +1,18 @@
 package agent
 
 import (
-	"os"
-	"strings"
+	"slices"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/internal/discover"
 	"github.com/falconnet/falcon/internal/netns"
 )
 
-// forwardingSysctl is what a container must leave at 0 to take TCP
-// aggregates whole on the fast path.
-const forwardingSysctl = "/proc/sys/net/ipv4/conf/all/forwarding"
-
-// refreshWhole tells the fast path which containers of the last sync take
-// TCP aggregates whole: those whose namespace does not forward IPv4
-// (datapath.SetWhole says why). The agent looks at each sync and every
-// second, so a container that starts forwarding may get aggregates for a
-// second more, which it drops as a device without the tunnel GSO feature
-// would. f.mu is held.
+// refreshWhole tells the fast path which TCP aggregates each container of
+// the last sync takes whole (wholeOf; datapath.Whole says why it
+// matters). The agent looks at each sync and every second, so a container
+// that starts forwarding may get aggregates for a second more, which it
+// drops as a device without the tunnel GSO feature would. f.mu is held.
 func (f *fastPath) refreshWhole() {
 	if f.ov == nil {
 		return
@@ -27,33 +22,53 @@ func (f *fastPath) refreshWhole() {
 		if d.Role != discover.RoleHostVeth || d.Peer == nil {
 			continue
 		}
-		whole := !forwards(d.Peer.Netns)
+		w := wholeOf(d.Peer.Netns)
 		seen[d.Ifindex] = true
-		if was, ok := f.whole[d.Ifindex]; ok && was == whole {
+		if was, ok := f.whole[d.Ifindex]; ok && sameWhole(was, w) {
 			continue
 		}
-		if err := f.fp.SetWhole(d.Ifindex, whole); err != nil {
+		if err := f.fp.SetWhole(d.Ifindex, w); err != nil {
 			f.log.Warn("fast path: TCP aggregates", "veth", d.String(), "err", err)
 			continue
 		}
-		f.whole[d.Ifindex] = whole
+		f.whole[d.Ifindex] = w
 	}
 	for ifindex := range f.whole {
 		if !seen[ifindex] {
-			f.fp.SetWhole(ifindex, false)
+			f.fp.SetWhole(ifindex, datapath.Whole{})
 			delete(f.whole, ifindex)
 		}
 	}
 }
 
-// forwards says whether namespace ns forwards IPv4; one that cannot be
-// read counts as forwarding.
-func forwards(ns string) bool {
-	var b []byte
+// wholeOf reads which TCP aggregates the container of namespace ns takes
+// whole: all where it forwards IPv4 on no device; else, where nothing in
+// it may rewrite a destination before routing (destNAT), those to its own
+// addresses, which the kernel delivers there whatever forwarding says.
+// That is the common case, not an exception: a namespace starts with the
+// forwarding settings of the host's (net.core.devconf_inherit_init_net 0),
+// and a host that runs containers forwards. What cannot be read takes
+// none.
+func wholeOf(ns string) datapath.Whole {
+	var w datapath.Whole
 	err := netns.Do(ns, func() error {
-		var err error
-		b, err = os.ReadFile(forwardingSysctl)
+		fwd, err := forwardsAnywhere()
+		if err != nil || !fwd {
+			w.Any = !fwd
+			return err
+		}
+		if nat, err := destNAT(); err != nil || nat {
+			return err
+		}
+		w.Addrs, err = ownAddrs()
 		return err
 	})
-	return err != nil || strings.TrimSpace(string(b)) != "0"
+	if err != nil {
+		return datapath.Whole{}
+	}
+	return w
+}
+
+func sameWhole(a, b datapath.Whole) bool {
+	return a.Any == b.Any && slices.Equal(a.Addrs, b.Addrs)
 }

@@ -125,6 +125,13 @@ type fastpathFpTenant struct {
 	Kind uint32
 }
 
+type fastpathFpWholeRule struct {
+	_    structs.HostLayout
+	Any  uint32
+	N    uint32
+	Addr [4]uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

@@ -1,15 +1,17 @@
 package datapath
 
 import (
+	"net/netip"
 	"testing"
 	"time"
 )
 
 // TestFastTCPAggregates: the fast path decapsulates a TCP aggregate of a
-// cached flow only for a container that takes aggregates whole
-// (SetWhole); for one that may forward it takes the slow path, as does a
-// UDP aggregate. BPF_PROG_TEST_RUN can set an skb's GSO size and segments
-// but not its GSO type, which bpf_skb_adjust_room checks, so here the
+// cached flow only where the container takes it whole (SetWhole): any
+// aggregate where its namespace forwards on no device, else one to an
+// address it lists; the others take the slow path, as does a UDP
+// aggregate. BPF_PROG_TEST_RUN can set an skb's GSO size and segments but
+// not its GSO type, which bpf_skb_adjust_room checks, so here the
 // decapsulation itself fails (helper_failed, the slow path); that the
 // aggregates reach the socket whole is TestFastPathTCPAggregatesIntact's
 // (internal/agent). Test runs come in on lo, which stands for the
@@ -19,16 +21,20 @@ import (
 func TestFastTCPAggregates(t *testing.T) {
 	tcp := fastFlow()
 	tcp.proto = protoTCP
+	other := netip.MustParseAddr("10.0.9.9")
 	agg := skbCtx{GSOSegs: 2, GSOSize: 600} // test runs take a page at most
 	for _, c := range []struct {
 		name  string
 		fl    flowSpec
-		whole bool
+		whole Whole
 		why   string
 	}{
-		{"tcp-whole", tcp, true, "helper_failed"},
-		{"tcp-may-forward", tcp, false, "not_eligible"},
-		{"udp", fastFlow(), true, "not_eligible"},
+		{"tcp-forwards-nowhere", tcp, Whole{Any: true}, "helper_failed"},
+		{"tcp-to-its-address", tcp, Whole{Addrs: []netip.Addr{other, tcp.dst}}, "helper_failed"},
+		{"tcp-to-another-address", tcp, Whole{Addrs: []netip.Addr{other}}, "not_eligible"},
+		{"tcp-address-past-the-limit", tcp, Whole{Addrs: []netip.Addr{other, other, other, other, tcp.dst}}, "not_eligible"},
+		{"tcp-none", tcp, Whole{}, "not_eligible"},
+		{"udp", fastFlow(), Whole{Any: true}, "not_eligible"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fastHarness(t)
@@ -47,8 +53,12 @@ func TestFastTCPAggregates(t *testing.T) {
 			}
 		})
 	}
-	if err := fastHarness(t).SetWhole(0, true); err == nil {
+	f := fastHarness(t)
+	if err := f.SetWhole(0, Whole{Any: true}); err == nil {
 		t.Error("SetWhole(0): no error")
+	}
+	if err := f.SetWhole(1, Whole{Addrs: []netip.Addr{netip.MustParseAddr("fd00::1")}}); err == nil {
+		t.Error("SetWhole with an IPv6 address: no error")
 	}
 }
 

@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"net/netip"
+	"os/exec"
+	"testing"
+
+	"github.com/falconnet/falcon/internal/datapath"
+	"github.com/falconnet/falcon/lab/labtest"
+)
+
+// TestWholeOf reads, with the real tools' settings in a scratch namespace,
+// which TCP aggregates a container takes whole: any where it forwards on
+// no device; where it forwards (as every container of a host that
+// forwards does: a namespace starts with the host's settings), those to
+// its own addresses, unless something may rewrite a destination before
+// routing.
+func TestWholeOf(t *testing.T) {
+	labtest.NeedRoot(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatal(err)
+	}
+	// d1 is down, and the kernel still delivers its address locally: it
+	// keeps the local route.
+	own := []netip.Addr{netip.MustParseAddr("10.77.0.5"), netip.MustParseAddr("10.78.0.5")}
+	const base = "set -e; ip link set lo up; ip link add d0 type veth peer name d0p; ip addr add 10.77.0.5/24 dev d0; " +
+		"ip link set d0p up; ip link set d0 up; " +
+		"ip link add d1 type veth peer name d1p; ip addr add 10.78.0.5/24 dev d1; " +
+		"sysctl -qw net.ipv4.conf.all.forwarding=0; "
+	const fwd = "sysctl -qw net.ipv4.conf.all.forwarding=1; "
+	for _, c := range []struct {
+		name, setup string
+		want        datapath.Whole
+	}{
+		{"forwards-nowhere", "", datapath.Whole{Any: true}},
+		{"forwards", fwd, datapath.Whole{Addrs: own}},
+		{"forwards-on-one-device", "sysctl -qw net.ipv4.conf.d0.forwarding=1", datapath.Whole{Addrs: own}},
+		{"nat-before-routing", fwd + "nft add table ip t; nft add chain ip t pre '{ type nat hook prerouting priority -100; }'", datapath.Whole{}},
+		{"filter-before-routing", fwd + "nft add table ip t; nft add chain ip t f '{ type filter hook prerouting priority 0; }'", datapath.Whole{}},
+		{"inet-ingress", fwd + "nft add table inet t; nft add chain inet t in '{ type filter hook ingress device d0 priority 0; }'", datapath.Whole{}},
+		{"nat-after-routing", fwd + "nft add table ip t; nft add chain ip t out '{ type nat hook output priority -100; }'; " +
+			"nft add chain ip t post '{ type nat hook postrouting priority 100; }'",
+			datapath.Whole{Addrs: own}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ns := scratchNetns(t)
+			nsSh(t, ns, base+c.setup)
+			if got := wholeOf(ns); !sameWhole(got, c.want) {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+	if got := wholeOf("fct-no-such-netns"); !got.None() {
+		t.Errorf("a namespace that is not there: got %+v, want none", got)
+	}
+}
