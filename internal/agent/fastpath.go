@@ -71,6 +71,9 @@ type fastPath struct {
 	// whole: host-side veths by ifindex, which TCP aggregates their
 	// containers take whole, as last told to the programs.
 	whole map[int]datapath.Whole
+	// slowAgg: host-side veths by ifindex whose containers take no TCP
+	// aggregate whole, why (status).
+	slowAgg map[int]string
 	// rps: host-side veths (by hook key: name) whose RPS keeps what their
 	// containers send in order (fastpath_order.go).
 	rps map[string]string
@@ -90,6 +93,9 @@ type FastReport struct {
 	Hooks          []string `json:"hooks"`
 	// Unreachable: containers' host-side veths left to the slow path, why.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// SlowAggregates: containers whose TCP aggregates take the slow path
+	// (fastpath_whole.go), why.
+	SlowAggregates []string `json:"slow_aggregates,omitempty"`
 	// SenderRPS: the host-side veths whose RPS the fast path set, so that
 	// what their containers send leaves in order (fastpath_order.go).
 	SenderRPS []string `json:"sender_rps,omitempty"`
@@ -225,7 +231,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		return err
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
-	f.whole, f.rps = map[int]datapath.Whole{}, map[string]string{}
+	f.whole, f.slowAgg, f.rps = map[int]datapath.Whole{}, map[int]string{}, map[string]string{}
 	f.learned.period = fastLearnedFlush
 	if h.Opts.SenderRPS {
 		if err := fp.SetSenderOrder(h.Opts.CPUs); err != nil {
@@ -332,6 +338,7 @@ func (f *fastPath) report() (*FastReport, error) {
 	}
 	r.Unreachable, r.Off = f.far, f.off
 	r.SenderRPS = slices.Sorted(maps.Values(f.rps))
+	r.SlowAggregates = slices.Sorted(maps.Values(f.slowAgg))
 	f.mu.Unlock()
 	return r, nil
 }

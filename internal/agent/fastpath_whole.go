@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/falconnet/falcon/internal/datapath"
@@ -22,8 +23,13 @@ func (f *fastPath) refreshWhole() {
 		if d.Role != discover.RoleHostVeth || d.Peer == nil {
 			continue
 		}
-		w := wholeOf(d.Peer.Netns)
+		w, why := wholeOf(d.Peer.Netns)
 		seen[d.Ifindex] = true
+		if why != "" {
+			f.slowAgg[d.Ifindex] = fmt.Sprintf("%s (%s): %s", d.Peer.Name, netns.Label(d.Peer.Netns), why)
+		} else {
+			delete(f.slowAgg, d.Ifindex)
+		}
 		if was, ok := f.whole[d.Ifindex]; ok && sameWhole(was, w) {
 			continue
 		}
@@ -37,6 +43,7 @@ func (f *fastPath) refreshWhole() {
 		if !seen[ifindex] {
 			f.fp.SetWhole(ifindex, datapath.Whole{})
 			delete(f.whole, ifindex)
+			delete(f.slowAgg, ifindex)
 		}
 	}
 }
@@ -48,25 +55,32 @@ func (f *fastPath) refreshWhole() {
 // That is the common case, not an exception: a namespace starts with the
 // forwarding settings of the host's (net.core.devconf_inherit_init_net 0),
 // and a host that runs containers forwards. What cannot be read takes
-// none.
-func wholeOf(ns string) datapath.Whole {
-	var w datapath.Whole
+// none. why says why it takes none.
+func wholeOf(ns string) (w datapath.Whole, why string) {
 	err := netns.Do(ns, func() error {
 		fwd, err := forwardsAnywhere()
 		if err != nil || !fwd {
 			w.Any = !fwd
 			return err
 		}
-		if nat, err := destNAT(); err != nil || nat {
+		nat, err := destNAT()
+		if err != nil {
 			return err
 		}
+		if nat != "" {
+			why = "it forwards, and " + nat + " may rewrite a destination before routing"
+			return nil
+		}
 		w.Addrs, err = ownAddrs()
+		if err == nil && len(w.Addrs) == 0 {
+			why = "it forwards, and has no address of its own"
+		}
 		return err
 	})
 	if err != nil {
-		return datapath.Whole{}
+		return datapath.Whole{}, fmt.Sprintf("its forwarding could not be read: %v", err)
 	}
-	return w
+	return w, why
 }
 
 func sameWhole(a, b datapath.Whole) bool {

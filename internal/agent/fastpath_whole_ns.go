@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -44,17 +45,17 @@ func forwardsAnywhere() (bool, error) {
 	return false, nil
 }
 
-// destNAT says whether anything in the namespace may rewrite an incoming
-// packet's destination before routing: the legacy nat table, or an
+// destNAT names what in the namespace may rewrite an incoming packet's
+// destination before routing, if anything: the legacy nat table, or an
 // nftables base chain at prerouting or ingress of a family that sees IPv4
 // (ip, inet, netdev, bridge), whatever its type and rules (a filter
 // chain's rule can set the destination too). Docker's embedded DNS adds
 // nat chains at output and postrouting only, which pass.
-func destNAT() (bool, error) {
+func destNAT() (string, error) {
 	if b, err := os.ReadFile("/proc/thread-self/net/ip_tables_names"); err == nil {
 		for _, t := range strings.Fields(string(b)) {
 			if t == "nat" {
-				return true, nil
+				return "the legacy iptables nat table", nil
 			}
 		}
 	}
@@ -62,44 +63,69 @@ func destNAT() (bool, error) {
 	req.AddRawData([]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0}) // struct nfgenmsg
 	msgs, err := req.Execute(unix.NETLINK_NETFILTER, 0)
 	if err != nil {
-		return true, err
+		return "", err
 	}
 	for _, m := range msgs {
-		if len(m) >= 4 && beforeRouting(m[0], m[4:]) {
-			return true, nil
+		if len(m) >= 4 {
+			if name := beforeRouting(m[0], m[4:]); name != "" {
+				return "nftables chain " + name, nil
+			}
 		}
 	}
-	return false, nil
+	return "", nil
 }
 
-// beforeRouting says whether a chain of family (an NFT_MSG_NEWCHAIN's
-// attributes) is a base chain at prerouting or ingress of a family that
-// sees IPv4.
-func beforeRouting(family byte, attrs []byte) bool {
+// beforeRouting names a chain of family (an NFT_MSG_NEWCHAIN's
+// attributes) if it is a base chain at prerouting or ingress of a family
+// that sees IPv4: "family table chain", or "?" where it cannot be parsed.
+func beforeRouting(family byte, attrs []byte) string {
 	as, err := nl.ParseRouteAttr(attrs)
 	if err != nil {
-		return true
+		return "?"
 	}
+	var table, chain string
+	hooked := false
 	for _, a := range as {
-		if a.Attr.Type&nlaTypeMask != unix.NFTA_CHAIN_HOOK {
-			continue
+		switch a.Attr.Type & nlaTypeMask {
+		case unix.NFTA_CHAIN_TABLE:
+			table = nl.BytesToString(a.Value)
+		case unix.NFTA_CHAIN_NAME:
+			chain = nl.BytesToString(a.Value)
+		case unix.NFTA_CHAIN_HOOK:
+			n, ok := hookNum(a.Value)
+			hooked = !ok || earlyHook(family, n)
 		}
-		hook, err := nl.ParseRouteAttr(a.Value)
-		if err != nil {
-			return true
+	}
+	if !hooked {
+		return ""
+	}
+	return fmt.Sprintf("%s %s %s", nfFamilies[family], table, chain)
+}
+
+// nfFamilies names the families an early hook is looked for in, as nft does.
+var nfFamilies = map[byte]string{unix.NFPROTO_INET: "inet", unix.NFPROTO_IPV4: "ip", unix.NFPROTO_NETDEV: "netdev", unix.NFPROTO_BRIDGE: "bridge"}
+
+// hookNum reads NFTA_HOOK_HOOKNUM from a chain's NFTA_CHAIN_HOOK.
+func hookNum(nested []byte) (uint32, bool) {
+	hs, err := nl.ParseRouteAttr(nested)
+	if err != nil {
+		return 0, false
+	}
+	for _, h := range hs {
+		if h.Attr.Type&nlaTypeMask == unix.NFTA_HOOK_HOOKNUM && len(h.Value) >= 4 {
+			return binary.BigEndian.Uint32(h.Value), true
 		}
-		for _, h := range hook {
-			if h.Attr.Type&nlaTypeMask != unix.NFTA_HOOK_HOOKNUM || len(h.Value) < 4 {
-				continue
-			}
-			n := binary.BigEndian.Uint32(h.Value)
-			switch family {
-			case unix.NFPROTO_IPV4, unix.NFPROTO_NETDEV, unix.NFPROTO_BRIDGE:
-				return n == unix.NF_INET_PRE_ROUTING // netdev's ingress is 0 too
-			case unix.NFPROTO_INET:
-				return n == unix.NF_INET_PRE_ROUTING || n == nfInetIngress
-			}
-		}
+	}
+	return 0, false
+}
+
+// earlyHook says whether hook n of family runs before routing on IPv4.
+func earlyHook(family byte, n uint32) bool {
+	switch family {
+	case unix.NFPROTO_IPV4, unix.NFPROTO_NETDEV, unix.NFPROTO_BRIDGE:
+		return n == unix.NF_INET_PRE_ROUTING // netdev's ingress is 0 too
+	case unix.NFPROTO_INET:
+		return n == unix.NF_INET_PRE_ROUTING || n == nfInetIngress
 	}
 	return false
 }

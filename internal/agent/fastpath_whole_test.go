@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/falconnet/falcon/internal/datapath"
@@ -31,26 +32,31 @@ func TestWholeOf(t *testing.T) {
 	for _, c := range []struct {
 		name, setup string
 		want        datapath.Whole
+		why         string // part of why it takes none
 	}{
-		{"forwards-nowhere", "", datapath.Whole{Any: true}},
-		{"forwards", fwd, datapath.Whole{Addrs: own}},
-		{"forwards-on-one-device", "sysctl -qw net.ipv4.conf.d0.forwarding=1", datapath.Whole{Addrs: own}},
-		{"nat-before-routing", fwd + "nft add table ip t; nft add chain ip t pre '{ type nat hook prerouting priority -100; }'", datapath.Whole{}},
-		{"filter-before-routing", fwd + "nft add table ip t; nft add chain ip t f '{ type filter hook prerouting priority 0; }'", datapath.Whole{}},
-		{"inet-ingress", fwd + "nft add table inet t; nft add chain inet t in '{ type filter hook ingress device d0 priority 0; }'", datapath.Whole{}},
+		{"forwards-nowhere", "", datapath.Whole{Any: true}, ""},
+		{"forwards", fwd, datapath.Whole{Addrs: own}, ""},
+		{"forwards-on-one-device", "sysctl -qw net.ipv4.conf.d0.forwarding=1", datapath.Whole{Addrs: own}, ""},
+		{"nat-before-routing", fwd + "nft add table ip t; nft add chain ip t pre '{ type nat hook prerouting priority -100; }'", datapath.Whole{}, "nftables chain ip t pre"},
+		{"filter-before-routing", fwd + "nft add table ip t; nft add chain ip t f '{ type filter hook prerouting priority 0; }'", datapath.Whole{}, "nftables chain ip t f"},
+		{"inet-ingress", fwd + "nft add table inet t; nft add chain inet t in '{ type filter hook ingress device d0 priority 0; }'", datapath.Whole{}, "nftables chain inet t in"},
 		{"nat-after-routing", fwd + "nft add table ip t; nft add chain ip t out '{ type nat hook output priority -100; }'; " +
 			"nft add chain ip t post '{ type nat hook postrouting priority 100; }'",
-			datapath.Whole{Addrs: own}},
+			datapath.Whole{Addrs: own}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ns := scratchNetns(t)
 			nsSh(t, ns, base+c.setup)
-			if got := wholeOf(ns); !sameWhole(got, c.want) {
-				t.Errorf("got %+v, want %+v", got, c.want)
+			got, why := wholeOf(ns)
+			if !sameWhole(got, c.want) {
+				t.Errorf("got %+v (%s), want %+v", got, why, c.want)
+			}
+			if got.None() != (why != "") || !strings.Contains(why, c.why) {
+				t.Errorf("takes none: %v, why %q, want it to say %q", got.None(), why, c.why)
 			}
 		})
 	}
-	if got := wholeOf("fct-no-such-netns"); !got.None() {
-		t.Errorf("a namespace that is not there: got %+v, want none", got)
+	if got, why := wholeOf("fct-no-such-netns"); !got.None() || why == "" {
+		t.Errorf("a namespace that is not there: got %+v (%q), want none, and why", got, why)
 	}
 }

@@ -312,6 +312,9 @@ func writeFast(w io.Writer, f *FastReport) {
 	for _, u := range f.Unreachable {
 		fmt.Fprintf(w, "  not fast-pathed: %s\n", u)
 	}
+	for _, u := range f.SlowAggregates {
+		fmt.Fprintf(w, "  TCP aggregates by the slow path: %s\n", u)
+	}
 	if len(f.SenderRPS) > 0 {
 		fmt.Fprintf(w, "  RPS set on %d host-side veths, so that what their containers send leaves in order (%d packets sent on another CPU than their flow's home waited on its backlog)\n",
 			len(f.SenderRPS), c["send_moved"])

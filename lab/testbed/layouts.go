@@ -136,8 +136,15 @@ func (b *builder) calico(hi int) error {
 // container makes the veth pair of container c (host end down, for the
 // layout to attach) and configures the container end: address/plen, an
 // optional MAC, and a default route via gw; a single IPv4 address gets gw
-// as an onlink host route first, as Calico's CNI plugin does.
+// as an onlink host route first, as Calico's CNI plugin does. The
+// container forwards IPv4, as every container of a host that forwards
+// does: a new namespace starts with the initial namespace's forwarding
+// settings (net.core.devconf_inherit_init_net 0), and a host that runs
+// containers forwards in it, where this machine's may not.
 func (b *builder) container(h Host, c Container, plen int, mac, gw string) error {
+	if err := b.sysctl(c.Netns, "net.ipv4.ip_forward", "1"); err != nil {
+		return err
+	}
 	if err := b.ip(h.Netns, fmt.Sprintf("link add %s mtu %d type veth peer name %s netns %s", c.HostVeth, OverlayMTU, c.Dev, c.Netns)); err != nil {
 		return err
 	}
