@@ -12,8 +12,9 @@ import (
 // refreshWhole tells the fast path which TCP aggregates each container of
 // the last sync takes whole (wholeOf; datapath.Whole says why it
 // matters). The agent looks at each sync and every second, so a container
-// that starts forwarding may get aggregates for a second more, which it
-// drops as a device without the tunnel GSO feature would. f.mu is held.
+// that starts forwarding, or adds a chain before routing, may get
+// aggregates whole for up to a second more (what it then does with one it
+// forwards is not checked). f.mu is held.
 func (f *fastPath) refreshWhole() {
 	if f.ov == nil {
 		return

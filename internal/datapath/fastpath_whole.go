@@ -16,8 +16,8 @@ const WholeAddrs = 4
 // Whole says which TCP aggregates a container takes whole. Decapsulation
 // in tc keeps an aggregate's tunnel GSO bit: harmless to a local socket,
 // but a container that forwarded the aggregate would cut it into segments
-// by that bit, or encapsulate it again, and lose it. The zero Whole takes
-// none.
+// by that bit, or encapsulate it again, by inner-header offsets that no
+// longer point at an inner header. The zero Whole takes none.
 type Whole struct {
 	// Any: the container's namespace forwards IPv4 on no device, so
 	// whatever reaches it stays in it.
