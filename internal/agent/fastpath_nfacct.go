@@ -80,16 +80,11 @@ func nfacctReply(b []byte) (done, quota bool, err error) {
 		if len(m.Data) < 4 {
 			continue
 		}
-		for a := m.Data[4:]; len(a) >= 4; {
-			l := int(binary.NativeEndian.Uint16(a))
-			if l < 4 || l > len(a) {
-				break
-			}
-			if binary.NativeEndian.Uint16(a[2:])&0x3fff == nfacctFlags && l >= 8 && binary.BigEndian.Uint32(a[4:])&nfacctQuotaAny != 0 {
+		walkAttrs(m.Data[4:], func(typ uint16, val []byte) {
+			if typ == nfacctFlags && len(val) >= 4 && binary.BigEndian.Uint32(val)&nfacctQuotaAny != 0 {
 				quota = true
 			}
-			a = a[min((l+3)&^3, len(a)):]
-		}
+		})
 	}
 	return false, quota, nil
 }

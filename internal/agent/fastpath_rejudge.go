@@ -2,9 +2,7 @@ package agent
 
 import (
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 
@@ -136,11 +134,7 @@ func (f *fastPath) judge() {
 func legacyAppeared(ns string) bool {
 	found := false
 	netns.Do(ns, func() error {
-		for _, p := range []string{"/proc/net/ip_tables_names", "/proc/net/ip6_tables_names"} {
-			if b, err := os.ReadFile(p); err == nil && strings.TrimSpace(string(b)) != "" {
-				found = true
-			}
-		}
+		found = len(legacyNames()) > 0
 		return nil
 	})
 	return found

@@ -150,14 +150,22 @@ func unsafeRules(ns string) (reason string, established bool, err error) {
 func legacyTables(ns string) (string, error) {
 	var names []string
 	err := netns.Do(ns, func() error {
-		for _, f := range []string{"/proc/net/ip_tables_names", "/proc/net/ip6_tables_names"} {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue // x_tables is not loaded: no legacy table exists
-			}
-			names = append(names, strings.Fields(string(b))...)
-		}
+		names = legacyNames()
 		return nil
 	})
 	return strings.Join(names, ", "), err
+}
+
+// legacyNames lists the legacy (x_tables) tables, IPv4's and IPv6's, of
+// the calling thread's namespace.
+func legacyNames() []string {
+	var names []string
+	for _, f := range []string{"/proc/thread-self/net/ip_tables_names", "/proc/thread-self/net/ip6_tables_names"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // x_tables is not loaded: no legacy table exists
+		}
+		names = append(names, strings.Fields(string(b))...)
+	}
+	return names
 }

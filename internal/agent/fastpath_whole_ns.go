@@ -6,19 +6,19 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+
 	"golang.org/x/sys/unix"
 )
 
 // What wholeOf reads inside a container's namespace (the calling thread's).
 
-const (
-	nlaTypeMask   = 0x3fff // NLA_TYPE_MASK: an attribute's type without its nested and byte-order flags
-	nfInetIngress = 5      // NF_INET_INGRESS, the inet family's ingress hook (Linux 5.10)
-)
+// nfInetIngress is NF_INET_INGRESS, the inet family's ingress hook (Linux 5.10).
+const nfInetIngress = 5
 
 // forwardsAnywhere says whether the namespace forwards IPv4 on any device
 // ("all" included; "default" only seeds devices yet to come).
@@ -52,12 +52,8 @@ func forwardsAnywhere() (bool, error) {
 // chain's rule can set the destination too). Docker's embedded DNS adds
 // nat chains at output and postrouting only, which pass.
 func destNAT() (string, error) {
-	if b, err := os.ReadFile("/proc/thread-self/net/ip_tables_names"); err == nil {
-		for _, t := range strings.Fields(string(b)) {
-			if t == "nat" {
-				return "the legacy iptables nat table", nil
-			}
-		}
+	if slices.Contains(legacyNames(), "nat") {
+		return "the legacy iptables nat table", nil
 	}
 	req := nl.NewNetlinkRequest(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_GETCHAIN, unix.NLM_F_DUMP)
 	req.AddRawData([]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0}) // struct nfgenmsg
@@ -77,25 +73,21 @@ func destNAT() (string, error) {
 
 // beforeRouting names a chain of family (an NFT_MSG_NEWCHAIN's
 // attributes) if it is a base chain at prerouting or ingress of a family
-// that sees IPv4: "family table chain", or "?" where it cannot be parsed.
+// that sees IPv4: "family table chain".
 func beforeRouting(family byte, attrs []byte) string {
-	as, err := nl.ParseRouteAttr(attrs)
-	if err != nil {
-		return "?"
-	}
 	var table, chain string
 	hooked := false
-	for _, a := range as {
-		switch a.Attr.Type & nlaTypeMask {
+	walkAttrs(attrs, func(typ uint16, val []byte) {
+		switch typ {
 		case unix.NFTA_CHAIN_TABLE:
-			table = nl.BytesToString(a.Value)
+			table = strings.TrimRight(string(val), "\x00")
 		case unix.NFTA_CHAIN_NAME:
-			chain = nl.BytesToString(a.Value)
+			chain = strings.TrimRight(string(val), "\x00")
 		case unix.NFTA_CHAIN_HOOK:
-			n, ok := hookNum(a.Value)
+			n, ok := hookNum(val)
 			hooked = !ok || earlyHook(family, n)
 		}
-	}
+	})
 	if !hooked {
 		return ""
 	}
@@ -106,17 +98,13 @@ func beforeRouting(family byte, attrs []byte) string {
 var nfFamilies = map[byte]string{unix.NFPROTO_INET: "inet", unix.NFPROTO_IPV4: "ip", unix.NFPROTO_NETDEV: "netdev", unix.NFPROTO_BRIDGE: "bridge"}
 
 // hookNum reads NFTA_HOOK_HOOKNUM from a chain's NFTA_CHAIN_HOOK.
-func hookNum(nested []byte) (uint32, bool) {
-	hs, err := nl.ParseRouteAttr(nested)
-	if err != nil {
-		return 0, false
-	}
-	for _, h := range hs {
-		if h.Attr.Type&nlaTypeMask == unix.NFTA_HOOK_HOOKNUM && len(h.Value) >= 4 {
-			return binary.BigEndian.Uint32(h.Value), true
+func hookNum(nested []byte) (n uint32, ok bool) {
+	walkAttrs(nested, func(typ uint16, val []byte) {
+		if typ == unix.NFTA_HOOK_HOOKNUM && len(val) >= 4 {
+			n, ok = binary.BigEndian.Uint32(val), true
 		}
-	}
-	return 0, false
+	})
+	return n, ok
 }
 
 // earlyHook says whether hook n of family runs before routing on IPv4.

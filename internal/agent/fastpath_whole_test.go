@@ -18,8 +18,10 @@ import (
 // routing.
 func TestWholeOf(t *testing.T) {
 	labtest.NeedRoot(t)
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Fatal(err)
+	for _, tool := range []string{"nft", "iptables-legacy"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// d1 is down, and the kernel still delivers its address locally: it
 	// keeps the local route.
@@ -40,6 +42,7 @@ func TestWholeOf(t *testing.T) {
 		{"nat-before-routing", fwd + "nft add table ip t; nft add chain ip t pre '{ type nat hook prerouting priority -100; }'", datapath.Whole{}, "nftables chain ip t pre"},
 		{"filter-before-routing", fwd + "nft add table ip t; nft add chain ip t f '{ type filter hook prerouting priority 0; }'", datapath.Whole{}, "nftables chain ip t f"},
 		{"inet-ingress", fwd + "nft add table inet t; nft add chain inet t in '{ type filter hook ingress device d0 priority 0; }'", datapath.Whole{}, "nftables chain inet t in"},
+		{"legacy-nat", fwd + "iptables-legacy -t nat -L -n >/dev/null", datapath.Whole{}, "legacy iptables nat table"},
 		{"nat-after-routing", fwd + "nft add table ip t; nft add chain ip t out '{ type nat hook output priority -100; }'; " +
 			"nft add chain ip t post '{ type nat hook postrouting priority 100; }'",
 			datapath.Whole{Addrs: own}, ""},
@@ -58,5 +61,25 @@ func TestWholeOf(t *testing.T) {
 	}
 	if got, why := wholeOf("fct-no-such-netns"); !got.None() || why == "" {
 		t.Errorf("a namespace that is not there: got %+v (%q), want none, and why", got, why)
+	}
+}
+
+// TestLegacyAppeared reads legacy tables in the namespace asked for, not
+// in the agent's main thread's (which /proc/net would show).
+func TestLegacyAppeared(t *testing.T) {
+	labtest.NeedRoot(t)
+	if _, err := exec.LookPath("iptables-legacy"); err != nil {
+		t.Fatal(err)
+	}
+	ns := scratchNetns(t)
+	if legacyAppeared(ns) {
+		t.Fatal("a new namespace has legacy tables")
+	}
+	nsSh(t, ns, "iptables-legacy -t filter -L -n >/dev/null")
+	if !legacyAppeared(ns) {
+		t.Error("the filter table iptables-legacy made is not seen")
+	}
+	if got, err := legacyTables(ns); err != nil || got != "filter" {
+		t.Errorf("legacyTables: %q, %v; want filter", got, err)
 	}
 }
