@@ -74,6 +74,8 @@ type fastPath struct {
 	// slowAgg: host-side veths by ifindex whose containers take no TCP
 	// aggregate whole, why (status).
 	slowAgg map[int]string
+	// readers: container namespaces by name, read by refreshWhole.
+	readers map[string]*nsReader
 	// rps: host-side veths (by hook key: name) whose RPS keeps what their
 	// containers send in order (fastpath_order.go).
 	rps map[string]string
@@ -232,6 +234,7 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 	}
 	f.fp, f.hooks, f.ns, f.log, f.h, f.ov = fp, map[string]datapath.Hook{}, h.Opts.Netns, h.Log(), h, ov
 	f.whole, f.slowAgg, f.rps = map[int]datapath.Whole{}, map[int]string{}, map[string]string{}
+	f.readers = map[string]*nsReader{}
 	f.learned.period = fastLearnedFlush
 	if h.Opts.SenderRPS {
 		if err := fp.SetSenderOrder(h.Opts.CPUs); err != nil {
@@ -403,6 +406,9 @@ func (f *fastPath) stop(h *Host) error {
 	}
 	f.bg.Wait()
 	f.learned.stop()
+	f.mu.Lock()
+	f.closeReaders(nil)
+	f.mu.Unlock()
 	if f.fp == nil {
 		return nil
 	}

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/lab/labtest"
@@ -49,8 +52,13 @@ func TestWholeOf(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ns := scratchNetns(t)
-			nsSh(t, ns, base+c.setup)
-			got, why := wholeOf(ns)
+			nsSh(t, ns, base)
+			// Opened before the change: what the reader holds sees later ones.
+			var f fastPath
+			defer f.closeReaders(nil)
+			f.readWhole(ns, legacyLoaded())
+			nsSh(t, ns, c.setup)
+			got, why := f.readWhole(ns, legacyLoaded())
 			if !sameWhole(got, c.want) {
 				t.Errorf("got %+v (%s), want %+v", got, why, c.want)
 			}
@@ -59,7 +67,8 @@ func TestWholeOf(t *testing.T) {
 			}
 		})
 	}
-	if got, why := wholeOf("fct-no-such-netns"); !got.None() || why == "" {
+	var f fastPath
+	if got, why := f.readWhole("fct-no-such-netns", legacyLoaded()); !got.None() || why == "" {
 		t.Errorf("a namespace that is not there: got %+v (%q), want none, and why", got, why)
 	}
 }
@@ -81,5 +90,42 @@ func TestLegacyAppeared(t *testing.T) {
 	}
 	if got, err := legacyTables(ns); err != nil || got != "filter" {
 		t.Errorf("legacyTables: %q, %v; want filter", got, err)
+	}
+}
+
+// TestWholeReaderLetsNamespaceGo: what a reader holds keeps its namespace
+// alive, so the next read after the namespace's name goes must let it go
+// (its veth, which dies with it, goes from the host).
+func TestWholeReaderLetsNamespaceGo(t *testing.T) {
+	labtest.NeedRoot(t)
+	ns, veth := fmt.Sprintf("fct-whole-%d", os.Getpid()), fmt.Sprintf("fctw%d", os.Getpid()%100000)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		exec.Command("ip", "link", "del", veth).Run()
+	})
+	if out, err := exec.Command("ip", "link", "add", veth, "type", "veth", "peer", "name", "c0", "netns", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip link add: %v: %s", err, out)
+	}
+	var f fastPath
+	defer f.closeReaders(nil)
+	if _, why := f.readWhole(ns, legacyLoaded()); why != "" || f.readers[ns] == nil {
+		t.Fatalf("no reader of a live namespace: %q", why)
+	}
+	exec.Command("ip", "netns", "del", ns).Run()
+	present := func() bool { return exec.Command("ip", "link", "show", veth).Run() == nil }
+	time.Sleep(500 * time.Millisecond)
+	if !present() {
+		t.Fatal("the namespace went while its reader was open: the test shows nothing")
+	}
+	if _, why := f.readWhole(ns, legacyLoaded()); why == "" || f.readers[ns] != nil {
+		t.Errorf("a namespace without its name: reader kept, why %q", why)
+	}
+	for end := time.Now().Add(5 * time.Second); present(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the namespace is still alive 5 s after its reader was dropped")
+		}
 	}
 }
