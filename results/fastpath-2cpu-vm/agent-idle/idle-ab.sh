@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # An idle agent's wake-ups and CPU: two builds (/var/tmp/falcon-old and
 # /var/tmp/falcon-new) enabled in turn on one docker testbed, WINDOW s each
-# (default 20), ROUNDS rounds.
+# (default 20), ROUNDS rounds, CONTAINERS containers a host (default 1).
 set -eu
 cd "${FALCON_REPO:-$(git -C "$(dirname "$0")" rev-parse --show-toplevel)}"
-bin/falcon-lab testbed up --layout docker --name ia >/dev/null
+bin/falcon-lab testbed up --layout docker --name ia --containers ${CONTAINERS:-1} >/dev/null
 trap 'for b in old new; do /var/tmp/falcon-$b disable --netns fb-ia-h1 >/dev/null 2>&1; done; bin/falcon-lab testbed down --name ia >/dev/null 2>&1' EXIT
 for r in $(seq 1 ${ROUNDS:-3}); do
   for b in old new; do
