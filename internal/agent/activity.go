@@ -26,6 +26,9 @@ type Activity struct {
 	// Causes: the turns decided by cause (internal/policy); Causes.Last.Seq
 	// is where Agent.CauseTrace continues from.
 	Causes CauseCounts
+	// Fast: the fast path's packet counters so far (datapath.FastCounters'
+	// names; nil where it does not run).
+	Fast map[string]uint64
 }
 
 // sampling is a mode that feeds the datapath with load.
@@ -47,6 +50,9 @@ func (a *Agent) Activity() Activity {
 		act.Tests, act.ForSteering = c.Tested.Load(), c.Won.Load()
 		act.Probes, act.Thin = c.Probes.Load(), c.Thin.Load()
 		act.Causes = m.causes.Snapshot()
+	}
+	if m, ok := a.mode.(fastRunner); ok {
+		act.Fast = m.fastPathOf().packets()
 	}
 	h := a.host
 	h.mu.Lock()

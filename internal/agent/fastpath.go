@@ -81,6 +81,8 @@ type fastPath struct {
 	rps map[string]string
 	// counts: the entry counts last published (fastpath_counts.go).
 	counts entryCounts
+	// running: started and not stopping, so fp's maps may be read (f.mu).
+	running bool
 }
 
 // FastReport is the fast path's part of falcon status.
@@ -272,6 +274,9 @@ func (f *fastPath) start(h *Host, ov *discover.Overlay) error {
 		defer f.bg.Done()
 		f.keepAlive(ctx, h)
 	}()
+	f.mu.Lock()
+	f.running = true
+	f.mu.Unlock()
 	h.Log().Info("fast path on", "hooks", len(f.hooks), "ports", vxlanPorts(ov))
 	return nil
 }
@@ -408,6 +413,7 @@ func (f *fastPath) stop(h *Host) error {
 	f.learned.stop()
 	f.mu.Lock()
 	f.closeReaders(nil)
+	f.running = false
 	f.mu.Unlock()
 	if f.fp == nil {
 		return nil

@@ -41,3 +41,24 @@ func (c *entryCounts) fill(fp *datapath.FastPath, st *datapath.FastStats) error 
 	st.IngressEntries, st.EgressEntries = c.in, c.eg
 	return nil
 }
+
+// packets is the fast path's packet counters (datapath.FastCounters) so
+// far, for the lab's runs; nil where it does not run.
+func (f *fastPath) packets() map[string]uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.running {
+		return nil
+	}
+	st, err := f.fp.Counted()
+	if err != nil {
+		return nil
+	}
+	return st.Counters
+}
+
+// fastRunner is a mode that may run the fast path.
+type fastRunner interface{ fastPathOf() *fastPath }
+
+func (m *fastMode) fastPathOf() *fastPath   { return &m.fast }
+func (m *falconMode) fastPathOf() *fastPath { return &m.fast }

@@ -300,13 +300,7 @@ func writeFast(w io.Writer, f *FastReport) {
 	}
 	fmt.Fprintf(w, "  ingress: %d hits, %d misses, %d learned; egress: %d hits, %d misses, %d learned\n",
 		c["ingress_hit"], c["ingress_miss"], c["ingress_learned"], c["egress_hit"], c["egress_miss"], c["egress_learned"])
-	var why []string
-	for _, k := range datapath.FastSlowReasons() {
-		if c[k] > 0 {
-			why = append(why, fmt.Sprintf("%s %d", k, c[k]))
-		}
-	}
-	if len(why) > 0 {
+	if why := datapath.SlowCounted(c); len(why) > 0 {
 		fmt.Fprintf(w, "  left to the slow path: %s\n", strings.Join(why, ", "))
 	}
 	for _, u := range f.Unreachable {

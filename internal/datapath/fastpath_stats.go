@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -157,4 +158,16 @@ func eachEntryByKey[K, V any](m *ebpf.Map, fn func(*K, *V)) error {
 		fn(&k, &v)
 	}
 	return it.Err()
+}
+
+// SlowCounted lists, as "reason n", the slow path's reasons in counters c
+// (FastCounters' names) that counted any packet.
+func SlowCounted(c map[string]uint64) []string {
+	var out []string
+	for _, k := range FastSlowReasons() {
+		if c[k] > 0 {
+			out = append(out, fmt.Sprintf("%s %d", k, c[k]))
+		}
+	}
+	return out
 }

@@ -52,6 +52,7 @@ func (e *env) window(ctx context.Context, t traffic) (schema.Run, []any, error) 
 	srvs = nil
 	run := p.Window(before.Sample, after.Sample)
 	run.Falcon = e.mode.Between(before.falcon, after.falcon)
+	run.FastPath = modes.FastBetween(before.falcon, after.falcon)
 	run.Started, run.Tool = started, raw
 	if run.WindowS <= 0 {
 		return schema.Run{}, nil, fmt.Errorf("empty measurement window")

@@ -1,6 +1,7 @@
 package modes
 
 import (
+	"maps"
 	"time"
 
 	"github.com/falconnet/falcon/internal/agent"
@@ -28,6 +29,37 @@ func (su SetUp) Between(before, after Reading) *schema.FalconActivity {
 		fa.Causes.Trace = causesWithin(su.Causes(before.a.Causes.Last.Seq), after.a.Causes.Last.Seq)
 	}
 	return fa
+}
+
+// FastBetween is the fast path's packet counters from before to after,
+// both hosts' agents summed (Run.FastPath); nil where it did not run.
+func FastBetween(before, after Reading) map[string]uint64 {
+	if after.a.Fast == nil {
+		return nil
+	}
+	d := map[string]uint64{}
+	for k, v := range after.a.Fast {
+		d[k] = v - before.a.Fast[k] // a nil before (not yet running) reads 0
+	}
+	return d
+}
+
+// withFast is read whose Fast adds other's: the fast path counts each
+// direction on the host it enters by, so a flow's ingress hits are the
+// receiving host's and its egress hits the sending host's.
+func withFast(read, other func() agent.Activity) func() agent.Activity {
+	return func() agent.Activity {
+		act, o := read(), other()
+		if act.Fast == nil || o.Fast == nil {
+			return act
+		}
+		sum := maps.Clone(act.Fast)
+		for k, v := range o.Fast {
+			sum[k] += v
+		}
+		act.Fast = sum
+		return act
+	}
 }
 
 func falconActivity(before, after agent.Activity) *schema.FalconActivity {

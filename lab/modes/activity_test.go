@@ -51,3 +51,34 @@ func TestFalconActivity(t *testing.T) {
 		t.Fatalf("table of an older file:\n%s", b.String())
 	}
 }
+
+// The fast path's counters over a window are both hosts' differenced;
+// the table says what share of the packets it looked at it carried.
+func TestFastBetween(t *testing.T) {
+	recv := agent.Activity{Fast: map[string]uint64{"ingress_hit": 100, "csum_aggregate": 1}}
+	send := agent.Activity{Fast: map[string]uint64{"egress_hit": 50, "egress_miss": 5}}
+	read := withFast(func() agent.Activity { return recv }, func() agent.Activity { return send })
+	before := Reading{read()}
+	recv.Fast = map[string]uint64{"ingress_hit": 400, "csum_aggregate": 101}
+	send.Fast = map[string]uint64{"egress_hit": 350, "egress_miss": 105}
+	got := FastBetween(before, Reading{read()})
+	want := map[string]uint64{"ingress_hit": 300, "egress_hit": 300, "egress_miss": 100, "csum_aggregate": 100}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if FastBetween(Reading{}, Reading{agent.Activity{Samples: 1}}) != nil {
+		t.Fatal("a mode without the fast path has no fast path counters")
+	}
+	if pct, ok := schema.FastHitPct(got); !ok || pct != 75 {
+		t.Fatalf("carried %v%% (%v), want 75", pct, ok)
+	}
+	r := schema.Result{Layout: "docker", Mode: "fastpath", Workload: "tcp", Size: 128 << 10, Flows: 1, Runs: []schema.Run{{PPS: 1, FastPath: got}}}
+	r.Summarize()
+	var b strings.Builder
+	if err := render.WriteTable(&b, &schema.File{Results: []schema.Result{r}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| docker | fastpath | tcp | 128 KiB | 1 | 75.0 | 600 | 100 | csum_aggregate 100 |") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}

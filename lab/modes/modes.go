@@ -155,7 +155,7 @@ func (m catalogueMode) Setup(ctx context.Context, tb *testbed.Testbed) (SetUp, e
 	if err != nil {
 		return SetUp{}, errors.Join(err, a.Stop())
 	}
-	return SetUp{Undo: func() error { return errors.Join(s.Stop(), a.Stop()) }, Activity: a.Activity, Causes: a.CauseTrace}, nil
+	return SetUp{Undo: func() error { return errors.Join(s.Stop(), a.Stop()) }, Activity: withFast(a.Activity, s.Activity), Causes: a.CauseTrace}, nil
 }
 
 func (m catalogueMode) Unsupported(layout string) string {

@@ -30,6 +30,7 @@ func WriteTable(w io.Writer, f *schema.File) error {
 	writeTCPReordering(&b, f)
 	writeBPFCosts(&b, f)
 	writeFalconActivity(&b, f)
+	writeFastPath(&b, f)
 	writeRunByRun(&b, f)
 	writeOverload(&b, f)
 	writeRates(&b, f)

@@ -113,6 +113,10 @@ type Run struct {
 	// Falcon is what falcon's agent did during the window (falcon modes):
 	// whether its decisions fell inside the window or before it.
 	Falcon *FalconActivity `json:"falcon,omitempty"`
+	// FastPath is the fast path's packet counters over the window, both
+	// hosts summed, by datapath.FastCounters' names: each packet it looked
+	// at (a GRO aggregate once) is a hit, a miss or one slow reason.
+	FastPath map[string]uint64 `json:"fastpath,omitempty"`
 	// Stages is what each receive stage of the receiving host cost per CPU
 	// over the window (--stage-cost).
 	Stages []StageCost `json:"stages,omitempty"`

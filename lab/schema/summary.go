@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/falconnet/falcon/internal/datapath"
 	"github.com/falconnet/falcon/lab/stats"
 )
 
@@ -55,6 +56,9 @@ func Metrics(r Run) map[string]float64 {
 		if f.Probes != nil && f.Thin != nil {
 			m["falcon_tests_begun"], m["falcon_tests_thin"] = float64(*f.Probes), float64(*f.Thin)
 		}
+	}
+	if pct, ok := FastHitPct(r.FastPath); ok {
+		m["fastpath_hit_pct"] = pct
 	}
 	perS := func(n uint64) float64 {
 		if r.WindowS <= 0 {
@@ -330,4 +334,18 @@ func BaselineOf(results []Result, r *Result) *Result {
 		}
 	}
 	return nil
+}
+
+// FastHitPct is the share of the packets the fast path looked at (a
+// Run.FastPath) that it carried; false where it looked at none.
+func FastHitPct(c map[string]uint64) (float64, bool) {
+	hit := c["ingress_hit"] + c["egress_hit"]
+	all := hit + c["ingress_miss"] + c["egress_miss"]
+	for _, k := range datapath.FastSlowReasons() {
+		all += c[k]
+	}
+	if all == 0 {
+		return 0, false
+	}
+	return 100 * float64(hit) / float64(all), true
 }
