@@ -26,6 +26,7 @@ func WriteTable(w io.Writer, f *schema.File) error {
 	var b strings.Builder
 	writeCases(&b, f)
 	b.WriteString("\n")
+	writeVsOverlay(&b, f)
 	writePaperClaims(&b, f)
 	writeTCPReordering(&b, f)
 	writeBPFCosts(&b, f)

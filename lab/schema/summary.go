@@ -132,7 +132,7 @@ func Normalize(results []Result, baseline string) {
 			r.Baseline = c
 			r.Normalized = map[string]stats.Summary{}
 			if j != i && r.Testbed == b.Testbed {
-				if n := pairedRatios(r, b); n != nil {
+				if n := PairedRatios(r, b); n != nil {
 					r.Normalized, r.Paired = n, true
 					break
 				}
@@ -153,10 +153,10 @@ func Normalize(results []Result, baseline string) {
 	}
 }
 
-// pairedRatios divides each run of r by b's run of the same round, where
+// PairedRatios divides each run of r by b's run of the same round, where
 // both ran interleaved on one testbed, and summarises the ratios by their
 // geometric mean; nil when no round pairs up.
-func pairedRatios(r, b *Result) map[string]stats.Summary {
+func PairedRatios(r, b *Result) map[string]stats.Summary {
 	ratios := RoundRatios(r, b)
 	if len(ratios) == 0 {
 		return nil
