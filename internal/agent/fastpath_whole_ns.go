@@ -23,7 +23,7 @@ const nfInetIngress = 5
 // namespace and listing its sysctl directory each second cost a third of
 // a millisecond a container. What it holds keeps the namespace alive, so
 // the reader is closed as soon as its name no longer names that namespace
-// (readerFor) or the container goes (refreshWhole).
+// (readWhole) or the container goes (refreshWhole).
 type nsReader struct {
 	ino    uint64 // the namespace's, when opened
 	rt, nf int    // NETLINK_ROUTE, NETLINK_NETFILTER sockets
