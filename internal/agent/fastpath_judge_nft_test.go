@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -91,8 +92,11 @@ func nfacctAdd(t *testing.T, ns, name string, quota bool) {
 		if err != nil {
 			return err
 		}
-		_, _, err = nfacctReply(buf[:n])
-		return err
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil || len(msgs) == 0 {
+			return fmt.Errorf("no answer: %v", err)
+		}
+		return nlError(msgs[0].Data)
 	})
 	if err != nil {
 		t.Fatalf("create nfacct object %s: %v", name, err)

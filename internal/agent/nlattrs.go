@@ -92,14 +92,23 @@ func nlDump(fd int, seq uint32, typ uint16, body []byte) ([][]byte, error) {
 			case m.Header.Type == unix.NLMSG_DONE:
 				return out, nil
 			case m.Header.Type == unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
-						return nil, syscall.Errno(-e)
-					}
+				if err := nlError(m.Data); err != nil {
+					return nil, err
 				}
 				return out, nil
 			}
 			out = append(out, slices.Clone(m.Data)) // buf is read into again
 		}
 	}
+}
+
+// nlError is the error an NLMSG_ERROR message's payload carries; nil for
+// an acknowledgement.
+func nlError(data []byte) error {
+	if len(data) >= 4 {
+		if e := int32(binary.NativeEndian.Uint32(data)); e != 0 {
+			return syscall.Errno(-e)
+		}
+	}
+	return nil
 }
