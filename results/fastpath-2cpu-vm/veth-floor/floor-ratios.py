@@ -7,7 +7,7 @@ from collections import defaultdict
 
 T = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26, 11: 2.23, 12: 2.20}
 METRICS = {'udp-pp': ['transactions/s', 'p50 us', 'p99 us'], 'tcp-pp': ['transactions/s', 'p50 us', 'p99 us'],
-           'tcp': ['Gbit/s']}
+           'tcp': ['Gbit/s'], 'memcached': ['operations/s']}
 # Besides each mode over vanilla: the one difference each variant makes.
 EXTRA = [('fastpath', 'floor-vxlan-c'), ('fastpath', 'floor-vxlan'), ('floor-vxlan-c', 'floor-vxlan'),
          ('floor-vxlan', 'floor'), ('fastpath', 'fastpath-norps'), ('floor-rps', 'floor'), ('floor', 'host'),

@@ -18,6 +18,8 @@
 #   floor-1500      the floor at the wire's MTU (the host network's segments)
 # The floor's containers get the overlay's MTU (FLOOR_MTU, 1450 as the
 # testbed's). FALCON_LAB names another falcon-lab build (a testbed variant).
+# WORKLOADS: udp-pp tcp-pp tcp (the default) and memcached (memcaslap, 40
+# connections in 4 threads, 550 B values, 4 server threads: the bench's --flows 4).
 # Output: "ROUND MODE WORKLOAD VALUES" lines for floor-ratios.py.
 # usage: [MODES=...] [WORKLOADS=...] [FLOOR_MTU=N] [FALCON_LAB=PATH] floor.sh [ROUNDS] [SECONDS]
 #   (as root, from the repository, after make build)
@@ -30,8 +32,10 @@ h1=fb-$name-h1 h2=fb-$name-h2 c1=fb-$name-h1-c0 c2=fb-$name-h2-c0 f1=fl-$name-1 
 cleanup() {
 	[ -z "${fp:-}" ] || { kill "$fp" 2>/dev/null; wait "$fp" 2>/dev/null; }
 	for h in $h1 $h2; do $F disable --netns "$h" >/dev/null 2>&1; done
-	ip netns del "$f1" 2>/dev/null
-	ip netns del "$f2" 2>/dev/null
+	for n in $f1 $f2; do # a server left by an interrupted run
+		ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null
+		ip netns del "$n" 2>/dev/null
+	done
 	$B testbed down --name "$name" >/dev/null 2>&1
 	rm -rf "$tmp"
 }
@@ -113,6 +117,13 @@ bulk() { # CLIENT SERVER_NS ADDR
 	ip netns exec "$1" taskset -c 0 iperf3 -c "$3" -p 5299 -t "$secs" -J |
 		python3 -c "import json,sys; print(round(json.load(sys.stdin)['end']['sum_received']['bits_per_second']/1e9, 3))"
 }
+mc() { # CLIENT SERVER_NS ADDR: operations/s
+	ip netns exec "$2" taskset -c 1 memcached -u root -l "$3" -p 11211 -U 0 -t 4 -m 256 -c 4096 >/dev/null 2>&1 & local s=$!
+	sleep 0.5
+	ip netns exec "$1" taskset -c 0 memcaslap -s "$3:11211" -c 40 -T 4 -t "${secs}s" -S "${secs}s" -X 550 2>&1 |
+		sed -n 's/.*Run time: [0-9.]*s Ops: [0-9]* TPS: \([0-9]*\).*/\1/p' | tail -1
+	kill $s; wait $s 2>/dev/null
+}
 for r in $(seq "$rounds"); do
 	for m in $modes; do
 		setup "$m" on
@@ -122,6 +133,7 @@ for r in $(seq "$rounds"); do
 			udp-pp) echo "$r $m $w $(pp "${cli[$m]}" "${srv[$m]}" "$a")" ;;
 			tcp-pp) echo "$r $m $w $(pp "${cli[$m]}" "${srv[$m]}" "$a" --tcp)" ;;
 			tcp) echo "$r $m $w $(bulk "${cli[$m]}" "${srv[$m]}" "$a")" ;;
+			memcached) echo "$r $m $w $(mc "${cli[$m]}" "${srv[$m]}" "$a")" ;;
 			esac
 		done
 		setup "$m" off
