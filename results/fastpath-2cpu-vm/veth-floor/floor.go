@@ -36,7 +36,7 @@ import (
 )
 
 type side struct {
-	host, cont     string
+	host           string
 	nic, fl0, eth0 *net.Interface // nic and eth0's peer (fl0) in host; eth0 in cont
 	addr, wire     net.IP         // cont's eth0, host's nic
 }
@@ -91,7 +91,7 @@ func main() {
 }
 
 func look(host, cont string) *side {
-	s := &side{host: host, cont: cont}
+	s := &side{host: host}
 	enter(cont)
 	s.eth0 = iface("eth0")
 	s.addr = ipv4(s.eth0)
