@@ -45,7 +45,8 @@ end)
 	for log in "$dir"/*.log; do
 		awk '/^--- FAIL: / { t = t " " $3 }
 			/^FAIL\t/ { print "  FAIL " $2 (t == "" ? "" : ":" t); t = "" }
-			/^- \*\*failed\*\* / { print "  FAIL (guest) " $3 ": " $4 }' "$log"
+			/^- \*\*failed\*\* / { print "  FAIL (guest) " $3 ": " $4 }
+			/^- \*\*did not finish\*\* / { sub(/^- \*\*/, ""); sub(/\*\* /, " "); print "  FAIL (guest) " $0 }' "$log"
 	done
 	if [ ${#failed[@]} -gt 0 ]; then
 		echo "FAILED: ${failed[*]}"

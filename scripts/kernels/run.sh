@@ -24,8 +24,8 @@
 #                      kernels; make test-netpol writes netpol-6.12.md)
 #        KERNEL_CMDLINE  more kernel parameters, e.g. loglevel=7 to get the
 #                      stack of a soft lockup in console.log
-#        KERNEL_STALL  minutes the guest may write nothing to its console or
-#                      logs before it counts as hung (default 15; 0: never);
+#        KERNEL_STALL  minutes the guest may add nothing to its test logs
+#                      before it counts as hung (default 15; 0: never);
 #                      a hung guest is stopped and booted once more
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -125,10 +125,11 @@ for b in falcon falcon-lab; do
 done
 
 # boot OUT runs one guest with OUT as its writable share. A watchdog stops
-# it when nothing there has changed for stall_min minutes (under TCG a
-# guest can wedge: 6.1 once sat in an RCU stall for good after
+# it when no test log or result there has changed for stall_min minutes
+# (under TCG a guest can wedge: 6.1 once sat in an RCU stall for good after
 # TestSteeringOnTestbed) and leaves OUT/hung with the last line it wrote,
-# so that a hang costs minutes, not the whole timeout.
+# so that a hang costs minutes, not the whole timeout. The console does not
+# count: a wedged kernel may go on printing its stall reports there.
 boot() {
 	local out=$1 name=falcon-guest-$$-$RANDOM lock=/tmp/falcon-root.lock made=
 	# The guest loads both CPUs: take the lock the root tests on this machine
@@ -151,8 +152,9 @@ boot() {
 		(
 			while sleep 30; do
 				[ -f "$out/start" ] || continue # still waiting for the lock
-				[ -z "$(find "$out" -type f -mmin -"$stall_min" -print -quit)" ] || continue
-				last=$(ls -t "$out"/*.log | head -1)
+				[ -z "$(find "$out" -type f ! -name console.log -mmin -"$stall_min" -print -quit)" ] || continue
+				last=$(ls -t "$out"/*.log | grep -v /console.log | head -1)
+				last=${last:-$out/console.log} # hung before the first test
 				echo "$(basename "$last"): $(grep -v '^[[:space:]]*$' "$last" | tail -1 | cut -c1-200)" >"$out/hung"
 				pkill -f -- "-name $name " || true
 				exit

@@ -83,4 +83,24 @@ for t in $TESTS; do
 		}
 	' "$log"
 done
+# Last, because CI shows only the end of the output: a package that did not
+# finish, the test it was in, and what stopped the guest (the watchdog's
+# line, QEMU's timeout), which the table above cannot say.
+for t in $TESTS; do
+	name=$(basename "${t%%:*}")
+	[ ! -s "$out/$name.rc" ] || continue
+	running=$(awk '/^=== (RUN|CONT) / { open[$3] = NR }
+		/^ *--- (PASS|FAIL|SKIP): / { delete open[$3] }
+		END { for (k in open) if (open[k] > n) { n = open[k]; last = k }; print last }' "$out/$name.log" 2>/dev/null)
+	echo "- **did not finish** ${t%%:*}: ${running:-no test} was running"
+done
+[ ! -f "$out/rebooted" ] || echo "- the guest was booted twice: $(head -2 "$out/rebooted" | tr '\n' ' ')"
+[ ! -f "$out/hung" ] || echo "- the watchdog stopped the guest (nothing written for KERNEL_STALL minutes); last line: $(cat "$out/hung")"
+grep -h '^test-kernels: QEMU exited' "$out/console.log" 2>/dev/null | sed 's/^/- /'
+# The kernel prints only errors to the console (loglevel=4): a stall or
+# lockup report there says why a boot stopped.
+for c in "$out.hung/console.log" "$out/console.log"; do
+	grep -E '^\[ *[0-9.]+\] ' "$c" 2>/dev/null | grep -v -E 'sysrq: Power Off|reboot: Power down' | tail -3 |
+		sed "s|^|- $(basename "$(dirname "$c")") console: |" | cut -c1-240
+done
 exit $status
