@@ -44,25 +44,33 @@ hostname falcon-kernel-test
 	echo "cpus: $(nproc), memory: $(awk '/MemTotal/ {print $2 / 1024 " MiB"}' /proc/meminfo)"
 	echo "btf: $(ls /sys/kernel/btf/vmlinux 2>&1)"
 } >$out/guest.txt
-# Hold on, for the whole run, the static keys that falcon's hooks switch
-# at every attach, stand-down and comeback: tc ingress/egress (a clsact on
-# lo) and the tracepoints its guard and the tests' stage tracer use
-# (events enabled, the trace buffer off). The kernel switches a key by
+# Hold on, for the whole run, the kernel code switches that falcon's hooks
+# and tests flip at every attach, stand-down and comeback: tc ingress/egress
+# (a clsact on lo), and, through holdkeys (scripts/kernels/holdkeys), the
+# tracepoints of falcon's and the lab's BPF objects with two probes each
+# (one probe switches a static key, a second rewrites a static call) and
+# BPF run-time statistics (a static key inlined wherever a program runs,
+# which the steering and split tests switch). The kernel switches them by
 # patching its own code live (text_poke_bp), and multi-threaded TCG can
 # run a stale copy of the patched instruction on the other CPU: 6.12 under
 # TCG oopsed ("int3" in __netif_receive_skb_core, kernel panic) when
-# TestComebackSteersRunningFlows came back under traffic. Under KVM and on
-# hardware the patching is exact, and the host's own suite switches them.
-# RPS's key too (an RPS map on lo), which falcon switches whenever it sets
-# or restores RPS on a testbed that had none: once, 6.1 under TCG locked up
-# in ksoftirqd ("soft lockup - CPU#0 stuck for 249s") from about the
-# moment a stand-down and comeback restored and set RPS under traffic (1 of
-# about 15 guest runs; no stack kept: KERNEL_CMDLINE=loglevel=7 keeps one).
+# TestComebackSteersRunningFlows came back under traffic, and 6.1 wedged in
+# an RCU stall right after TestSteeringOnTestbed (whose statistics' key goes
+# off at its end), and probably again in a CI run that stopped in the
+# datapath's tests. Under
+# KVM and on hardware the patching is exact, and the host's own suite
+# switches them. RPS's key too (an RPS map on lo), which falcon switches
+# whenever it sets or restores RPS on a testbed that had none: once, 6.1
+# under TCG locked up in ksoftirqd ("soft lockup - CPU#0 stuck for 249s")
+# from about the moment a stand-down and comeback restored and set RPS
+# under traffic (1 of about 15 guest runs; no stack kept:
+# KERNEL_CMDLINE=loglevel=7 keeps one).
 if [ "$ACCEL" = tcg ]; then
 	tc qdisc add dev lo clsact
 	echo 1 >/sys/class/net/lo/queues/rx-0/rps_cpus
-	echo 0 >/sys/kernel/tracing/tracing_on
-	for e in net napi skb; do echo 1 >/sys/kernel/tracing/events/$e/enable; done
+	$BIN/holdkeys $REPO/internal/datapath/*_bpfel.o $REPO/lab/stagetrace/*_bpfel.o >$out/holdkeys.txt 2>&1 &
+	for i in $(seq 120); do grep -q holding $out/holdkeys.txt && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
+	grep -q holding $out/holdkeys.txt || echo "guest: holdkeys did not start: $(cat $out/holdkeys.txt)" >/dev/console
 	# The flannel-daemon layout's tests run Flannel's own daemons, not a
 	# kernel feature: under TCG in 6.1 flanneld lost its lease race
 	# ("subnet already exists") and its testbed reordered 2 datagrams in

@@ -112,10 +112,12 @@ for t in $tests; do
 	pkg=${t%%:*}
 	go test -c -o "$bin/$(basename "$pkg").test" "./$pkg"
 done
-# guest.sh runs falcon (doctor) and falcon-lab (its testbed).
+# guest.sh runs falcon (doctor) and falcon-lab (its testbed), and under
+# TCG holdkeys (it says why).
 for b in falcon falcon-lab; do
 	go build -o "$bin/$b" ./cmd/$b
 done
+go build -o "$bin/holdkeys" ./scripts/kernels/holdkeys
 # cmd/falcon's tests build the binaries again inside (lab/labtest.Build); a
 # build cache warmed here (same toolchain, same flags) makes that a cache hit.
 gocache=$cache/gocache

@@ -17,6 +17,7 @@ if [ "$ACCEL" = tcg ] && [ -d /sys/module/kvm_pvm ]; then
 	echo "Emulated, not KVM: this host's /dev/kvm is PVM (kvm_pvm, a paravirtual nested KVM), which"
 	echo "cannot boot stock kernels; emulation makes every test slower, not a kernel feature different."
 fi
+[ ! -s "$out/holdkeys.txt" ] || { echo; echo "Held for the whole run (scripts/kernels/guest.sh says why): \`$(head -1 "$out/holdkeys.txt")\`."; }
 [ ! -f "$out/rebooted" ] || { echo; cat "$out/rebooted"; }
 echo
 echo "## falcon doctor"
