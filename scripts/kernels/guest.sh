@@ -57,14 +57,13 @@ hostname falcon-kernel-test
 # TestComebackSteersRunningFlows came back under traffic, and 6.1 wedged in
 # an RCU stall right after TestSteeringOnTestbed (whose statistics' key goes
 # off at its end), and probably again in a CI run that stopped in the
-# datapath's tests. Under
-# KVM and on hardware the patching is exact, and the host's own suite
-# switches them. RPS's key too (an RPS map on lo), which falcon switches
-# whenever it sets or restores RPS on a testbed that had none: once, 6.1
-# under TCG locked up in ksoftirqd ("soft lockup - CPU#0 stuck for 249s")
-# from about the moment a stand-down and comeback restored and set RPS
-# under traffic (1 of about 15 guest runs; no stack kept:
-# KERNEL_CMDLINE=loglevel=7 keeps one).
+# datapath's tests. Under KVM and on hardware the patching is exact, and
+# the host's own suite switches them. RPS's key too (an RPS map on lo),
+# which falcon switches whenever it sets or restores RPS on a testbed that
+# had none: once, 6.1 under TCG locked up in ksoftirqd ("soft lockup -
+# CPU#0 stuck for 249s") from about the moment a stand-down and comeback
+# restored and set RPS under traffic (1 of about 15 guest runs; no stack
+# kept: KERNEL_CMDLINE=loglevel=7 keeps one).
 if [ "$ACCEL" = tcg ]; then
 	tc qdisc add dev lo clsact
 	echo 1 >/sys/class/net/lo/queues/rx-0/rps_cpus
